@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+)
+
+// askTimeoutEnv sets the ask edge TTL in milliseconds (spec §5.7).
+const askTimeoutEnv = "PI_INTERCOM_ASK_TIMEOUT_MS"
+
+type brokerOptions struct {
+	noIdleExit   bool
+	idleExit     time.Duration
+	maxSessions  int
+	rateCapacity float64
+	rateRefill   float64
+	logLevel     string
+}
+
+func newBrokerCmd(s *streams) *cobra.Command {
+	opts := &brokerOptions{}
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run the intercom broker in the foreground",
+		Long: `Run the Agent Intercom protocol v4 broker in the foreground on
+$PI_CODING_AGENT_DIR/intercom/broker.sock (default ~/.pi/agent/intercom), with
+the agent-fleet local API beside it on agent-fleet.sock.
+
+Clients start a broker on demand, so running one by hand is for debugging and
+for service managers. It exits 5 s after the last session leaves unless
+--no-idle-exit is given, and cleanly on SIGTERM or SIGINT. A second broker on
+the same directory exits with status 4 and leaves the first untouched.`,
+		Example: `  agent-fleet broker
+  PI_CODING_AGENT_DIR=$(mktemp -d) agent-fleet broker --no-idle-exit --log-level debug`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBroker(cmd, s, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.noIdleExit, "no-idle-exit", false, "keep running when no session is connected")
+	f.DurationVar(&opts.idleExit, "idle-exit", broker.DefaultIdleExit, "exit this long after the last session leaves")
+	f.IntVar(&opts.maxSessions, "max-sessions", broker.DefaultMaxSessions, "most sessions registered at once")
+	f.Float64Var(&opts.rateCapacity, "rate-capacity", broker.DefaultRateCapacity, "per-connection token bucket size (1 token per started 8 KiB frame)")
+	f.Float64Var(&opts.rateRefill, "rate-refill", broker.DefaultRateRefill, "per-connection token refill, tokens per second")
+	f.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
+	paths, err := intercom.DefaultPaths()
+	if err != nil {
+		return err
+	}
+	cfg := broker.Config{
+		Paths:        paths,
+		Logger:       newLogger(s.Err, opts.logLevel),
+		MaxSessions:  opts.maxSessions,
+		IdleExit:     opts.idleExit,
+		RateCapacity: opts.rateCapacity,
+		RateRefill:   opts.rateRefill,
+		TrustedLocal: runtime.GOOS != "windows",
+		CheckPeerUID: runtime.GOOS != "windows",
+	}
+	if opts.noIdleExit {
+		cfg.IdleExit = -1
+	}
+	if v := strings.TrimSpace(os.Getenv(askTimeoutEnv)); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			return &usageError{fmt.Errorf("%s must be a positive number of milliseconds, got %q", askTimeoutEnv, v)}
+		}
+		cfg.AskTTL = time.Duration(ms) * time.Millisecond
+	}
+	if opts.maxSessions < 1 || opts.rateCapacity < 1 || opts.rateRefill <= 0 {
+		return &usageError{fmt.Errorf("--max-sessions, --rate-capacity and --rate-refill must be positive")}
+	}
+	return broker.ListenAndServe(cmd.Context(), cfg)
+}

@@ -1,0 +1,40 @@
+package intercom
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// WriteFileAtomic replaces path with data so that readers see either the old
+// or the new content, never a mix, and the new content survives a crash
+// (spec §5.5): write <path>.<pid>.<random>.tmp (0600), fsync it, rename it
+// over path, chmod 0600, fsync the directory.
+func WriteFileAtomic(path string, data []byte) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path + "." + strconv.Itoa(os.Getpid()) + "." + hex.EncodeToString(rnd[:]) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	_ = os.Chmod(path, FileMode)
+	return syncDir(filepath.Dir(path))
+}

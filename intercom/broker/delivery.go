@@ -1,0 +1,327 @@
+package broker
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+func init() { uuid.EnableRandPool() }
+
+func newUUID() string { return uuid.NewString() }
+
+// delivery is one accepted message waiting for the recipient's
+// acknowledgement (spec §5.1).
+type delivery struct {
+	seq          uint64 // acceptance order
+	id           string // deliveryId
+	key          string // sender id + "\x00" + message id
+	fingerprint  [32]byte
+	messageID    string
+	replyTo      string
+	expectsReply bool
+	from, to     string
+	sender       *conn
+	recipient    *conn
+	timer        *time.Timer
+}
+
+// deliveryTable indexes pending deliveries by delivery id, by dedup key and
+// by sender, so no operation scans all of them.
+type deliveryTable struct {
+	byID   map[string]*delivery
+	byKey  map[string]*delivery
+	byFrom map[string]int
+	seq    uint64
+}
+
+func (t *deliveryTable) init() {
+	t.byID = make(map[string]*delivery)
+	t.byKey = make(map[string]*delivery)
+	t.byFrom = make(map[string]int)
+}
+
+func (t *deliveryTable) add(d *delivery) {
+	t.seq++
+	d.seq = t.seq
+	t.byID[d.id] = d
+	t.byKey[d.key] = d
+	t.byFrom[d.from]++
+	d.sender.deliveries[d] = struct{}{}
+	d.recipient.deliveries[d] = struct{}{}
+}
+
+func (t *deliveryTable) remove(d *delivery) {
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	delete(t.byID, d.id)
+	if t.byKey[d.key] == d {
+		delete(t.byKey, d.key)
+	}
+	if n := t.byFrom[d.from] - 1; n > 0 {
+		t.byFrom[d.from] = n
+	} else {
+		delete(t.byFrom, d.from)
+	}
+	delete(d.sender.deliveries, d)
+	delete(d.recipient.deliveries, d)
+}
+
+func (t *deliveryTable) stopTimers() {
+	for _, d := range t.byID {
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+	}
+}
+
+// recentEntry is the outcome of a finished delivery, kept for dedup (§5.2).
+type recentEntry struct {
+	key         string
+	fingerprint [32]byte
+	from, to    string
+	messageID   string
+	deliveryID  string // delivered: the original deliveryId
+	retryable   bool   // failed after acceptance: a retry is a fresh send
+	expires     time.Time
+}
+
+// recentCache keeps finished deliveries for ttl, at most max of them. The
+// TTL is constant, so insertion order is expiry order and pruning only looks
+// at the front: no per-send scan of the history.
+type recentCache struct {
+	ttl     time.Duration
+	max     int
+	entries map[string]*recentEntry
+	queue   []*recentEntry // FIFO; replaced entries stay until they reach the front
+	head    int
+}
+
+func (r *recentCache) init(ttl time.Duration, max int) {
+	r.ttl, r.max = ttl, max
+	r.entries = make(map[string]*recentEntry)
+}
+
+func (r *recentCache) put(e *recentEntry) {
+	e.expires = time.Now().Add(r.ttl)
+	r.entries[e.key] = e
+	r.queue = append(r.queue, e)
+	for len(r.entries) > r.max {
+		r.popFront()
+	}
+}
+
+func (r *recentCache) popFront() {
+	e := r.queue[r.head]
+	r.queue[r.head] = nil
+	r.head++
+	if r.entries[e.key] == e {
+		delete(r.entries, e.key)
+	}
+	if r.head > 1024 && r.head*2 > len(r.queue) {
+		n := copy(r.queue, r.queue[r.head:])
+		clear(r.queue[n:])
+		r.queue = r.queue[:n]
+		r.head = 0
+	}
+}
+
+func (r *recentCache) prune(now time.Time) {
+	for r.head < len(r.queue) && !r.queue[r.head].expires.After(now) {
+		r.popFront()
+	}
+}
+
+func (r *recentCache) delete(key string) { delete(r.entries, key) }
+
+// handleSend routes one send (spec §5.1–§5.2, §5.7).
+func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
+	s := env.DecodeSend()
+	fail := func(code wire.FailureCode, reason string) {
+		b.stats.refused.Add(1)
+		b.scratch = wire.AppendDeliveryFailed(b.scratch[:0], s.MessageID, false, code, reason)
+		c.send(b.scratch)
+	}
+	if s.Failure != "" {
+		fail(s.Failure, s.Reason)
+		return
+	}
+	fromID := from.info.ID
+	key := fromID + "\x00" + s.MessageID
+	b.recent.prune(time.Now())
+	if r := b.recent.entries[key]; r != nil {
+		if r.fingerprint != s.Meta.Fingerprint {
+			fail(wire.FailDuplicateMessageID, "Message ID was already used with a different payload")
+			return
+		}
+		if r.retryable || b.sessions[r.to] == nil {
+			b.recent.delete(key)
+		} else {
+			// An identical retry of a delivered send: answer as before, with
+			// the original deliveryId (failures are retryable, never here).
+			b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], s.MessageID, r.deliveryID)
+			b.scratch = wire.AppendDelivered(b.scratch, s.MessageID, r.deliveryID)
+			c.send(b.scratch)
+			return
+		}
+	}
+	if p := b.deliveries.byKey[key]; p != nil {
+		if p.fingerprint != s.Meta.Fingerprint {
+			fail(wire.FailDuplicateMessageID, "Message ID is already pending with a different payload")
+			return
+		}
+		if b.sessions[p.from] != nil && b.sessions[p.to] != nil {
+			b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], s.MessageID, p.id)
+			c.send(b.scratch)
+			return
+		}
+		b.failDelivery(p, wire.FailSessionNotFound, "Delivery authorization changed while pending")
+	}
+	if len(b.deliveries.byID) >= MaxPendingDeliveries || b.deliveries.byFrom[fromID] >= MaxPendingPerSender {
+		fail(wire.FailTooManyPendingDeliveries, "Too many messages are waiting for receiver acknowledgement")
+		return
+	}
+	targets := b.resolve(from, s.To)
+	switch {
+	case len(targets) > 1:
+		fail(wire.FailAmbiguousTarget, `Multiple sessions named "`+s.To+`" are connected. Use the session ID instead.`)
+		return
+	case len(targets) == 0:
+		fail(wire.FailSessionNotFound, "Session not found")
+		return
+	}
+	target := targets[0]
+	toID := target.info.ID
+	m := &s.Meta
+	if m.ReplyTo != "" {
+		edge := b.asks.byKey[askKey(toID, m.ReplyTo)]
+		if edge == nil {
+			fail(wire.FailInvalidReplyTarget, "Reply target does not match a pending ask")
+			return
+		}
+		if edge.to != fromID {
+			fail(wire.FailInvalidReplyTarget, "Reply target does not match the pending ask")
+			return
+		}
+	}
+	if m.ExpectsReply {
+		if code, reason := b.asks.admit(fromID, toID, m.ReplyTo); code != "" {
+			fail(code, reason)
+			return
+		}
+		b.addAskEdge(m.ID, fromID, toID)
+	}
+	d := &delivery{
+		id:           newUUID(),
+		key:          key,
+		fingerprint:  m.Fingerprint,
+		messageID:    m.ID,
+		replyTo:      m.ReplyTo,
+		expectsReply: m.ExpectsReply,
+		from:         fromID,
+		to:           toID,
+		sender:       c,
+		recipient:    target.conn,
+	}
+	b.deliveries.add(d)
+	d.timer = time.AfterFunc(b.cfg.DeliveryTimeout, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.deliveries.byID[d.id] == d {
+			b.failDelivery(d, wire.FailDeliveryTimeout, "Recipient did not acknowledge the message in time")
+		}
+	})
+	b.stats.accepted.Add(1)
+	b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], m.ID, d.id)
+	c.send(b.scratch)
+	b.scratch = wire.AppendMessage(b.scratch[:0], d.id, from.infoRaw, s.Message)
+	target.conn.send(b.scratch)
+}
+
+// handleAck completes a delivery the recipient stored (spec §5.1 step 5).
+func (b *Broker) handleAck(c *conn, s *session, env *wire.Envelope) {
+	ack, err := env.DecodeMessageReceived()
+	if err != nil {
+		b.refuse(c, err)
+		return
+	}
+	d := b.deliveries.byID[ack.DeliveryID]
+	if d == nil || d.to != s.info.ID || d.recipient != c {
+		return
+	}
+	sender := b.sessions[d.from]
+	if sender == nil {
+		b.failDelivery(d, wire.FailSessionNotFound, "Delivery authorization changed before acknowledgement")
+		return
+	}
+	b.deliveries.remove(d)
+	if d.replyTo != "" {
+		// The reply reached the asker: the ask is answered.
+		b.removeAskEdge(askKey(d.to, d.replyTo), "")
+	}
+	b.recent.put(&recentEntry{key: d.key, fingerprint: d.fingerprint, from: d.from, to: d.to,
+		messageID: d.messageID, deliveryID: d.id})
+	b.stats.delivered.Add(1)
+	b.stats.deliveredRate.add(1)
+	if sender.conn == d.sender {
+		b.scratch = wire.AppendDelivered(b.scratch[:0], d.messageID, d.id)
+		sender.conn.send(b.scratch)
+	}
+}
+
+// handleReject fails a delivery the recipient refused as conflicting.
+func (b *Broker) handleReject(c *conn, s *session, env *wire.Envelope) {
+	rej, err := env.DecodeMessageRejected()
+	if err != nil {
+		b.refuse(c, err)
+		return
+	}
+	if d := b.deliveries.byID[rej.DeliveryID]; d != nil && d.to == s.info.ID && d.recipient == c {
+		b.failDelivery(d, wire.FailConflictingMessageID, rej.Reason)
+	}
+}
+
+// failDelivery ends an accepted delivery with a failure (accepted:true). A
+// failed ask loses its edge and the recipient hears ask_cancelled.
+func (b *Broker) failDelivery(d *delivery, code wire.FailureCode, reason string) {
+	b.deliveries.remove(d)
+	if d.expectsReply {
+		b.removeAskEdge(askKey(d.from, d.messageID), wire.AskDeliveryFailed)
+	}
+	b.recent.put(&recentEntry{key: d.key, fingerprint: d.fingerprint, from: d.from, to: d.to,
+		messageID: d.messageID, retryable: true})
+	b.stats.failed.Add(1)
+	if sender := b.sessions[d.from]; sender != nil && sender.conn == d.sender {
+		b.scratch = wire.AppendDeliveryFailed(b.scratch[:0], d.messageID, true, code, reason)
+		sender.conn.send(b.scratch)
+	}
+}
+
+// failDeliveriesOf fails the deliveries that sessionID had pending on c, as
+// recipient or as sender (spec §3.2 RECIPIENT_/SENDER_DISCONNECTED).
+func (b *Broker) failDeliveriesOf(sessionID string, c *conn) {
+	if len(c.deliveries) == 0 {
+		return
+	}
+	ds := make([]*delivery, 0, len(c.deliveries))
+	for d := range c.deliveries {
+		ds = append(ds, d)
+	}
+	slices.SortFunc(ds, func(x, y *delivery) int { return cmp.Compare(x.seq, y.seq) })
+	for _, d := range ds {
+		if b.deliveries.byID[d.id] != d {
+			continue
+		}
+		switch {
+		case d.to == sessionID && d.recipient == c:
+			b.failDelivery(d, wire.FailRecipientDisconnected, "Recipient disconnected before acknowledging the message")
+		case d.from == sessionID && d.sender == c:
+			b.failDelivery(d, wire.FailSenderDisconnected, "Sender disconnected before delivery was acknowledged")
+		}
+	}
+}

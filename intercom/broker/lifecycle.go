@@ -1,0 +1,150 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// ErrAlreadyRunning means another live broker owns the agent directory. It
+// is left untouched.
+var ErrAlreadyRunning = errors.New("intercom broker already running")
+
+// OwnerError names the live process that owns broker.owner.
+type OwnerError struct {
+	PID  int
+	File string
+}
+
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("%s: %s is owned by live process %d; stop that broker first (if no broker runs under that pid, remove %s)",
+		ErrAlreadyRunning, e.File, e.PID, e.File)
+}
+
+func (e *OwnerError) Unwrap() error { return ErrAlreadyRunning }
+
+// ListenAndServe is the whole life of `agent-fleet broker` (spec §6.3–§6.4):
+// take broker.owner exclusively, replace a stale broker.sock, listen on it
+// and on the local API socket (both 0600), write broker.pid, serve until ctx
+// ends or the broker goes idle, and remove those files on the way out —
+// only while broker.owner still names this process.
+func ListenAndServe(ctx context.Context, cfg Config) error {
+	p := cfg.Paths
+	if err := intercom.EnsureDir(p.Dir); err != nil {
+		return err
+	}
+	for _, sock := range []string{p.BrokerSocket(), p.LocalAPISocket()} {
+		if err := intercom.CheckSocketPath(sock); err != nil {
+			return err
+		}
+	}
+	if err := acquireOwner(p.OwnerFile()); err != nil {
+		return err
+	}
+	defer releaseOwner(p)
+
+	b, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := listenEndpoint(p)
+	if err != nil {
+		return err
+	}
+	api, err := listenUnix(p.LocalAPISocket())
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if err := os.WriteFile(p.PIDFile(), []byte(strconv.Itoa(os.Getpid())), intercom.FileMode); err != nil {
+		_ = ln.Close()
+		_ = api.Close()
+		return fmt.Errorf("write %s: %w", p.PIDFile(), err)
+	}
+	_ = os.Chmod(p.PIDFile(), intercom.FileMode)
+	b.log.Info(fmt.Sprintf("Intercom broker started (pid: %d, remote-access-v1)", os.Getpid()),
+		"socket", endpointName(p), "api", p.LocalAPISocket())
+	return b.Run(ctx, ln, api)
+}
+
+// listenUnix binds a Unix socket at path, removing a stale socket file
+// first (the owner lock makes this safe), and restricts it to 0600.
+// The listener does not unlink on Close: removal is the owner's decision.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, intercom.FileMode); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("restrict %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// acquireOwner creates broker.owner with O_EXCL, holding our pid. An owner
+// file naming a dead process is stale: it is removed and taken, once.
+func acquireOwner(path string) error {
+	for attempt := 0; ; attempt++ {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, intercom.FileMode)
+		if err == nil {
+			_, werr := f.WriteString(strconv.Itoa(os.Getpid()))
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				_ = os.Remove(path)
+				return fmt.Errorf("write %s: %w", path, werr)
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		pid := readPID(path)
+		if pid > 0 && intercom.ProcessAlive(pid) {
+			return &OwnerError{PID: pid, File: path}
+		}
+		if attempt > 0 {
+			return fmt.Errorf("%w: could not replace the stale %s", ErrAlreadyRunning, path)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove stale %s: %w", path, err)
+		}
+	}
+}
+
+func readPID(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// releaseOwner removes the broker's files if broker.owner still names this
+// process; a broker that lost ownership leaves its successor's files alone.
+func releaseOwner(p intercom.Paths) {
+	if readPID(p.OwnerFile()) != os.Getpid() {
+		return
+	}
+	removeEndpoint(p)
+	for _, f := range []string{p.LocalAPISocket(), p.PIDFile(), p.OwnerFile()} {
+		_ = os.Remove(f)
+	}
+}

@@ -1,0 +1,147 @@
+package intercom
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// The broker's local API (DESIGN.md "Session holders and the local API") is
+// served beside broker.sock on agent-fleet.sock: one JSON object per line in
+// each direction, one response per request, peer uid checked. Nothing of it
+// is on broker.sock, and a TypeScript broker has none.
+
+// Local API operations.
+const (
+	OpStats    = "stats"    // → Stats
+	OpPeer     = "peer"     // sessionId → Peer
+	OpShutdown = "shutdown" // → ok, then the broker exits
+)
+
+// APIRequest is one local API request line.
+type APIRequest struct {
+	Op        string `json:"op"`
+	SessionID string `json:"sessionId,omitempty"`
+}
+
+// APIResponse is one local API response line. Error is set iff !OK.
+type APIResponse struct {
+	OK    bool         `json:"ok"`
+	Error string       `json:"error,omitempty"`
+	Stats *BrokerStats `json:"stats,omitempty"`
+	Peer  *PeerInfo    `json:"peer,omitempty"`
+}
+
+// BrokerStats is a snapshot of a running broker. Counters are totals since
+// start; rates are averages over the last 10 s.
+type BrokerStats struct {
+	PID                 int     `json:"pid"`
+	StartedAtMs         int64   `json:"startedAtMs"`
+	UptimeMs            int64   `json:"uptimeMs"`
+	Sessions            int     `json:"sessions"`
+	Connections         int     `json:"connections"`
+	Unregistered        int     `json:"unregisteredConnections"`
+	PendingDeliveries   int     `json:"pendingDeliveries"`
+	AskEdges            int     `json:"askEdges"`
+	RecentDeliveries    int     `json:"recentDeliveries"`
+	Accepted            uint64  `json:"deliveriesAccepted"`
+	Delivered           uint64  `json:"deliveriesDelivered"`
+	Failed              uint64  `json:"deliveriesFailed"`
+	Refused             uint64  `json:"sendsRefused"`
+	FramesIn            uint64  `json:"framesIn"`
+	FramesOut           uint64  `json:"framesOut"`
+	BytesIn             uint64  `json:"bytesIn"`
+	BytesOut            uint64  `json:"bytesOut"`
+	RateLimited         uint64  `json:"rateLimited"`
+	SlowConsumersClosed uint64  `json:"slowConsumersClosed"`
+	DeliveredPerSecond  float64 `json:"deliveredPerSecond"`
+	FramesInPerSecond   float64 `json:"framesInPerSecond"`
+}
+
+// PeerInfo says whether a session is connected to the broker and, when it
+// is, the kernel-verified credentials of its connection (SO_PEERCRED on
+// Linux; PID is 0 where the platform cannot tell).
+type PeerInfo struct {
+	SessionID string `json:"sessionId"`
+	Connected bool   `json:"connected"`
+	PID       int    `json:"pid,omitempty"`
+	UID       int    `json:"uid,omitempty"`
+}
+
+// ErrNoLocalAPI means nothing answers on the local API socket: no broker
+// runs, or the broker is not agent-fleet's (a TypeScript broker has none).
+var ErrNoLocalAPI = errors.New("broker local API unavailable")
+
+// LocalAPIClient talks to a broker's local API. The zero value is not
+// usable: set Path. Safe for concurrent use; each call is one connection.
+type LocalAPIClient struct {
+	Path string // agent-fleet.sock
+}
+
+// Do sends one request and returns its response. A response with OK false
+// is returned as an error.
+func (c *LocalAPIClient) Do(ctx context.Context, req APIRequest) (*APIResponse, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoLocalAPI, err)
+	}
+	defer conn.Close()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(5 * time.Second)
+	}
+	_ = conn.SetDeadline(deadline)
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return nil, fmt.Errorf("local API %s: %w", req.Op, err)
+	}
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	if !sc.Scan() {
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("local API %s: %w", req.Op, err)
+		}
+		return nil, fmt.Errorf("local API %s: connection closed without a response", req.Op)
+	}
+	var resp APIResponse
+	if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {
+		return nil, fmt.Errorf("local API %s: bad response: %w", req.Op, err)
+	}
+	if !resp.OK {
+		return &resp, fmt.Errorf("local API %s: %s", req.Op, resp.Error)
+	}
+	return &resp, nil
+}
+
+// Stats returns the broker's statistics.
+func (c *LocalAPIClient) Stats(ctx context.Context) (*BrokerStats, error) {
+	resp, err := c.Do(ctx, APIRequest{Op: OpStats})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Stats, nil
+}
+
+// Peer reports whether sessionID is connected and with which pid.
+func (c *LocalAPIClient) Peer(ctx context.Context, sessionID string) (*PeerInfo, error) {
+	resp, err := c.Do(ctx, APIRequest{Op: OpPeer, SessionID: sessionID})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Peer, nil
+}
+
+// Shutdown asks the broker to shut down cleanly; it returns once the broker
+// has acknowledged.
+func (c *LocalAPIClient) Shutdown(ctx context.Context) error {
+	_, err := c.Do(ctx, APIRequest{Op: OpShutdown})
+	return err
+}
