@@ -10,12 +10,12 @@ import (
 
 // session is a registered session bound to its current connection.
 type session struct {
-	info    wire.SessionInfo
-	infoRaw []byte // info as JSON, rebuilt whenever info changes
-	scope   string // private: never in a frame, log, error or file (spec §4.2)
-	runtime string // runtimeInstanceId, "" for legacy clients
-	conn    *conn
-	order   uint64 // list position: insertion order, kept on replacement
+	info          wire.SessionInfo
+	infoRaw       []byte // info as JSON, rebuilt whenever info changes
+	scope         string // private: never in a frame, log, error or file (spec §4.2)
+	runtime       string // runtimeInstanceId, "" for legacy clients
+	conn          *conn
+	order         uint64 // list position: insertion order, kept on replacement
 	lastBroadcast time.Time
 }
 
