@@ -80,6 +80,9 @@ type Config struct {
 	TrustedLocal bool
 	// CheckPeerUID refuses connections from other users (SO_PEERCRED).
 	CheckPeerUID bool
+	// RateClock is the clock of the rate limiter; nil is time.Now. Tests
+	// freeze it to make the bucket deterministic.
+	RateClock func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -110,6 +113,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RateRefill == 0 {
 		c.RateRefill = DefaultRateRefill
+	}
+	if c.RateClock == nil {
+		c.RateClock = time.Now
 	}
 	if c.MaxQueueBytes == 0 {
 		c.MaxQueueBytes = DefaultMaxQueueBytes

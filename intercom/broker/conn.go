@@ -55,7 +55,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 		peerPID:    pid,
 		peerUID:    uid,
 		tokens:     b.cfg.RateCapacity,
-		lastRefill: time.Now(),
+		lastRefill: b.cfg.RateClock(),
 		deliveries: make(map[*delivery]struct{}),
 		wake:       make(chan struct{}, 1),
 	}
@@ -76,8 +76,14 @@ func (b *Broker) serveConn(nc net.Conn) {
 	}()
 	c.readLoop()
 	b.connClosed(c)
-	c.destroy()
-	<-done
+	c.wmu.Lock()
+	graceful := c.ending && !c.dead
+	c.wmu.Unlock()
+	if !graceful {
+		c.destroy()
+	}
+	<-done // a graceful end returns once the queue is flushed
+	_ = c.nc.Close()
 }
 
 // readLoop handles frames in order until the connection ends or a frame
@@ -103,7 +109,7 @@ func (c *conn) readLoop() {
 
 // rateAllows takes cost tokens from the connection's bucket (spec §6.6).
 func (c *conn) rateAllows(cost float64) bool {
-	now := time.Now()
+	now := c.b.cfg.RateClock()
 	if el := now.Sub(c.lastRefill); el > 0 {
 		c.tokens = min(c.b.cfg.RateCapacity, c.tokens+el.Seconds()*c.b.cfg.RateRefill)
 		c.lastRefill = now
@@ -149,6 +155,8 @@ func (c *conn) end() {
 	c.wmu.Lock()
 	c.ending = true
 	c.wmu.Unlock()
+	// A peer that does not read cannot hold the flush open for long.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	select {
 	case c.wake <- struct{}{}:
 	default:

@@ -293,7 +293,6 @@ type BrokerFrame struct {
 	Action   string // ask_control_result
 	Applied  bool   // ask_control_result
 	FromID   string // ask_deferred, ask_cancelled: the other party
-	fields   []field
 }
 
 // FrameSchemaError reports a broker frame that breaks its exact schema.
@@ -351,7 +350,7 @@ func DecodeBrokerFrame(payload []byte) (*BrokerFrame, error) {
 	if !ok {
 		return nil, &FrameSchemaError{Type: "?", Reason: "not an object"}
 	}
-	f := &BrokerFrame{fields: fields}
+	f := &BrokerFrame{}
 	raw, _ := lookup(fields, "type")
 	if f.Type, ok = asString(raw); !ok {
 		return nil, &FrameSchemaError{Type: "?", Reason: "missing type"}

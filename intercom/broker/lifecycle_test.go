@@ -1,0 +1,227 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+type served struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	paths  intercom.Paths
+}
+
+func serve(t *testing.T, dir string, tweak ...func(*Config)) *served {
+	t.Helper()
+	p := intercom.NewPaths(dir)
+	cfg := Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{cancel: cancel, done: make(chan struct{}), paths: p}
+	go func() {
+		s.err = ListenAndServe(ctx, cfg)
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+		}
+	})
+	waitFor(t, "the broker to listen", func() bool {
+		_, err := os.Stat(p.PIDFile())
+		return err == nil
+	})
+	return s
+}
+
+func (s *served) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-s.done:
+		return s.err
+	case <-time.After(10 * time.Second):
+		t.Fatal("broker did not exit")
+		return nil
+	}
+}
+
+func mode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	return fi.Mode().Perm()
+}
+
+func TestListenAndServeFilesAndOwnership(t *testing.T) {
+	dir := shortTempDir(t)
+	s := serve(t, dir)
+	p := s.paths
+	require.Equal(t, os.FileMode(0o700), mode(t, p.Dir))
+	require.Equal(t, os.FileMode(0o600), mode(t, p.BrokerSocket()))
+	require.Equal(t, os.FileMode(0o600), mode(t, p.LocalAPISocket()))
+	require.Equal(t, os.FileMode(0o600), mode(t, p.PIDFile()))
+	require.Equal(t, os.FileMode(0o600), mode(t, p.OwnerFile()))
+	pid, _ := os.ReadFile(p.PIDFile())
+	require.Equal(t, strconv.Itoa(os.Getpid()), string(pid), "decimal pid, no newline")
+	owner, _ := os.ReadFile(p.OwnerFile())
+	require.Equal(t, string(pid), string(owner))
+
+	// A second broker on the directory fails and leaves the first alone.
+	err := ListenAndServe(context.Background(), Config{Paths: p})
+	require.ErrorIs(t, err, ErrAlreadyRunning)
+	var oe *OwnerError
+	require.True(t, errors.As(err, &oe))
+	require.Equal(t, os.Getpid(), oe.PID)
+	conn, err := net.Dial("unix", p.BrokerSocket())
+	require.NoError(t, err, "first broker still listening")
+	conn.Close()
+
+	s.cancel()
+	require.NoError(t, s.wait(t))
+	for _, f := range []string{p.BrokerSocket(), p.LocalAPISocket(), p.PIDFile(), p.OwnerFile()} {
+		_, err := os.Stat(f)
+		require.True(t, os.IsNotExist(err), "%s removed on shutdown", f)
+	}
+}
+
+func TestStaleOwnerAndSocketAreTakenOver(t *testing.T) {
+	dir := shortTempDir(t)
+	p := intercom.NewPaths(dir)
+	require.NoError(t, intercom.EnsureDir(p.Dir))
+	// A crashed broker: its owner names a dead pid, its socket file remains.
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	require.NoError(t, os.WriteFile(p.OwnerFile(), []byte(strconv.Itoa(dead.Process.Pid)), 0o600))
+	ln, err := net.Listen("unix", p.BrokerSocket())
+	require.NoError(t, err)
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+
+	serve(t, dir)
+	c, err := net.Dial("unix", p.BrokerSocket())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write(wire.AppendHealthRequest(nil, "h"))
+	require.NoError(t, err)
+	payload, err := wire.NewFrameReader(c).Next()
+	require.NoError(t, err)
+	f, err := wire.DecodeBrokerFrame(payload)
+	require.NoError(t, err)
+	require.Equal(t, wire.TypeHealthOK, f.Type)
+}
+
+func TestShutdownKeepsFilesOfANewOwner(t *testing.T) {
+	dir := shortTempDir(t)
+	s := serve(t, dir)
+	// Another broker has taken over (its owner file replaced ours).
+	require.NoError(t, os.WriteFile(s.paths.OwnerFile(), []byte("999999"), 0o600))
+	s.cancel()
+	require.NoError(t, s.wait(t))
+	_, err := os.Stat(s.paths.OwnerFile())
+	require.NoError(t, err, "not ours any more: left in place")
+	_, err = os.Stat(s.paths.BrokerSocket())
+	require.NoError(t, err)
+}
+
+func TestIdleExit(t *testing.T) {
+	dir := shortTempDir(t)
+	s := serve(t, dir, func(c *Config) { c.IdleExit = 200 * time.Millisecond })
+	// Never had a session: stays up.
+	time.Sleep(400 * time.Millisecond)
+	select {
+	case <-s.done:
+		t.Fatal("a broker that never had a session must not idle out")
+	default:
+	}
+	h := &harness{t: t, paths: s.paths, frames: &syncBuffer{}}
+	a := h.register("a", regOpts{scope: scopeA})
+	b := h.register("b", regOpts{scope: scopeB})
+	a.write(wire.AppendUnregisterFrame(nil, false))
+	time.Sleep(400 * time.Millisecond) // one session left: still up
+	b.list()
+	b.nc.Close()
+	require.NoError(t, s.wait(t))
+	_, err := os.Stat(s.paths.BrokerSocket())
+	require.True(t, os.IsNotExist(err))
+}
+
+func TestIdleExitCancelledByRegistration(t *testing.T) {
+	dir := shortTempDir(t)
+	s := serve(t, dir, func(c *Config) { c.IdleExit = 300 * time.Millisecond })
+	h := &harness{t: t, paths: s.paths, frames: &syncBuffer{}}
+	a := h.register("a", regOpts{})
+	a.nc.Close()
+	time.Sleep(100 * time.Millisecond)
+	b := h.register("b", regOpts{})
+	time.Sleep(500 * time.Millisecond)
+	require.Equal(t, []string{"b"}, b.list(), "the broker stayed up")
+}
+
+func TestLocalAPI(t *testing.T) {
+	dir := shortTempDir(t)
+	s := serve(t, dir)
+	h := &harness{t: t, paths: s.paths, frames: &syncBuffer{}}
+	a := h.register("a", regOpts{scope: scopeA})
+	b := h.register("b", regOpts{scope: scopeA})
+	a.expect(wire.TypeSessionJoined)
+	a.deliver("b", b, message("m", "x"))
+
+	api := &intercom.LocalAPIClient{Path: s.paths.LocalAPISocket()}
+	ctx := context.Background()
+	st, err := api.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, os.Getpid(), st.PID)
+	require.Equal(t, 2, st.Sessions)
+	require.EqualValues(t, 1, st.Accepted)
+	require.EqualValues(t, 1, st.Delivered)
+	require.GreaterOrEqual(t, st.FramesIn, uint64(4))
+
+	peer, err := api.Peer(ctx, "a")
+	require.NoError(t, err)
+	require.True(t, peer.Connected)
+	require.Equal(t, os.Getpid(), peer.PID, "kernel-verified pid of the connection")
+	require.Equal(t, os.Getuid(), peer.UID)
+	peer, err = api.Peer(ctx, "nobody")
+	require.NoError(t, err)
+	require.False(t, peer.Connected)
+
+	_, err = api.Do(ctx, intercom.APIRequest{Op: "bogus"})
+	require.ErrorContains(t, err, "unknown op")
+
+	raw, err := net.Dial("unix", s.paths.LocalAPISocket())
+	require.NoError(t, err)
+	_, _ = raw.Write([]byte(`{"op":"stats"}` + "\n"))
+	buf := make([]byte, 4096)
+	n, _ := raw.Read(buf)
+	require.NotContains(t, string(buf[:n]), scopeA, "no scope in the local API")
+	raw.Close()
+
+	require.NoError(t, api.Shutdown(ctx))
+	require.NoError(t, s.wait(t))
+	a.expectClosed()
+	_, err = api.Stats(ctx)
+	require.ErrorIs(t, err, intercom.ErrNoLocalAPI)
+}
+
+func TestSocketPathTooLong(t *testing.T) {
+	dir := shortTempDir(t) + "/" + string(make([]byte, 0)) + "very-long-directory-name-to-push-the-socket-path-over-the-limit-of-the-kernel-sun-path"
+	err := ListenAndServe(context.Background(), Config{Paths: intercom.NewPaths(dir)})
+	require.ErrorIs(t, err, intercom.ErrSocketPathTooLong)
+	require.Contains(t, err.Error(), "PI_CODING_AGENT_DIR")
+}
