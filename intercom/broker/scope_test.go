@@ -282,4 +282,3 @@ func TestScopeNeverLeaks(t *testing.T) {
 		}
 	}
 }
-
