@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -37,9 +38,10 @@ type conn struct {
 	out     []byte
 	spare   []byte
 	wake    chan struct{}
+	writing bool // the writer goroutine holds a buffer it is writing
 	ending  bool // close once out is flushed
 	dead    bool // closed; drop output
-	written uint64
+	raw     syscall.RawConn
 }
 
 func (b *Broker) serveConn(nc net.Conn) {
@@ -58,6 +60,9 @@ func (b *Broker) serveConn(nc net.Conn) {
 		lastRefill: b.cfg.RateClock(),
 		deliveries: make(map[*delivery]struct{}),
 		wake:       make(chan struct{}, 1),
+	}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
 	}
 	b.mu.Lock()
 	if b.closing {
@@ -121,14 +126,28 @@ func (c *conn) rateAllows(cost float64) bool {
 	return true
 }
 
-// send queues one encoded frame (or several) for writing. A connection whose
-// queue grows past MaxQueueBytes is a reader that stopped reading: it is
-// dropped rather than allowed to hold broker memory.
+// send writes one encoded frame (or several). When nothing is queued it
+// writes straight to the socket without blocking, so frames leave in the
+// order the broker produced them, across connections as within one, with no
+// goroutine hand-off; whatever the socket does not take at once is queued
+// for the writer goroutine. A connection whose queue grows past
+// MaxQueueBytes is a reader that stopped reading: it is dropped rather than
+// allowed to hold broker memory.
 func (c *conn) send(frame []byte) {
 	c.wmu.Lock()
 	if c.dead || c.ending {
 		c.wmu.Unlock()
 		return
+	}
+	c.b.stats.framesOut.Add(1)
+	if len(c.out) == 0 && !c.writing && c.raw != nil {
+		n := writeNow(c.raw, frame)
+		c.b.stats.bytesOut.Add(uint64(n))
+		if n == len(frame) {
+			c.wmu.Unlock()
+			return
+		}
+		frame = frame[n:]
 	}
 	if len(c.out)+len(frame) > c.b.cfg.MaxQueueBytes {
 		c.dead = true
@@ -141,7 +160,6 @@ func (c *conn) send(frame []byte) {
 	}
 	c.out = append(c.out, frame...)
 	c.wmu.Unlock()
-	c.b.stats.framesOut.Add(1)
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -208,6 +226,7 @@ func (c *conn) writeLoop() {
 			}
 			buf := c.out
 			c.out = c.spare[:0]
+			c.writing = true
 			c.wmu.Unlock()
 			n, err := c.nc.Write(buf)
 			c.b.stats.bytesOut.Add(uint64(n))
@@ -216,6 +235,7 @@ func (c *conn) writeLoop() {
 				return
 			}
 			c.wmu.Lock()
+			c.writing = false
 			if cap(buf) <= 64<<10 {
 				c.spare = buf[:0]
 			} else {

@@ -293,10 +293,16 @@ func (b *Broker) handlePresence(c *conn, s *session, env *wire.Envelope) {
 	}
 	changed := false
 	if p.HasName && (!s.info.HasName || s.info.Name != p.Name) {
+		if !s.info.HasName {
+			s.info.Trailing = append(s.info.Trailing, "name")
+		}
 		s.info.Name, s.info.HasName = p.Name, true
 		changed = true
 	}
 	if p.HasStatus && (!s.info.HasStatus || s.info.Status != p.Status) {
+		if !s.info.HasStatus {
+			s.info.Trailing = append(s.info.Trailing, "status")
+		}
 		s.info.Status, s.info.HasStatus = p.Status, true
 		changed = true
 	}

@@ -51,14 +51,28 @@ type SessionInfo struct {
 	HasStatus    bool
 	TrustedLocal bool
 	Origin       string // "local" or "remote"
+	// Trailing lists "name" and/or "status" when presence added them after
+	// registration, in the order added. The reference broker's objects then
+	// carry them after origin (JavaScript property order), and so do we.
+	Trailing []string
+}
+
+func (s *SessionInfo) trailing(key string) bool {
+	for _, k := range s.Trailing {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendJSON appends the session in the reference key order:
-// id, name?, cwd, model, pid, startedAt, lastActivity, status?, trustedLocal, origin.
+// id, name?, cwd, model, pid, startedAt, lastActivity, status?, trustedLocal,
+// origin, then any Trailing keys.
 func (s *SessionInfo) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = AppendString(dst, s.ID)
-	if s.HasName {
+	if s.HasName && !s.trailing("name") {
 		dst = append(dst, `,"name":`...)
 		dst = AppendString(dst, s.Name)
 	}
@@ -72,7 +86,7 @@ func (s *SessionInfo) AppendJSON(dst []byte) []byte {
 	dst = AppendNumber(dst, s.StartedAt)
 	dst = append(dst, `,"lastActivity":`...)
 	dst = AppendNumber(dst, s.LastActivity)
-	if s.HasStatus {
+	if s.HasStatus && !s.trailing("status") {
 		dst = append(dst, `,"status":`...)
 		dst = AppendString(dst, s.Status)
 	}
@@ -83,6 +97,16 @@ func (s *SessionInfo) AppendJSON(dst []byte) []byte {
 	}
 	dst = append(dst, `,"origin":`...)
 	dst = AppendString(dst, s.Origin)
+	for _, k := range s.Trailing {
+		dst = append(dst, ',', '"')
+		dst = append(dst, k...)
+		dst = append(dst, '"', ':')
+		if k == "name" {
+			dst = AppendString(dst, s.Name)
+		} else {
+			dst = AppendString(dst, s.Status)
+		}
+	}
 	return append(dst, '}')
 }
 

@@ -314,7 +314,7 @@ func (e *Envelope) DecodeSend() *Send {
 	}
 	if boss {
 		s.Failure = FailControlDispatchUnavailable
-		s.Reason = "Boss typed control is unavailable on this broker"
+		s.Reason = "Boss typed control is unavailable until the durable Controller delivery authority is installed"
 		return s
 	}
 	fp := sha256.New()
@@ -383,11 +383,18 @@ func validateMessage(msg []field, m *MessageMeta) (boss, ok bool) {
 		}
 		t, _ := lookup(ctl, "type")
 		if ts, isStr := asString(t); isStr && strings.HasPrefix(ts, "boss.") {
+			// A Boss control is refused as undispatchable only when it is a
+			// well-formed envelope correlated to this message; anything else
+			// under the boss. prefix is an invalid message (reference broker).
+			if !validBossEnvelope(ctl, m.ID) {
+				return false, false
+			}
 			boss = true
 		} else if !validControl(ctl) {
 			return false, false
 		}
 	}
+
 	// The Claude shape carries Boss control at the top level (spec §12.5).
 	if _, present := lookup(msg, "control"); present {
 		boss = true
@@ -421,6 +428,85 @@ func validAttachments(raw []byte) bool {
 		}
 		if l, present := lookup(a, "language"); present && kindOf(l) != kindString {
 			return false
+		}
+	}
+	return true
+}
+
+// bossControlTypes are the Boss control envelope types of the core
+// contract (boss-wire BOSS_CONTROL_TYPES).
+var bossControlTypes = map[string]bool{
+	"boss.assignment.created": true, "boss.assignment.accepted": true, "boss.assignment.checkpoint": true,
+	"boss.assignment.submitted": true, "boss.assignment.rejected": true, "boss.assignment.cancelled": true,
+	"boss.staffing.requested": true, "boss.staffing.resolved": true, "boss.review.requested": true,
+	"boss.review.submitted": true, "boss.council.requested": true, "boss.council.submitted": true,
+	"boss.proof.submitted": true, "boss.worker.health": true, "boss.worker.blocked": true,
+	"boss.worker.failed": true, "boss.worker.notice": true, "boss.worker.notice_delivery_failed": true,
+	"boss.decision.required": true,
+}
+
+var bossEnvelopeKeys = []string{"type", "version", "messageId", "bossRunId", "participantId",
+	"bindingEpoch", "idempotencyKey", "payload", "causationId", "replyTo"}
+
+// validBossEnvelope checks a Boss control envelope (exact keys, known type,
+// version 1, non-empty ids, integral epoch, canonical payload) and its
+// correlation with the carrying message's id.
+func validBossEnvelope(ctl []field, messageID string) bool {
+	if !exactKeys(ctl, bossEnvelopeKeys, bossEnvelopeKeys[:8]) {
+		return false
+	}
+	t, _ := lookup(ctl, "type")
+	if ts, _ := asString(t); !bossControlTypes[ts] {
+		return false
+	}
+	if v, _ := lookup(ctl, "version"); string(v) != "1" {
+		return false
+	}
+	for _, key := range []string{"messageId", "bossRunId", "participantId", "idempotencyKey", "causationId", "replyTo"} {
+		raw, present := lookup(ctl, key)
+		if !present && (key == "causationId" || key == "replyTo") {
+			continue
+		}
+		if s, ok := asString(raw); !ok || s == "" {
+			return false
+		}
+	}
+	if id, _ := lookup(ctl, "messageId"); decodeStringRaw(id) != messageID {
+		return false
+	}
+	epoch, _ := lookup(ctl, "bindingEpoch")
+	if !safeInteger(epoch) {
+		return false
+	}
+	payload, _ := lookup(ctl, "payload")
+	return canonicalValue(payload)
+}
+
+func safeInteger(raw []byte) bool {
+	f, ok := asNumber(raw)
+	return ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 && !(f == 0 && math.Signbit(f)) && f >= 0
+}
+
+// canonicalValue reports whether raw is a canonical wire value of the core
+// contract: numbers are safe integers and never -0.
+func canonicalValue(raw []byte) bool {
+	switch kindOf(raw) {
+	case kindNumber:
+		f, ok := asNumber(raw)
+		return ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 && !(f == 0 && raw[0] == '-')
+	case kindObject:
+		fields, _ := objectFields(raw, nil)
+		for _, f := range fields {
+			if !canonicalValue(f.raw) {
+				return false
+			}
+		}
+	case kindArray:
+		elems, _ := arrayElems(raw)
+		for _, e := range elems {
+			if !canonicalValue(e) {
+				return false
+			}
 		}
 	}
 	return true

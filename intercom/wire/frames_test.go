@@ -160,8 +160,20 @@ func TestDecodeSend(t *testing.T) {
 
 	ok := envelope(t, send(`"b"`, `{"id":"x","timestamp":1,"content":{"text":"","control":{"type":"agent-intercom.orchestrator/readiness-probe","version":1,"data":{"requestId":"r"}}}}`)).DecodeSend()
 	require.Empty(t, ok.Failure)
-	boss := envelope(t, send(`"b"`, `{"id":"x","timestamp":1,"content":{"text":"","control":{"type":"boss.assign","version":1}}}`)).DecodeSend()
+	bossEnv := func(id, extra string) string {
+		return `{"type":"boss.assignment.created","version":1,"messageId":"` + id + `","bossRunId":"run-1","participantId":"p-1","bindingEpoch":1,"idempotencyKey":"ik","payload":{"n":[1,2]}` + extra + `}`
+	}
+	boss := envelope(t, send(`"b"`, `{"id":"x","timestamp":1,"content":{"text":"","control":`+bossEnv("x", "")+`}}`)).DecodeSend()
 	require.Equal(t, FailControlDispatchUnavailable, boss.Failure)
+	for name, ctl := range map[string]string{
+		"bare boss type":      `{"type":"boss.assign","version":1}`,
+		"uncorrelated":        bossEnv("other", ""),
+		"unknown boss key":    bossEnv("x", `,"extra":1`),
+		"non-integer payload": strings.Replace(bossEnv("x", ""), `[1,2]`, `[1.5]`, 1),
+	} {
+		s := envelope(t, send(`"b"`, `{"id":"x","timestamp":1,"content":{"text":"","control":`+ctl+`}}`)).DecodeSend()
+		require.Equal(t, FailInvalidMessage, s.Failure, name)
+	}
 	claude := envelope(t, send(`"b"`, `{"id":"x","timestamp":1,"content":{"text":""},"control":{"kind":"x"}}`)).DecodeSend()
 	require.Equal(t, FailControlDispatchUnavailable, claude.Failure)
 }
@@ -211,6 +223,11 @@ func TestBrokerFramesExactBytes(t *testing.T) {
 	withStatus := info
 	withStatus.HasName, withStatus.Status, withStatus.HasStatus = false, "busy", true
 	require.Equal(t, `{"id":"aaaa-1111","cwd":"/r","model":"m","pid":7,"startedAt":1760000000000,"lastActivity":1760000000001,"status":"busy","trustedLocal":true,"origin":"local"}`, string(withStatus.AppendJSON(nil)))
+
+	late := withStatus
+	late.HasName, late.Name, late.Trailing = true, "later", []string{"status", "name"}
+	require.Equal(t, `{"id":"aaaa-1111","cwd":"/r","model":"m","pid":7,"startedAt":1760000000000,"lastActivity":1760000000001,"trustedLocal":true,"origin":"local","status":"busy","name":"later"}`, string(late.AppendJSON(nil)),
+		"keys added by presence follow origin, in the order added")
 
 	msg := []byte(`{"id":"m1","timestamp":1,"content":{"text":"<&>"},"x":1}`)
 	cases := []struct {
