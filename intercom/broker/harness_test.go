@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -394,4 +393,25 @@ func (h *harness) allFiles() string {
 	return sb.String()
 }
 
-var _ = io.EOF
+func mkdirTempShort() (string, error) { return os.MkdirTemp("", "afb") }
+
+// startBenchBroker runs an unpaced broker (rate limit raised) for benchmarks.
+func startBenchBroker(b *testing.B, dir string) *harness {
+	p := intercom.NewPaths(dir)
+	if err := intercom.EnsureDir(p.Dir); err != nil {
+		b.Fatal(err)
+	}
+	br, err := New(Config{Paths: p, IdleExit: -1, RateCapacity: 1e12, RateRefill: 1e12, TrustedLocal: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := listenUnix(p.BrokerSocket())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{b: br, paths: p, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- br.Run(ctx, ln, nil) }()
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return h
+}
