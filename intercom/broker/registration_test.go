@@ -192,3 +192,20 @@ func TestSessionInfoIsBrokerBuilt(t *testing.T) {
 	require.Contains(t, string(raw), `{"id":"a","name":"Alpha","cwd":"/work/a","model":"test-model","pid":77,"startedAt":1760000000123.5,"lastActivity":1760000000000,"status":"idle","trustedLocal":true,"origin":"local"}`)
 	require.NotContains(t, string(raw), "rt-a", "runtimeInstanceId is never emitted")
 }
+
+func TestTooManySessions(t *testing.T) {
+	h := startBroker(t, func(c *Config) { c.MaxSessions = 3 })
+	var cs []*client
+	for i := 0; i < 3; i++ {
+		cs = append(cs, h.register(fmt.Sprintf("s%d", i), regOpts{scope: fmt.Sprintf("Scope_CAP_%08d", i)}))
+	}
+	c := h.dial()
+	c.write(registerFrame("s3", regOpts{}))
+	c.expectError(wire.CodeTooManySessions, "Too many registered intercom sessions")
+	c.expectClosed()
+	// A replacement of a live id is not a new session.
+	r := h.dial()
+	r.write(registerFrame("s0", regOpts{scope: "Scope_CAP_00000000"}))
+	r.expect(wire.TypeRegistered)
+	cs[0].expectClosed()
+}
