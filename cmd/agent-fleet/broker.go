@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
@@ -24,6 +25,7 @@ type brokerOptions struct {
 	rateCapacity float64
 	rateRefill   float64
 	logLevel     string
+	detach       bool
 }
 
 func newBrokerCmd(s *streams) *cobra.Command {
@@ -53,6 +55,7 @@ the same directory exits with status 4 and leaves the first untouched.`,
 	f.Float64Var(&opts.rateCapacity, "rate-capacity", broker.DefaultRateCapacity, "per-connection token bucket size (1 token per started 8 KiB frame)")
 	f.Float64Var(&opts.rateRefill, "rate-refill", broker.DefaultRateRefill, "per-connection token refill, tokens per second")
 	f.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&opts.detach, "detach", false, "start the broker in the background, detached from this process, and return")
 	return cmd
 }
 
@@ -60,6 +63,15 @@ func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
 	paths, err := intercom.DefaultPaths()
 	if err != nil {
 		return err
+	}
+	if opts.detach {
+		var args []string
+		cmd.Flags().Visit(func(f *pflag.Flag) {
+			if f.Name != "detach" {
+				args = append(args, "--"+f.Name+"="+f.Value.String())
+			}
+		})
+		return launchDetachedBroker(paths, args)
 	}
 	cfg := broker.Config{
 		Paths:        paths,

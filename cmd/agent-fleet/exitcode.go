@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 
+	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // Exit codes, in one place (DESIGN.md "CLI").
@@ -19,6 +21,9 @@ const (
 	exitUnknown     = 8
 )
 
+// errAskTimeout: a one-shot ask got no reply in time and was cancelled.
+var errAskTimeout = errors.New("ask timed out")
+
 // usageError marks a command-line mistake (exit 2).
 type usageError struct{ err error }
 
@@ -33,8 +38,21 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, broker.ErrAlreadyRunning):
+	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
+		errors.Is(err, intercom.ErrOutboxConflict):
 		return exitConflict
+	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget),
+		errors.Is(err, intercom.ErrInvalidSessionID), errors.Is(err, wire.ErrInvalidScope):
+		return exitUsage
+	case errors.Is(err, intercom.ErrTargetNotFound), errors.Is(err, intercom.ErrNoPendingAsk):
+		return exitNotFound
+	case errors.Is(err, intercom.ErrAmbiguousTarget):
+		return exitAmbiguous
+	case errors.Is(err, intercom.ErrOutcomeUnknown):
+		return exitUnknown
+	case errors.Is(err, intercom.ErrBrokerUnavailable), errors.Is(err, intercom.ErrIncompatibleBroker),
+		errors.Is(err, intercom.ErrNotConnected):
+		return exitUnavailable
 	default:
 		return exitFailure
 	}

@@ -5,11 +5,13 @@ import (
 	"container/list"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
@@ -45,8 +47,8 @@ type conn struct {
 }
 
 func (b *Broker) serveConn(nc net.Conn) {
-	uid, pid, credErr := peerCredentials(nc)
-	if b.cfg.CheckPeerUID && credErr == nil && uid != currentUID() {
+	uid, pid, credErr := intercom.PeerCredentials(nc)
+	if b.cfg.CheckPeerUID && credErr == nil && uid != os.Getuid() {
 		b.log.Warn("refused connection from another user", "uid", uid, "pid", pid)
 		_ = nc.Close()
 		return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net"
+	"os"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -28,7 +29,7 @@ func (b *Broker) serveAPI(nc net.Conn) {
 		delete(b.apiConns, nc)
 		b.mu.Unlock()
 	}()
-	if uid, _, err := peerCredentials(nc); err == nil && uid != currentUID() && b.cfg.CheckPeerUID {
+	if uid, _, err := intercom.PeerCredentials(nc); err == nil && uid != os.Getuid() && b.cfg.CheckPeerUID {
 		return
 	}
 	sc := bufio.NewScanner(nc)

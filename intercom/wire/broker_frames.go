@@ -308,6 +308,7 @@ type BrokerFrame struct {
 	DeliveryID string      // message, delivery_accepted, delivered
 	MessageID  string      // delivery frames and ask frames
 	From       SessionInfo // message
+	FromRaw    []byte      // message: the from object as received
 	Message    []byte      // message, raw as received
 
 	Accepted bool   // delivery_failed
@@ -441,6 +442,7 @@ func DecodeBrokerFrame(payload []byte) (*BrokerFrame, error) {
 		if err := decodeSessionInfo(raw, &f.From); err != nil {
 			return bad("from: " + err.Error())
 		}
+		f.FromRaw = raw
 		f.Message, _ = lookup(fields, "message")
 		msg, ok := objectFields(f.Message, nil)
 		if !ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 )
@@ -317,9 +318,19 @@ func (e *Envelope) DecodeSend() *Send {
 		s.Reason = "Boss typed control is unavailable until the durable Controller delivery authority is installed"
 		return s
 	}
+	s.Meta.Fingerprint = fingerprint(to, true, msg)
+	return s
+}
+
+// fingerprint digests what identifies a message's payload for
+// deduplication (spec §5.2): {to, replyTo, expectsReply, content} as sent
+// for the broker and the sender's outbox, or without to for a receiver.
+func fingerprint(to string, withTo bool, msg []field) [32]byte {
 	fp := sha256.New()
-	var scratch [8]byte
-	fp.Write(AppendString(scratch[:0], to))
+	var scratch [64]byte
+	if withTo {
+		fp.Write(AppendString(scratch[:0], to))
+	}
 	if raw, ok := lookup(msg, "replyTo"); ok {
 		fp.Write([]byte{0, 'r'})
 		fp.Write(raw)
@@ -331,8 +342,93 @@ func (e *Envelope) DecodeSend() *Send {
 	content, _ := lookup(msg, "content")
 	fp.Write([]byte{0, 'c'})
 	fp.Write(content)
-	fp.Sum(s.Meta.Fingerprint[:0])
-	return s
+	var sum [32]byte
+	fp.Sum(sum[:0])
+	return sum
+}
+
+// MessageInfo is a message as a client reads it: the fields it acts on,
+// decoded, and the raw JSON kept for storage and forwarding.
+type MessageInfo struct {
+	ID           string
+	Timestamp    float64
+	ReplyTo      string
+	ExpectsReply bool
+	Text         string
+	Attachments  []Attachment
+	HasControl   bool   // content.control or a top-level control is present
+	ControlType  string // content.control.type, if any
+	Raw          []byte
+	fields       []field
+}
+
+// Fingerprint is the sender-side payload digest of the message sent to to
+// (what the broker and the outbox compare).
+func (m *MessageInfo) Fingerprint(to string) [32]byte { return fingerprint(to, true, m.fields) }
+
+// ContentFingerprint is the receiver-side digest: {replyTo, expectsReply,
+// content} (spec §5.2, last items).
+func (m *MessageInfo) ContentFingerprint() [32]byte { return fingerprint("", false, m.fields) }
+
+// PiFingerprint is the receiver-side fingerprint exactly as the Pi inbox
+// stores it: JSON.stringify({replyTo, expectsReply, content}).
+func (m *MessageInfo) PiFingerprint() string {
+	out := []byte{'{'}
+	sep := false
+	for _, key := range []string{"replyTo", "expectsReply", "content"} {
+		if raw, ok := lookup(m.fields, key); ok {
+			if sep {
+				out = append(out, ',')
+			}
+			out = append(out, '"')
+			out = append(out, key...)
+			out = append(out, '"', ':')
+			out = append(out, raw...)
+			sep = true
+		}
+	}
+	return string(append(out, '}'))
+}
+
+// ErrInvalidMessage is returned by ParseMessage for JSON that is not a valid
+// intercom message (spec §2.1).
+var ErrInvalidMessage = errors.New("invalid intercom message")
+
+// ParseMessage validates a message object with the broker's rules and
+// decodes it. raw is copied.
+func ParseMessage(raw []byte) (*MessageInfo, error) {
+	if !json.Valid(raw) {
+		return nil, ErrInvalidMessage
+	}
+	raw = append([]byte(nil), trimSpace(raw)...)
+	fields, ok := objectFields(raw, nil)
+	if !ok {
+		return nil, ErrInvalidMessage
+	}
+	var meta MessageMeta
+	if _, valid := validateMessage(fields, &meta); !valid {
+		return nil, ErrInvalidMessage
+	}
+	m := &MessageInfo{ID: meta.ID, ReplyTo: meta.ReplyTo, ExpectsReply: meta.ExpectsReply, Raw: raw, fields: fields}
+	ts, _ := lookup(fields, "timestamp")
+	m.Timestamp, _ = asNumber(ts)
+	contentRaw, _ := lookup(fields, "content")
+	content, _ := objectFields(contentRaw, nil)
+	text, _ := lookup(content, "text")
+	m.Text = decodeStringRaw(text)
+	if att, ok := lookup(content, "attachments"); ok {
+		_ = json.Unmarshal(att, &m.Attachments)
+	}
+	if ctl, ok := lookup(content, "control"); ok {
+		m.HasControl = true
+		cf, _ := objectFields(ctl, nil)
+		t, _ := lookup(cf, "type")
+		m.ControlType, _ = asString(t)
+	}
+	if _, ok := lookup(fields, "control"); ok {
+		m.HasControl = true
+	}
+	return m, nil
 }
 
 // validateMessage applies the reference broker's message rules (spec §2.1,

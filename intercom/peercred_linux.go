@@ -1,16 +1,15 @@
-package broker
+package intercom
 
 import (
 	"errors"
 	"net"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-// peerCredentials reads SO_PEERCRED: the uid and pid the kernel recorded
-// for the process that connected.
-func peerCredentials(nc net.Conn) (uid, pid int, err error) {
+// PeerCredentials returns the kernel-recorded uid and pid of the process at
+// the other end of a Unix socket (SO_PEERCRED).
+func PeerCredentials(nc net.Conn) (uid, pid int, err error) {
 	uc, ok := nc.(*net.UnixConn)
 	if !ok {
 		return -1, 0, errors.New("not a unix socket")
@@ -31,5 +30,3 @@ func peerCredentials(nc net.Conn) (uid, pid int, err error) {
 	}
 	return int(cred.Uid), int(cred.Pid), nil
 }
-
-func currentUID() int { return os.Getuid() }

@@ -1,15 +1,15 @@
-package broker
+package intercom
 
 import (
 	"errors"
 	"net"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-// peerCredentials reads LOCAL_PEERCRED (uid) and LOCAL_PEERPID.
-func peerCredentials(nc net.Conn) (uid, pid int, err error) {
+// PeerCredentials returns the uid (LOCAL_PEERCRED) and pid (LOCAL_PEERPID)
+// of the process at the other end of a Unix socket.
+func PeerCredentials(nc net.Conn) (uid, pid int, err error) {
 	uc, ok := nc.(*net.UnixConn)
 	if !ok {
 		return -1, 0, errors.New("not a unix socket")
@@ -34,5 +34,3 @@ func peerCredentials(nc net.Conn) (uid, pid int, err error) {
 	}
 	return uid, pid, cerr
 }
-
-func currentUID() int { return os.Getuid() }

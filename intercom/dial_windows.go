@@ -1,0 +1,12 @@
+package intercom
+
+import (
+	"context"
+	"net"
+
+	"github.com/Microsoft/go-winio"
+)
+
+func dialEndpoint(ctx context.Context, p Paths) (net.Conn, error) {
+	return winio.DialPipeContext(ctx, PipeName(p.AgentDir))
+}

@@ -1,0 +1,490 @@
+package intercom
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+// Inbox limits and versions (spec §5.4).
+const (
+	InboxVersion   = 3
+	MaxSeenKeys    = 4096
+	hashedFPPrefix = "sha256:"
+)
+
+// ErrInboxVersion is returned by ReadPendingAsks for an inbox file of a
+// version other than 3: a foreign inbox is read only when fully understood.
+var ErrInboxVersion = errors.New("unsupported inbox version for read-only inspection")
+
+// InboundMessage is a message a session received and stored.
+type InboundMessage struct {
+	Key        string // sender id + "\x00" + message id
+	From       wire.SessionInfo
+	FromRaw    json.RawMessage
+	Message    *wire.MessageInfo
+	ReceivedAt float64 // epoch ms
+	Sequence   int64
+	DeferredAt float64 // epoch ms the asker stopped waiting; 0 = still blocking
+}
+
+// AskID is the stable receiver-local selector of an ask (spec §5.8):
+// "ask-" + base64url(sha256(sender id + "\x00" + message id)).
+func AskID(fromID, messageID string) string {
+	sum := sha256.Sum256([]byte(fromID + "\x00" + messageID))
+	return "ask-" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// AskID of this message.
+func (m *InboundMessage) AskID() string { return AskID(m.From.ID, m.Message.ID) }
+
+// storedMessage is the file form of an InboundMessage (Pi inbox v3).
+type storedMessage struct {
+	Key        string          `json:"key"`
+	From       json.RawMessage `json:"from"`
+	Message    json.RawMessage `json:"message"`
+	ReceivedAt float64         `json:"receivedAt"`
+	Sequence   int64           `json:"sequence"`
+	DeferredAt float64         `json:"deferredAt,omitempty"`
+}
+
+type inboxFile struct {
+	Version      json.RawMessage   `json:"version"`
+	NextSequence json.RawMessage   `json:"nextSequence"`
+	Entries      []storedMessage   `json:"entries"`
+	PendingAsks  []storedMessage   `json:"pendingAsks"`
+	Seen         []string          `json:"seen"`
+	Fingerprints map[string]string `json:"fingerprints"`
+}
+
+// Inbox is a session's durable inbox (spec §5.4, version 3 format): inbound
+// messages are staged, written atomically, and only then acknowledged to the
+// broker. Unread entries stay until consumed; asks stay pending until
+// answered, cancelled or expired. Delivery is deduplicated by sender and
+// message id across restarts (the last MaxSeenKeys keys are remembered).
+//
+// Fingerprints this inbox writes for remembered keys are SHA-256 digests
+// ("sha256:…") rather than the Pi inbox's full JSON, which keeps the file
+// small; JSON fingerprints written by a Pi client are understood on load.
+// Safe for concurrent use.
+type Inbox struct {
+	path string
+
+	mu      sync.Mutex
+	next    int64
+	entries []*InboundMessage
+	asks    []*InboundMessage
+	seen    []string
+	seenSet map[string]struct{}
+	fps     map[string]string
+	dirty   bool
+}
+
+// OpenInbox loads (or starts) the inbox of sessionID, migrating versions 1
+// and 2. A file that cannot be read is kept aside as <file>.corrupt-<ms>.
+func OpenInbox(p Paths, sessionID string) (*Inbox, error) {
+	path := p.Inbox(sessionID)
+	if err := EnsureDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	in := &Inbox{path: path, next: 1, seenSet: make(map[string]struct{}), fps: make(map[string]string)}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return in, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read inbox: %w", err)
+	}
+	if err := in.load(data, false); err != nil {
+		keepAside(path)
+		*in = Inbox{path: path, next: 1, seenSet: make(map[string]struct{}), fps: make(map[string]string)}
+	}
+	return in, nil
+}
+
+// ReadPendingAsks reads another session's pending asks without creating,
+// migrating or rewriting its inbox (manager inspection, spec §5.4, §7.4):
+// only version 3 is read; a missing file is an empty inbox.
+func ReadPendingAsks(p Paths, sessionID string) ([]*InboundMessage, error) {
+	data, err := os.ReadFile(p.Inbox(sessionID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read inbox: %w", err)
+	}
+	in := &Inbox{seenSet: make(map[string]struct{}), fps: make(map[string]string)}
+	if err := in.load(data, true); err != nil {
+		return nil, err
+	}
+	return in.PendingAsks(), nil
+}
+
+func (in *Inbox) load(data []byte, strictVersion bool) error {
+	var f inboxFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("inbox: %w", err)
+	}
+	version := string(f.Version)
+	if strictVersion && version != "3" {
+		return ErrInboxVersion
+	}
+	if version != "1" && version != "2" && version != "3" {
+		return ErrInboxVersion
+	}
+	var next float64
+	if json.Unmarshal(f.NextSequence, &next) != nil || next < 1 || f.Entries == nil || f.Seen == nil {
+		return errors.New("inbox: invalid state")
+	}
+	in.next = int64(next)
+	decode := func(list []storedMessage) ([]*InboundMessage, error) {
+		out := make([]*InboundMessage, 0, len(list))
+		for _, s := range list {
+			m, err := decodeStored(s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+		slices.SortStableFunc(out, func(a, b *InboundMessage) int { return int(a.Sequence - b.Sequence) })
+		return out, nil
+	}
+	var err error
+	if in.entries, err = decode(f.Entries); err != nil {
+		return err
+	}
+	if version == "1" {
+		for _, e := range in.entries {
+			if e.Message.ExpectsReply {
+				in.asks = append(in.asks, e)
+			}
+		}
+	} else {
+		if f.PendingAsks == nil {
+			return errors.New("inbox: invalid pending asks")
+		}
+		asks, err := decode(f.PendingAsks)
+		if err != nil {
+			return err
+		}
+		uniq := map[string]bool{}
+		for _, a := range asks {
+			if !uniq[a.Key] {
+				uniq[a.Key] = true
+				in.asks = append(in.asks, a)
+			}
+		}
+	}
+	if version == "3" && f.Fingerprints == nil {
+		return errors.New("inbox: invalid fingerprints")
+	}
+	for k, v := range f.Fingerprints {
+		in.fps[k] = v
+	}
+	for _, k := range f.Seen {
+		in.remember(k)
+	}
+	for _, e := range append(slices.Clone(in.entries), in.asks...) {
+		in.remember(e.Key)
+		in.fps[e.Key] = hashedFingerprint(e.Message)
+		in.next = max(in.next, e.Sequence+1)
+	}
+	return nil
+}
+
+func decodeStored(s storedMessage) (*InboundMessage, error) {
+	m := &InboundMessage{Key: s.Key, FromRaw: s.From, ReceivedAt: s.ReceivedAt, Sequence: s.Sequence, DeferredAt: s.DeferredAt}
+	var from struct {
+		ID     string  `json:"id"`
+		Name   *string `json:"name"`
+		Cwd    string  `json:"cwd"`
+		Model  string  `json:"model"`
+		PID    float64 `json:"pid"`
+		Status *string `json:"status"`
+		Origin string  `json:"origin"`
+	}
+	if err := json.Unmarshal(s.From, &from); err != nil || from.ID == "" {
+		return nil, errors.New("inbox: invalid sender")
+	}
+	m.From = wire.SessionInfo{ID: from.ID, Cwd: from.Cwd, Model: from.Model, PID: from.PID, Origin: from.Origin}
+	if from.Name != nil {
+		m.From.Name, m.From.HasName = *from.Name, true
+	}
+	if from.Status != nil {
+		m.From.Status, m.From.HasStatus = *from.Status, true
+	}
+	msg, err := wire.ParseMessage(s.Message)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	m.Message = msg
+	if s.Key != from.ID+"\x00"+msg.ID {
+		return nil, errors.New("inbox: entry key does not match its sender and id")
+	}
+	return m, nil
+}
+
+func hashedFingerprint(m *wire.MessageInfo) string {
+	sum := m.ContentFingerprint()
+	return hashedFPPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+func (in *Inbox) remember(key string) {
+	if _, ok := in.seenSet[key]; ok {
+		return
+	}
+	in.seenSet[key] = struct{}{}
+	in.seen = append(in.seen, key)
+}
+
+// StageResult says what Stage did with a message.
+type StageResult struct {
+	// Duplicate: the message was stored before; acknowledge it again but
+	// do not show it again.
+	Duplicate bool
+	// Conflict: the sender reused a message id with another payload; answer
+	// message_rejected CONFLICTING_MESSAGE_ID.
+	Conflict bool
+	Message  *InboundMessage
+}
+
+// Stage adds an inbound message in memory. It must be made durable with
+// Flush before the delivery is acknowledged.
+func (in *Inbox) Stage(fromRaw []byte, from wire.SessionInfo, msg *wire.MessageInfo, receivedAt float64) StageResult {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	key := from.ID + "\x00" + msg.ID
+	fp := hashedFingerprint(msg)
+	if _, seen := in.seenSet[key]; seen {
+		prev, known := in.fps[key]
+		switch {
+		case !known:
+			in.fps[key] = fp
+			in.dirty = true
+		case strings.HasPrefix(prev, hashedFPPrefix) && prev != fp,
+			!strings.HasPrefix(prev, hashedFPPrefix) && prev != msg.PiFingerprint():
+			return StageResult{Conflict: true}
+		}
+		for _, e := range in.entries {
+			if e.Key == key {
+				return StageResult{Duplicate: true, Message: e}
+			}
+		}
+		return StageResult{Duplicate: true}
+	}
+	m := &InboundMessage{Key: key, From: from, FromRaw: append(json.RawMessage(nil), fromRaw...),
+		Message: msg, ReceivedAt: receivedAt, Sequence: in.next}
+	in.next++
+	in.entries = append(in.entries, m)
+	if msg.ExpectsReply {
+		in.asks = append(in.asks, m)
+	}
+	in.remember(key)
+	in.fps[key] = fp
+	in.trimSeen()
+	in.dirty = true
+	return StageResult{Message: m}
+}
+
+// trimSeen keeps at most MaxSeenKeys remembered keys, always keeping those
+// of unread entries and pending asks.
+func (in *Inbox) trimSeen() {
+	if len(in.seen) <= MaxSeenKeys {
+		return
+	}
+	keep := map[string]bool{}
+	for _, e := range in.entries {
+		keep[e.Key] = true
+	}
+	for _, a := range in.asks {
+		keep[a.Key] = true
+	}
+	budget := max(0, MaxSeenKeys-len(keep))
+	var recent []string
+	for i := len(in.seen) - 1; i >= 0 && len(recent) < budget; i-- {
+		if !keep[in.seen[i]] {
+			recent = append(recent, in.seen[i])
+		}
+	}
+	slices.Reverse(recent)
+	seen := make([]string, 0, len(keep)+len(recent))
+	for _, k := range in.seen {
+		if keep[k] {
+			seen = append(seen, k)
+		}
+	}
+	seen = append(seen, recent...)
+	in.seen = seen
+	in.seenSet = make(map[string]struct{}, len(seen))
+	for _, k := range seen {
+		in.seenSet[k] = struct{}{}
+	}
+	for k := range in.fps {
+		if _, ok := in.seenSet[k]; !ok {
+			delete(in.fps, k)
+		}
+	}
+}
+
+// Flush writes the inbox if anything changed since the last write.
+func (in *Inbox) Flush() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.flushLocked()
+}
+
+func (in *Inbox) flushLocked() error {
+	if !in.dirty {
+		return nil
+	}
+	if err := WriteFileAtomic(in.path, in.encode()); err != nil {
+		return err
+	}
+	in.dirty = false
+	return nil
+}
+
+func (in *Inbox) encode() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"version":3,"nextSequence":`)
+	b.Write(wire.AppendNumber(nil, float64(in.next)))
+	writeList := func(name string, list []*InboundMessage) {
+		b.WriteString(`,"` + name + `":[`)
+		for i, m := range list {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`{"key":`)
+			b.Write(wire.AppendString(nil, m.Key))
+			b.WriteString(`,"from":`)
+			b.Write(m.FromRaw)
+			b.WriteString(`,"message":`)
+			b.Write(m.Message.Raw)
+			b.WriteString(`,"receivedAt":`)
+			b.Write(wire.AppendNumber(nil, m.ReceivedAt))
+			b.WriteString(`,"sequence":`)
+			b.Write(wire.AppendNumber(nil, float64(m.Sequence)))
+			if m.DeferredAt != 0 {
+				b.WriteString(`,"deferredAt":`)
+				b.Write(wire.AppendNumber(nil, m.DeferredAt))
+			}
+			b.WriteByte('}')
+		}
+		b.WriteByte(']')
+	}
+	writeList("entries", in.entries)
+	writeList("pendingAsks", in.asks)
+	b.WriteString(`,"seen":[`)
+	for i, k := range in.seen {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(wire.AppendString(nil, k))
+	}
+	b.WriteString(`],"fingerprints":{`)
+	first := true
+	for _, k := range in.seen {
+		fp, ok := in.fps[k]
+		if !ok {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.Write(wire.AppendString(nil, k))
+		b.WriteByte(':')
+		b.Write(wire.AppendString(nil, fp))
+	}
+	b.WriteString("}}")
+	return b.Bytes()
+}
+
+// Unread returns the stored messages not yet consumed, oldest first.
+func (in *Inbox) Unread() []*InboundMessage {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.entries)
+}
+
+// PendingAsks returns the asks not yet answered, oldest first.
+func (in *Inbox) PendingAsks() []*InboundMessage {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.asks)
+}
+
+// Len is the number of unread messages.
+func (in *Inbox) Len() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.entries)
+}
+
+// Consume marks messages read and writes the inbox.
+func (in *Inbox) Consume(keys ...string) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	drop := map[string]bool{}
+	for _, k := range keys {
+		drop[k] = true
+	}
+	n := len(in.entries)
+	in.entries = slices.DeleteFunc(in.entries, func(m *InboundMessage) bool { return drop[m.Key] })
+	if len(in.entries) != n {
+		in.dirty = true
+	}
+	return in.flushLocked()
+}
+
+// DismissAsk removes a pending ask (answered or cancelled) and writes the
+// inbox. fromID "" matches any sender.
+func (in *Inbox) DismissAsk(messageID, fromID string) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := len(in.asks)
+	in.asks = slices.DeleteFunc(in.asks, func(m *InboundMessage) bool {
+		return m.Message.ID == messageID && (fromID == "" || m.From.ID == fromID)
+	})
+	if len(in.asks) != n {
+		in.dirty = true
+	}
+	return in.flushLocked()
+}
+
+// MarkDeferred records that the asker stopped waiting for an ask.
+func (in *Inbox) MarkDeferred(messageID, fromID string, at float64) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, a := range in.asks {
+		if a.Message.ID == messageID && a.From.ID == fromID && a.DeferredAt == 0 {
+			a.DeferredAt = at
+			in.dirty = true
+		}
+	}
+	return in.flushLocked()
+}
+
+// PruneAsks drops pending asks received more than ttlMs ago (their broker
+// edge has expired, so a reply would be refused).
+func (in *Inbox) PruneAsks(ttlMs, nowMs float64) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := len(in.asks)
+	in.asks = slices.DeleteFunc(in.asks, func(m *InboundMessage) bool { return nowMs-m.ReceivedAt > ttlMs })
+	if len(in.asks) != n {
+		in.dirty = true
+	}
+	return in.flushLocked()
+}

@@ -1,0 +1,218 @@
+package intercom
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+// Ops is what a session can do. *Session implements it in the process that
+// holds the session; *HolderClient implements it for any other process of
+// the same user, by asking the holder (DESIGN.md "Session holders").
+type Ops interface {
+	Whoami(ctx context.Context) (*WhoamiResult, error)
+	List(ctx context.Context, req ListRequest) (*ListResult, error)
+	Send(ctx context.Context, req SendRequest) (*SendResult, error)
+	Ask(ctx context.Context, req AskRequest) (*AskResult, error)
+	Reply(ctx context.Context, req ReplyRequest) (*SendResult, error)
+	Pending(ctx context.Context, req PendingRequest) (*PendingResult, error)
+	Status(ctx context.Context) (*StatusResult, error)
+	SetSummary(ctx context.Context, summary string) error
+	// Listen calls emit for every unread message, oldest first, then for
+	// each new one, until ctx ends or emit fails. A message counts as read
+	// once emit returned nil for it.
+	Listen(ctx context.Context, req ListenRequest, emit func(*MessageView) error) error
+}
+
+// WhoamiResult is a session's identity (never its scope).
+type WhoamiResult struct {
+	SessionID string `json:"sessionId"`
+	Name      string `json:"name"`
+	Cwd       string `json:"cwd"`
+	Model     string `json:"model"`
+	Holder    bool   `json:"holder"` // answered by a session holder
+}
+
+// ListRequest filters the session list.
+type ListRequest struct {
+	// Where: "machine" (every visible session, the default), "directory"
+	// (same working directory) or "repo" (same git repository root).
+	Where       string `json:"where,omitempty"`
+	IncludeSelf bool   `json:"includeSelf,omitempty"`
+}
+
+// SessionView is one session as listed.
+type SessionView struct {
+	ID           string  `json:"id"`
+	Name         string  `json:"name,omitempty"`
+	Cwd          string  `json:"cwd"`
+	Model        string  `json:"model"`
+	PID          float64 `json:"pid"`
+	StartedAt    float64 `json:"startedAt"`
+	LastActivity float64 `json:"lastActivity"`
+	Status       string  `json:"status,omitempty"`
+	Origin       string  `json:"origin,omitempty"`
+	Self         bool    `json:"self,omitempty"`
+	SameCwd      bool    `json:"sameCwd,omitempty"`
+}
+
+// ListResult is the visible sessions in broker order.
+type ListResult struct {
+	Sessions []SessionView `json:"sessions"`
+}
+
+// SendRequest sends one message. To is an exact session id, a unique
+// case-insensitive name, or a unique id prefix of at least 4 characters.
+type SendRequest struct {
+	To          string            `json:"to"`
+	Text        string            `json:"text"`
+	Attachments []wire.Attachment `json:"attachments,omitempty"`
+	// MessageID reuses an id for an idempotent retry; "" = a new id.
+	MessageID string `json:"messageId,omitempty"`
+}
+
+// SendResult is the outcome of a send or reply. A delivery failure is a
+// result with OK false and Code set, not an error.
+type SendResult struct {
+	OK         bool   `json:"ok"`
+	MessageID  string `json:"messageId"`
+	To         string `json:"to"`       // as given
+	TargetID   string `json:"targetId"` // resolved session id, when known
+	Delivered  bool   `json:"delivered"`
+	Accepted   bool   `json:"accepted"`
+	DeliveryID string `json:"deliveryId,omitempty"`
+	Code       string `json:"code,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	ReplyTo    string `json:"replyTo,omitempty"`
+	AskID      string `json:"askId,omitempty"` // the ask a reply answered
+}
+
+// OnAskTimeout is what an ask does when its wait runs out.
+type OnAskTimeout string
+
+const (
+	// DeferOnTimeout stops blocking but keeps the ask answerable: the late
+	// reply lands in the inbox (a session holder's behaviour).
+	DeferOnTimeout OnAskTimeout = "defer"
+	// CancelOnTimeout withdraws the ask (a one-shot with nobody to receive
+	// the late reply).
+	CancelOnTimeout OnAskTimeout = "cancel"
+)
+
+// AskRequest asks a question and waits for the reply.
+type AskRequest struct {
+	To          string            `json:"to"`
+	Text        string            `json:"text"`
+	Attachments []wire.Attachment `json:"attachments,omitempty"`
+	// Wait bounds the wait for the reply (default 45 s).
+	Wait      time.Duration `json:"waitNs,omitempty"`
+	OnTimeout OnAskTimeout  `json:"onTimeout,omitempty"`
+}
+
+// AskResult is the outcome of an ask: a reply, or a pending (deferred) or
+// cancelled ask after the wait ran out, or a failed send.
+type AskResult struct {
+	SendResult
+	Replied   bool         `json:"replied"`
+	Reply     *MessageView `json:"reply,omitempty"`
+	Pending   bool         `json:"pending,omitempty"`   // deferred: the reply will appear in pending
+	Cancelled bool         `json:"cancelled,omitempty"` // withdrawn after the wait
+	WaitedMs  int64        `json:"waitedMs"`
+}
+
+// ReplyRequest answers a pending ask, selected by AskID, or by sender To
+// (exact id or case-insensitive name) and Which ("oldest"/"latest"), or the
+// only pending ask.
+type ReplyRequest struct {
+	Text        string            `json:"text"`
+	Attachments []wire.Attachment `json:"attachments,omitempty"`
+	AskID       string            `json:"askId,omitempty"`
+	To          string            `json:"to,omitempty"`
+	Which       string            `json:"which,omitempty"`
+}
+
+// PendingRequest lists unread messages and pending asks.
+type PendingRequest struct {
+	// AskID returns only that ask, with its whole text.
+	AskID string `json:"askId,omitempty"`
+	// MarkRead marks the returned unread messages read.
+	MarkRead bool `json:"markRead,omitempty"`
+}
+
+// Sender names who sent a message.
+type Sender struct {
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Origin string `json:"origin,omitempty"`
+}
+
+// MessageView is an inbound message as shown to people and agents.
+type MessageView struct {
+	From         Sender            `json:"from"`
+	MessageID    string            `json:"messageId"`
+	Text         string            `json:"text"`
+	Attachments  []wire.Attachment `json:"attachments"`
+	ExpectsReply bool              `json:"expectsReply"`
+	ReplyTo      string            `json:"replyTo,omitempty"`
+	AskID        string            `json:"askId,omitempty"` // set for asks
+	ReceivedAt   float64           `json:"receivedAt"`      // epoch ms
+	Read         bool              `json:"read"`
+}
+
+// AskView is a pending inbound ask.
+type AskView struct {
+	AskID      string  `json:"askId"`
+	From       Sender  `json:"from"`
+	ReceivedAt float64 `json:"receivedAt"`
+	DeferredAt float64 `json:"deferredAt,omitempty"` // the asker stopped waiting
+	Preview    string  `json:"preview"`              // first 80 chars, whitespace collapsed
+	// Selector is "oldest", "latest" or "queued" when the sender has
+	// several pending asks, else "".
+	Selector       string            `json:"selector,omitempty"`
+	ElapsedSeconds int64             `json:"elapsedSeconds"`
+	Text           string            `json:"text,omitempty"` // only with PendingRequest.AskID
+	Attachments    []wire.Attachment `json:"attachments,omitempty"`
+}
+
+// PendingResult lists what waits for this session.
+type PendingResult struct {
+	Unread []MessageView `json:"unread"`
+	Asks   []AskView     `json:"asks"`
+}
+
+// StatusResult is a session's connection and queues.
+type StatusResult struct {
+	Connected      bool   `json:"connected"`
+	SessionID      string `json:"sessionId"`
+	ActiveSessions int    `json:"activeSessions"`
+	Unread         int    `json:"unread"`
+	Outbox         int    `json:"outbox"`
+	PendingAsks    int    `json:"pendingAsks"`
+	Holder         bool   `json:"holder"`
+}
+
+// ListenRequest configures Listen.
+type ListenRequest struct {
+	// KeepUnread leaves emitted messages unread.
+	KeepUnread bool `json:"keepUnread,omitempty"`
+}
+
+// Preview collapses whitespace runs and keeps the first n characters
+// (UTF-16 units as the adapters count; whole runes here), no ellipsis.
+func Preview(text string, n int) string {
+	s := strings.Join(strings.Fields(text), " ")
+	units := 0
+	for i, r := range s {
+		w := 1
+		if r >= 0x10000 {
+			w = 2
+		}
+		if units+w > n {
+			return s[:i]
+		}
+		units += w
+	}
+	return s
+}

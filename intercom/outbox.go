@@ -1,0 +1,192 @@
+package intercom
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+// MaxOutboxEntries bounds a session's durable outbox (spec §5.3).
+const MaxOutboxEntries = 256
+
+// Outbox errors.
+var (
+	// ErrOutboxFull: 256 messages wait for an outcome; the send is refused.
+	ErrOutboxFull = errors.New("Durable outbox is full (256 messages)")
+	// ErrOutboxConflict: a queued message id was reused with another payload.
+	ErrOutboxConflict = errors.New("message id is already queued with a different payload")
+)
+
+// OutboxEntry is one queued send, in the file format the TypeScript clients
+// share: {"to","message","queuedAt"}.
+type OutboxEntry struct {
+	To       string          `json:"to"`
+	Message  json.RawMessage `json:"message"`
+	QueuedAt float64         `json:"queuedAt"` // epoch ms
+	id       string
+}
+
+// MessageID is the id of the queued message.
+func (e OutboxEntry) MessageID() string { return e.id }
+
+// Outbox is a session's durable outbox (spec §5.3): every send is written
+// here before its frame goes out and removed once the broker reports it
+// delivered or definitively failed; whatever remains is replayed after the
+// next registration under the same session id, by this process or the next.
+// Safe for concurrent use.
+type Outbox struct {
+	path    string
+	mu      sync.Mutex
+	entries []OutboxEntry
+	fps     map[string][32]byte // message id → fingerprint
+}
+
+// OpenOutbox loads (or starts) the outbox of sessionID. A file that cannot
+// be read as an outbox is kept aside as <file>.corrupt-<ms>.
+func OpenOutbox(p Paths, sessionID string) (*Outbox, error) {
+	path := p.Outbox(sessionID)
+	if err := EnsureDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	o := &Outbox{path: path, fps: make(map[string][32]byte)}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return o, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	var st struct {
+		Version int           `json:"version"`
+		Entries []OutboxEntry `json:"entries"`
+	}
+	if json.Unmarshal(data, &st) != nil || st.Version != 1 || st.Entries == nil || !o.adopt(st.Entries) {
+		keepAside(path)
+		o.entries, o.fps = nil, make(map[string][32]byte)
+	}
+	return o, nil
+}
+
+func (o *Outbox) adopt(entries []OutboxEntry) bool {
+	for _, e := range entries {
+		m, err := wire.ParseMessage(e.Message)
+		if err != nil {
+			return false
+		}
+		e.id = m.ID
+		o.entries = append(o.entries, e)
+		o.fps[m.ID] = m.Fingerprint(e.To)
+	}
+	return true
+}
+
+// keepAside renames a corrupt state file to <path>.corrupt-<ms>.
+func keepAside(path string) {
+	aside := path + ".corrupt-" + strconv.FormatInt(time.Now().UnixMilli(), 10)
+	if os.Rename(path, aside) == nil {
+		_ = os.Chmod(aside, FileMode)
+	}
+}
+
+// Enqueue durably records a send before it is written to the broker. It
+// returns false when the same message is already queued (a retry).
+func (o *Outbox) Enqueue(to string, m *wire.MessageInfo) (added bool, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fp := m.Fingerprint(to)
+	if prev, ok := o.fps[m.ID]; ok {
+		if prev != fp {
+			return false, fmt.Errorf("%w: %s", ErrOutboxConflict, m.ID)
+		}
+		return false, nil
+	}
+	if len(o.entries) >= MaxOutboxEntries {
+		return false, ErrOutboxFull
+	}
+	o.entries = append(o.entries, OutboxEntry{To: to, Message: m.Raw, QueuedAt: float64(time.Now().UnixMilli()), id: m.ID})
+	o.fps[m.ID] = fp
+	if err := o.persist(); err != nil {
+		o.entries = o.entries[:len(o.entries)-1]
+		delete(o.fps, m.ID)
+		return false, err
+	}
+	return true, nil
+}
+
+// Remove drops a message once its outcome is known.
+func (o *Outbox) Remove(messageID string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.fps[messageID]; !ok {
+		return nil
+	}
+	delete(o.fps, messageID)
+	for i, e := range o.entries {
+		if e.id == messageID {
+			o.entries = append(o.entries[:i:i], o.entries[i+1:]...)
+			break
+		}
+	}
+	return o.persist()
+}
+
+// Has reports whether messageID is queued.
+func (o *Outbox) Has(messageID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.fps[messageID]
+	return ok
+}
+
+// Entries returns the queued sends, oldest first.
+func (o *Outbox) Entries() []OutboxEntry {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]OutboxEntry(nil), o.entries...)
+}
+
+// Len is the number of queued sends.
+func (o *Outbox) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.entries)
+}
+
+// Clear drops every queued send (a session that ends for good, spec §5.3).
+func (o *Outbox) Clear() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.entries) == 0 {
+		return nil
+	}
+	o.entries, o.fps = nil, make(map[string][32]byte)
+	return o.persist()
+}
+
+func (o *Outbox) persist() error {
+	var b bytes.Buffer
+	b.WriteString(`{"version":1,"entries":[`)
+	for i, e := range o.entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"to":`)
+		b.Write(wire.AppendString(nil, e.To))
+		b.WriteString(`,"message":`)
+		b.Write(e.Message)
+		b.WriteString(`,"queuedAt":`)
+		b.Write(wire.AppendNumber(nil, e.QueuedAt))
+		b.WriteByte('}')
+	}
+	b.WriteString("]}")
+	return WriteFileAtomic(o.path, b.Bytes())
+}

@@ -1,0 +1,639 @@
+package intercom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+// Ask waits (spec §5.7, §8.3).
+const (
+	DefaultAskWait = 45 * time.Second
+	MaxAskWait     = 120 * time.Second
+	DefaultAskTTL  = 10 * time.Minute
+)
+
+// SessionConfig configures a Session.
+type SessionConfig struct {
+	Paths    Paths
+	Identity Identity
+	Logger   *slog.Logger
+	// Start launches a broker when none answers (nil: never).
+	Start BrokerStarter
+	// AskTTL is how long a received ask stays answerable (the broker's
+	// edge TTL, PI_INTERCOM_ASK_TIMEOUT_MS). Default 10 min.
+	AskTTL time.Duration
+	// Reconnect keeps the session registered across broker restarts.
+	Reconnect bool
+}
+
+// Session is a registered intercom session with its durable outbox and
+// inbox: the process that holds a session runs one, and every operation of
+// Ops runs here. Safe for concurrent use.
+type Session struct {
+	cfg    SessionConfig
+	log    *slog.Logger
+	client *Client
+	inbox  *Inbox
+	outbox *Outbox
+
+	mu      sync.Mutex
+	waiters map[string]*askWaiter // by the id of our ask
+	claimed map[string]bool       // inbox keys handed to an ask waiter
+	staged  []*InboundMessage     // new since the last commit
+	wake    chan struct{}         // closed and replaced when messages arrive
+	roster  map[string]wire.SessionInfo
+}
+
+type askWaiter struct {
+	to    string // target session id
+	reply chan *InboundMessage
+	fail  chan string // ask_cancelled reason from the broker
+}
+
+// OpenSession opens the session's inbox and outbox and registers it.
+func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AskTTL == 0 {
+		cfg.AskTTL = DefaultAskTTL
+	}
+	if err := EnsureDir(cfg.Paths.Dir); err != nil {
+		return nil, err
+	}
+	outbox, err := OpenOutbox(cfg.Paths, cfg.Identity.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	inbox, err := OpenInbox(cfg.Paths, cfg.Identity.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{
+		cfg: cfg, log: cfg.Logger, inbox: inbox, outbox: outbox,
+		waiters: make(map[string]*askWaiter), claimed: make(map[string]bool),
+		wake: make(chan struct{}), roster: make(map[string]wire.SessionInfo),
+	}
+	s.client = NewClient(ClientConfig{
+		Paths: cfg.Paths, Identity: cfg.Identity, Logger: cfg.Logger, Start: cfg.Start,
+		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect,
+	})
+	if err := s.client.Connect(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Client is the session's broker connection.
+func (s *Session) Client() *Client { return s.client }
+
+// Inbox is the session's durable inbox.
+func (s *Session) Inbox() *Inbox { return s.inbox }
+
+// Close unregisters the session, keeping its ask edges (deferred) and its
+// outbox for the next registration under the same id.
+func (s *Session) Close() error { return s.client.Close(true) }
+
+// Stage implements InboundHandler.
+func (s *Session) Stage(f *wire.BrokerFrame) string {
+	msg, err := wire.ParseMessage(f.Message)
+	if err != nil {
+		return "" // the broker validated it; acknowledge and drop
+	}
+	res := s.inbox.Stage(f.FromRaw, f.From, msg, float64(time.Now().UnixMilli()))
+	if res.Conflict {
+		return fmt.Sprintf("Conflicting payload for reused message ID %q", msg.ID)
+	}
+	if !res.Duplicate {
+		s.mu.Lock()
+		s.staged = append(s.staged, res.Message)
+		s.mu.Unlock()
+	}
+	return ""
+}
+
+// Commit implements InboundHandler: the staged messages become durable,
+// replies go to the asks waiting for them, and listeners wake.
+func (s *Session) Commit() error {
+	if err := s.inbox.Flush(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	staged := s.staged
+	s.staged = nil
+	woke := false
+	for _, m := range staged {
+		if w := s.waiters[m.Message.ReplyTo]; m.Message.ReplyTo != "" && w != nil && w.to == m.From.ID {
+			s.claimed[m.Key] = true
+			w.reply <- m
+			delete(s.waiters, m.Message.ReplyTo)
+			continue
+		}
+		woke = true
+	}
+	if woke {
+		close(s.wake)
+		s.wake = make(chan struct{})
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Event implements InboundHandler.
+func (s *Session) Event(f *wire.BrokerFrame) {
+	switch f.Type {
+	case wire.TypeAskCancelled:
+		// To us as recipient: the asker withdrew, timed out or left.
+		_ = s.inbox.DismissAsk(f.MessageID, f.FromID)
+		// To us as asker (the recipient went away for good).
+		s.mu.Lock()
+		if w := s.waiters[f.MessageID]; w != nil && w.to == f.FromID {
+			w.fail <- f.Reason
+			delete(s.waiters, f.MessageID)
+		}
+		s.mu.Unlock()
+	case wire.TypeAskDeferred:
+		_ = s.inbox.MarkDeferred(f.MessageID, f.FromID, float64(time.Now().UnixMilli()))
+	case wire.TypeSessionJoined, wire.TypePresenceUpdate:
+		s.mu.Lock()
+		s.roster[f.Session.ID] = f.Session
+		s.mu.Unlock()
+	case wire.TypeSessionLeft:
+		s.mu.Lock()
+		delete(s.roster, f.SessionID)
+		s.mu.Unlock()
+	case wire.TypeError:
+		s.log.Warn("intercom broker error", "code", f.Code, "error", f.Error)
+	}
+}
+
+// Whoami implements Ops.
+func (s *Session) Whoami(context.Context) (*WhoamiResult, error) {
+	id := s.cfg.Identity
+	return &WhoamiResult{SessionID: id.SessionID, Name: id.Name, Cwd: id.Cwd, Model: id.Model}, nil
+}
+
+// sessions lists the visible sessions and refreshes the roster cache.
+func (s *Session) sessions(ctx context.Context) ([]wire.SessionInfo, error) {
+	list, err := s.client.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.roster = make(map[string]wire.SessionInfo, len(list))
+	for _, si := range list {
+		s.roster[si.ID] = si
+	}
+	s.mu.Unlock()
+	return list, nil
+}
+
+// List implements Ops.
+func (s *Session) List(ctx context.Context, req ListRequest) (*ListResult, error) {
+	list, err := s.sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	me := s.cfg.Identity
+	var repo string
+	if req.Where == "repo" {
+		repo = gitRoot(me.Cwd)
+	}
+	out := &ListResult{Sessions: []SessionView{}}
+	for _, si := range list {
+		self := si.ID == me.SessionID
+		if self && !req.IncludeSelf {
+			continue
+		}
+		switch req.Where {
+		case "", "machine":
+		case "directory":
+			if si.Cwd != me.Cwd {
+				continue
+			}
+		case "repo":
+			if repo == "" || gitRoot(si.Cwd) != repo {
+				continue
+			}
+		default:
+			return nil, fmt.Errorf("%w: where must be machine, directory or repo", ErrInvalidInput)
+		}
+		out.Sessions = append(out.Sessions, viewOf(si, me.SessionID, me.Cwd))
+	}
+	return out, nil
+}
+
+func viewOf(si wire.SessionInfo, selfID, cwd string) SessionView {
+	return SessionView{ID: si.ID, Name: si.Name, Cwd: si.Cwd, Model: si.Model, PID: si.PID,
+		StartedAt: si.StartedAt, LastActivity: si.LastActivity, Status: si.Status, Origin: si.Origin,
+		Self: si.ID == selfID, SameCwd: si.Cwd == cwd}
+}
+
+func gitRoot(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return ""
+	}
+	return filepath.Clean(strings.TrimSpace(string(out)))
+}
+
+// resolveTarget pre-resolves a target as the Claude/Codex adapters do
+// (spec §8.3): exact id → unique case-insensitive name → unique id prefix
+// of ≥4 chars → the raw text, for the broker to resolve.
+func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) {
+	to = strings.TrimSpace(to)
+	if to == "" {
+		return "", fmt.Errorf("%w: a target is required", ErrInvalidInput)
+	}
+	if to == s.cfg.Identity.SessionID {
+		return "", ErrSelfTarget
+	}
+	s.mu.Lock()
+	_, known := s.roster[to]
+	s.mu.Unlock()
+	if known {
+		return to, nil
+	}
+	list, err := s.sessions(ctx)
+	if err != nil {
+		return "", err
+	}
+	var byName, byPrefix []string
+	for _, si := range list {
+		if si.ID == to {
+			return to, nil
+		}
+		if si.HasName && strings.EqualFold(si.Name, to) {
+			byName = append(byName, si.ID)
+		}
+		if len(to) >= 4 && strings.HasPrefix(si.ID, to) {
+			byPrefix = append(byPrefix, si.ID)
+		}
+	}
+	pick := func(ids []string, what string) (string, error) {
+		if len(ids) > 1 {
+			return "", fmt.Errorf("%w: %d sessions %s %q (%s); use the session id", ErrAmbiguousTarget, len(ids), what, to, strings.Join(ids, ", "))
+		}
+		if ids[0] == s.cfg.Identity.SessionID {
+			return "", ErrSelfTarget
+		}
+		return ids[0], nil
+	}
+	if len(byName) > 0 {
+		return pick(byName, "are named")
+	}
+	if len(byPrefix) > 0 {
+		return pick(byPrefix, "have ids starting with")
+	}
+	return to, nil // exact ids of other scopes are resolved by the broker
+}
+
+// compose builds a message and checks it against the wire limits.
+func compose(id string, text string, att []wire.Attachment, replyTo string, ask bool) (*wire.MessageInfo, error) {
+	if id == "" {
+		id = NewMessageID()
+	}
+	m := wire.Message{ID: id, Timestamp: float64(time.Now().UnixMilli()), ReplyTo: replyTo,
+		ExpectsReply: ask, Text: text, Attachments: att}
+	info, err := wire.ParseMessage(m.AppendJSON(nil))
+	if err != nil {
+		if len(text) > wire.MaxTextBytes {
+			return nil, fmt.Errorf("%w: text is %d bytes, the limit is %d", ErrInvalidInput, len(text), wire.MaxTextBytes)
+		}
+		return nil, fmt.Errorf("%w: message breaks the protocol limits (at most %d attachments of %d KiB, names of 256 characters)",
+			ErrInvalidInput, wire.MaxAttachments, wire.MaxAttachmentContentBytes>>10)
+	}
+	return info, nil
+}
+
+// send delivers msg to target and turns the outcome into a result.
+func (s *Session) send(ctx context.Context, to, target string, msg *wire.MessageInfo) (*SendResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // spec §6.5
+	defer cancel()
+	out, err := s.client.Send(ctx, target, msg)
+	res := &SendResult{MessageID: msg.ID, To: to, TargetID: target, ReplyTo: msg.ReplyTo}
+	if err != nil {
+		if errors.Is(err, ErrConnectionLost) || errors.Is(err, context.DeadlineExceeded) {
+			return res, fmt.Errorf("%w (message %s)", ErrOutcomeUnknown, msg.ID)
+		}
+		return res, err
+	}
+	res.Delivered, res.Accepted, res.DeliveryID = out.Delivered, out.Accepted, out.DeliveryID
+	res.OK = out.Delivered
+	res.Code, res.Reason = string(out.Code), out.Reason
+	return res, nil
+}
+
+// Send implements Ops.
+func (s *Session) Send(ctx context.Context, req SendRequest) (*SendResult, error) {
+	target, err := s.resolveTarget(ctx, req.To)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := compose(req.MessageID, req.Text, req.Attachments, "", false)
+	if err != nil {
+		return nil, err
+	}
+	return s.send(ctx, req.To, target, msg)
+}
+
+// Ask implements Ops: send an ask, wait for its reply; when the wait runs
+// out, defer it (the late reply lands in the inbox) or cancel it.
+func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
+	wait := req.Wait
+	if wait <= 0 {
+		wait = DefaultAskWait
+	}
+	if wait > MaxAskWait {
+		return nil, fmt.Errorf("%w: an ask waits at most %s", ErrInvalidInput, MaxAskWait)
+	}
+	target, err := s.resolveTarget(ctx, req.To)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := compose("", req.Text, req.Attachments, "", true)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	w := &askWaiter{to: target, reply: make(chan *InboundMessage, 1), fail: make(chan string, 1)}
+	s.mu.Lock()
+	s.waiters[msg.ID] = w
+	s.mu.Unlock()
+	drop := func() {
+		s.mu.Lock()
+		delete(s.waiters, msg.ID)
+		s.mu.Unlock()
+	}
+	sent, err := s.send(ctx, req.To, target, msg)
+	res := &AskResult{}
+	if sent != nil {
+		res.SendResult = *sent
+	}
+	if err != nil || !sent.OK {
+		drop()
+		return res, err
+	}
+	// The broker may have resolved a name or prefix to another id.
+	timer := time.NewTimer(wait - time.Since(start))
+	defer timer.Stop()
+	select {
+	case m := <-w.reply:
+		view := s.view(m, true)
+		_ = s.inbox.Consume(m.Key)
+		s.mu.Lock()
+		delete(s.claimed, m.Key)
+		s.mu.Unlock()
+		res.Replied, res.Reply = true, &view
+	case reason := <-w.fail:
+		res.OK, res.Code, res.Reason = false, "ASK_CANCELLED", "the ask was cancelled: "+reason
+	case <-timer.C:
+		drop()
+		res.Pending = req.OnTimeout != CancelOnTimeout
+		typ := wire.TypeDeferAsk
+		if !res.Pending {
+			typ = wire.TypeCancelAsk
+		}
+		applied, _ := s.client.AskControl(context.WithoutCancel(ctx), typ, msg.ID)
+		res.Cancelled = !res.Pending && applied
+	case <-ctx.Done():
+		drop()
+		// The caller gave up (e.g. an MCP cancellation): withdraw the ask.
+		_, _ = s.client.AskControl(context.WithoutCancel(ctx), wire.TypeCancelAsk, msg.ID)
+		return res, ctx.Err()
+	}
+	res.WaitedMs = time.Since(start).Milliseconds()
+	return res, nil
+}
+
+// Reply implements Ops.
+func (s *Session) Reply(ctx context.Context, req ReplyRequest) (*SendResult, error) {
+	_ = s.inbox.PruneAsks(float64(s.cfg.AskTTL.Milliseconds()), float64(time.Now().UnixMilli()))
+	ask, err := selectAsk(s.inbox.PendingAsks(), req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := compose("", req.Text, req.Attachments, ask.Message.ID, false)
+	if err != nil {
+		return nil, err
+	}
+	to := ask.From.Name
+	if to == "" {
+		to = ask.From.ID
+	}
+	res, err := s.send(ctx, to, ask.From.ID, msg)
+	if res != nil {
+		res.AskID = ask.AskID()
+	}
+	if err != nil {
+		return res, err
+	}
+	if res.OK || res.Code == string(wire.FailInvalidReplyTarget) {
+		// Answered, or the broker no longer has the ask: either way it is
+		// not pending any more. Other failures keep it answerable.
+		_ = s.inbox.DismissAsk(ask.Message.ID, ask.From.ID)
+		_ = s.inbox.Consume(ask.Key)
+	}
+	return res, nil
+}
+
+// selectAsk picks the ask a reply answers (spec §5.8).
+func selectAsk(asks []*InboundMessage, req ReplyRequest) (*InboundMessage, error) {
+	matches := func(m *InboundMessage, to string) bool {
+		return m.From.ID == to || (m.From.HasName && strings.EqualFold(m.From.Name, to))
+	}
+	if req.Which != "" && req.Which != "oldest" && req.Which != "latest" {
+		return nil, fmt.Errorf("%w: which must be oldest or latest", ErrInvalidInput)
+	}
+	if req.AskID != "" {
+		for _, a := range asks {
+			if a.AskID() == req.AskID {
+				if req.To != "" && !matches(a, req.To) {
+					return nil, fmt.Errorf("%w: pending ask %q is not from %q", ErrNoPendingAsk, req.AskID, req.To)
+				}
+				return a, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: no pending ask with ask id %q", ErrNoPendingAsk, req.AskID)
+	}
+	if len(asks) == 0 {
+		return nil, fmt.Errorf("%w: there are no pending asks", ErrNoPendingAsk)
+	}
+	candidates := asks
+	if req.To != "" {
+		candidates = slices.DeleteFunc(slices.Clone(asks), func(m *InboundMessage) bool { return !matches(m, req.To) })
+		if len(candidates) == 0 {
+			return nil, fmt.Errorf("%w: no pending ask from %q", ErrNoPendingAsk, req.To)
+		}
+	}
+	if len(candidates) == 1 {
+		return candidates[0], nil
+	}
+	senders := map[string]bool{}
+	for _, c := range candidates {
+		senders[c.From.ID] = true
+	}
+	if len(senders) > 1 {
+		return nil, fmt.Errorf("%w: %d pending asks from %d sessions; choose one with an ask id or the sender (to)", ErrAmbiguousTarget, len(candidates), len(senders))
+	}
+	switch req.Which {
+	case "oldest":
+		return candidates[0], nil
+	case "latest":
+		return candidates[len(candidates)-1], nil
+	}
+	return nil, fmt.Errorf("%w: %d pending asks from %s; choose oldest or latest (which) or an ask id", ErrAmbiguousTarget, len(candidates), candidates[0].From.ID)
+}
+
+func (s *Session) view(m *InboundMessage, read bool) MessageView {
+	v := MessageView{
+		From:      Sender{ID: m.From.ID, Name: m.From.Name, Origin: m.From.Origin},
+		MessageID: m.Message.ID, Text: m.Message.Text, Attachments: m.Message.Attachments,
+		ExpectsReply: m.Message.ExpectsReply, ReplyTo: m.Message.ReplyTo, ReceivedAt: m.ReceivedAt, Read: read,
+	}
+	if v.Attachments == nil {
+		v.Attachments = []wire.Attachment{}
+	}
+	if m.Message.ExpectsReply {
+		v.AskID = m.AskID()
+	}
+	return v
+}
+
+// Pending implements Ops.
+func (s *Session) Pending(_ context.Context, req PendingRequest) (*PendingResult, error) {
+	now := time.Now()
+	_ = s.inbox.PruneAsks(float64(s.cfg.AskTTL.Milliseconds()), float64(now.UnixMilli()))
+	res := &PendingResult{Unread: []MessageView{}, Asks: []AskView{}}
+	asks := s.inbox.PendingAsks()
+	res.Asks = askViews(asks, now)
+	if req.AskID != "" {
+		for i, a := range asks {
+			if a.AskID() == req.AskID {
+				v := res.Asks[i]
+				v.Text, v.Attachments = a.Message.Text, a.Message.Attachments
+				return &PendingResult{Unread: []MessageView{}, Asks: []AskView{v}}, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: no pending ask with ask id %q", ErrNoPendingAsk, req.AskID)
+	}
+	var keys []string
+	s.mu.Lock()
+	claimed := s.claimed
+	for _, m := range s.inbox.Unread() {
+		if !claimed[m.Key] {
+			res.Unread = append(res.Unread, s.view(m, false))
+			keys = append(keys, m.Key)
+		}
+	}
+	s.mu.Unlock()
+	if req.MarkRead && len(keys) > 0 {
+		if err := s.inbox.Consume(keys...); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// askViews renders pending asks, oldest first, with their selectors.
+func askViews(asks []*InboundMessage, now time.Time) []AskView {
+	out := make([]AskView, 0, len(asks))
+	for _, a := range asks {
+		var same []*InboundMessage
+		for _, b := range asks {
+			if b.From.ID == a.From.ID {
+				same = append(same, b)
+			}
+		}
+		sel := ""
+		if len(same) > 1 {
+			switch a {
+			case same[0]:
+				sel = "oldest"
+			case same[len(same)-1]:
+				sel = "latest"
+			default:
+				sel = "queued"
+			}
+		}
+		out = append(out, AskView{
+			AskID: a.AskID(), From: Sender{ID: a.From.ID, Name: a.From.Name, Origin: a.From.Origin},
+			ReceivedAt: a.ReceivedAt, DeferredAt: a.DeferredAt, Preview: Preview(a.Message.Text, 80),
+			Selector:       sel,
+			ElapsedSeconds: max(0, (now.UnixMilli()-int64(a.ReceivedAt))/1000),
+		})
+	}
+	return out
+}
+
+// Status implements Ops.
+func (s *Session) Status(ctx context.Context) (*StatusResult, error) {
+	res := &StatusResult{SessionID: s.cfg.Identity.SessionID, Connected: s.client.Connected(),
+		Unread: s.inbox.Len(), Outbox: s.outbox.Len(), PendingAsks: len(s.inbox.PendingAsks())}
+	if res.Connected {
+		if list, err := s.sessions(ctx); err == nil {
+			res.ActiveSessions = len(list)
+		}
+	}
+	return res, nil
+}
+
+// MaxSummaryChars bounds a status summary (the adapters' intercom_set_summary).
+const MaxSummaryChars = 400
+
+// SetSummary implements Ops: publishes the summary as presence status
+// ("idle" when blank).
+func (s *Session) SetSummary(ctx context.Context, summary string) error {
+	summary = strings.TrimSpace(summary)
+	if len([]rune(summary)) > MaxSummaryChars {
+		return fmt.Errorf("%w: a summary has at most %d characters", ErrInvalidInput, MaxSummaryChars)
+	}
+	if summary == "" {
+		summary = "idle"
+	}
+	return s.client.Presence(ctx, wire.Presence{Status: summary, HasStatus: true})
+}
+
+// Listen implements Ops.
+func (s *Session) Listen(ctx context.Context, req ListenRequest, emit func(*MessageView) error) error {
+	var last int64
+	for {
+		s.mu.Lock()
+		wake := s.wake
+		claimed := s.claimed
+		var todo []*InboundMessage
+		for _, m := range s.inbox.Unread() {
+			if m.Sequence > last && !claimed[m.Key] {
+				todo = append(todo, m)
+			}
+		}
+		s.mu.Unlock()
+		for _, m := range todo {
+			v := s.view(m, false)
+			if err := emit(&v); err != nil {
+				return err
+			}
+			last = m.Sequence
+			if !req.KeepUnread {
+				if err := s.inbox.Consume(m.Key); err != nil {
+					return err
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		}
+	}
+}
