@@ -165,19 +165,22 @@ func EnsureBroker(ctx context.Context, p Paths, start BrokerStarter) error {
 	return fmt.Errorf("%w: could not take %s", ErrBrokerUnavailable, p.SpawnLock())
 }
 
-// acquireSpawnLock creates broker.spawn.lock ("<pid>\n<ms>\n", exclusive).
-// A lock whose pid is dead, whose time is unreadable or older than 10 s is
-// stale and replaced. held is false when a live client holds it.
+// acquireSpawnLock creates broker.spawn.lock ("<pid>\n<ms>\n") atomically:
+// the content is written to a temporary file that is then hard-linked into
+// place, so nobody ever reads a half-written lock. A lock whose pid is dead,
+// whose content is unreadable (after a short grace for writers that create
+// first and write second, as the TypeScript clients do) or older than 10 s
+// is stale and replaced. held is false when a live client holds it.
 func acquireSpawnLock(path string) (held bool, err error) {
+	tmp := path + "." + randomHex(6) + ".tmp"
+	content := fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().UnixMilli())
+	if err := os.WriteFile(tmp, []byte(content), FileMode); err != nil {
+		return false, fmt.Errorf("spawn lock: %w", err)
+	}
+	defer os.Remove(tmp)
 	for i := 0; i < 2; i++ {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+		err := os.Link(tmp, path)
 		if err == nil {
-			_, werr := fmt.Fprintf(f, "%d\n%d\n", os.Getpid(), time.Now().UnixMilli())
-			_ = f.Close()
-			if werr != nil {
-				_ = os.Remove(path)
-				return false, werr
-			}
 			return true, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
@@ -192,18 +195,24 @@ func acquireSpawnLock(path string) (held bool, err error) {
 }
 
 func spawnLockIsStale(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
 	lines := strings.Split(string(data), "\n")
-	if len(lines) < 2 {
-		return true
+	var pid int
+	var ms int64
+	var perr, merr error = errors.New("short"), nil
+	if len(lines) >= 2 {
+		pid, perr = strconv.Atoi(strings.TrimSpace(lines[0]))
+		ms, merr = strconv.ParseInt(strings.TrimSpace(lines[1]), 10, 64)
 	}
-	pid, perr := strconv.Atoi(strings.TrimSpace(lines[0]))
-	ms, merr := strconv.ParseInt(strings.TrimSpace(lines[1]), 10, 64)
 	if perr != nil || merr != nil {
-		return true
+		return time.Since(fi.ModTime()) > time.Second
 	}
 	return !ProcessAlive(pid) || time.Since(time.UnixMilli(ms)) > spawnLockStale
 }

@@ -9,6 +9,10 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
+// childEnv is added to the environment of the broker processes this one
+// starts (tests use it to make the test binary act as agent-fleet).
+var childEnv []string
+
 // brokerStarter starts a broker that does not live in the caller's process
 // tree or cgroup (DESIGN.md "Broker placement"): a double fork with setsid,
 // its output appended to the bounded broker.log.
@@ -25,7 +29,7 @@ func detachBroker(ctx context.Context, p intercom.Paths) error {
 		return fmt.Errorf("locate agent-fleet: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, exe, "broker", "--detach")
-	cmd.Env = append(os.Environ(), intercom.AgentDirEnv+"="+p.AgentDir)
+	cmd.Env = append(append(os.Environ(), childEnv...), intercom.AgentDirEnv+"="+p.AgentDir)
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
 	if err != nil {

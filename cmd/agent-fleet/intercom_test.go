@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+func init() {
+	// Brokers started by in-test sessions run this test binary as agent-fleet.
+	childEnv = []string{"AGENT_FLEET_RUN_MAIN=1"}
+}
+
+// as runs agent-fleet as the session id.
+func as(t *testing.T, dir, id string, args ...string) *exec.Cmd {
+	cmd := agentFleet(t, dir, args...)
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_ID="+id)
+	return cmd
+}
+
+// stopBroker ends the broker an agent-fleet process started in dir.
+func stopBroker(t *testing.T, dir string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "intercom", "broker.pid"))
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(string(data)); err == nil {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+}
+
+func brokerPID(t *testing.T, dir string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(filepath.Join(dir, "intercom", "broker.pid"))
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(string(data))
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	return pid
+}
+
+// listener is a running `agent-fleet intercom listen --json`.
+type listener struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []intercom.MessageView
+	done  chan struct{}
+}
+
+func startListener(t *testing.T, dir, id string) *listener {
+	t.Helper()
+	cmd := as(t, dir, id, "intercom", "listen", "--json")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	l := &listener{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+		for sc.Scan() {
+			var m intercom.MessageView
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				l.mu.Lock()
+				l.lines = append(l.lines, m)
+				l.mu.Unlock()
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-l.done
+		if t.Failed() {
+			t.Logf("listener stderr: %s", stderr.String())
+		}
+	})
+	require.Eventually(t, func() bool { return intercom.HolderAlive(intercom.NewPaths(dir), id) }, 10*time.Second, 10*time.Millisecond,
+		"listen holds the session: %s", stderr.String())
+	return l
+}
+
+func (l *listener) messages() []intercom.MessageView {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]intercom.MessageView(nil), l.lines...)
+}
+
+func TestIntercomCLIConversation(t *testing.T) {
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	l := startListener(t, dir, "alpha")
+
+	out, err := as(t, dir, "beta", "intercom", "send", "alpha", "hi").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "Message sent to alpha.\n", string(out))
+	require.Eventually(t, func() bool { return len(l.messages()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	m := l.messages()[0]
+	require.Equal(t, "hi", m.Text)
+	require.Equal(t, "beta", m.From.ID)
+	require.NotEmpty(t, m.MessageID)
+	require.NotZero(t, m.ReceivedAt)
+
+	// beta asks; alpha's pending shows it; alpha replies through its holder.
+	ask := as(t, dir, "beta", "intercom", "ask", "alpha", "ok?", "--timeout", "20s")
+	askOut := &lockedBuffer{}
+	ask.Stdout, ask.Stderr = askOut, askOut
+	require.NoError(t, ask.Start())
+	var pending intercom.PendingResult
+	require.Eventually(t, func() bool {
+		out, err := as(t, dir, "alpha", "intercom", "pending", "--json").Output()
+		if err != nil || json.Unmarshal(out, &pending) != nil {
+			return false
+		}
+		return len(pending.Asks) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, "ok?", pending.Asks[0].Preview)
+	require.True(t, strings.HasPrefix(pending.Asks[0].AskID, "ask-"))
+	text, err := as(t, dir, "alpha", "intercom", "pending").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(text), pending.Asks[0].AskID+" · beta · ")
+	require.Contains(t, string(text), " · ok?")
+
+	out, err = as(t, dir, "alpha", "intercom", "reply", "--ask-id", pending.Asks[0].AskID, "yes").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, ask.Wait(), "%s", askOut.String())
+	require.Equal(t, "Reply from beta:\nyes\n", strings.Replace(askOut.String(), "alpha", "beta", 1))
+	out, err = as(t, dir, "alpha", "intercom", "pending", "--json").Output()
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(out, &pending))
+	require.Empty(t, pending.Asks, "answered")
+
+	// Exit codes.
+	err = as(t, dir, "beta", "intercom", "send", "nobody", "x").Run()
+	requireExit(t, err, exitNotFound)
+	err = as(t, dir, "alpha", "intercom", "reply", "nothing to answer").Run()
+	requireExit(t, err, exitNotFound)
+	err = as(t, dir, "beta", "intercom", "send", "beta", "me").Run()
+	requireExit(t, err, exitUsage)
+	err = as(t, dir, "bad id!", "intercom", "whoami").Run()
+	requireExit(t, err, exitUsage)
+
+	// Status through the holder, and whoami.
+	out, err = as(t, dir, "alpha", "intercom", "status", "--json").Output()
+	require.NoError(t, err)
+	var st intercom.StatusResult
+	require.NoError(t, json.Unmarshal(out, &st))
+	require.True(t, st.Holder)
+	require.True(t, st.Connected)
+	out, err = as(t, dir, "alpha", "intercom", "whoami").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(out), "session_id: alpha\n")
+
+	// A one-shot ask with no holder and no answer is cancelled and says so.
+	out, err = as(t, dir, "beta", "intercom", "ask", "alpha", "anyone?", "--timeout", "300ms").CombinedOutput()
+	requireExit(t, err, exitFailure)
+	require.Contains(t, string(out), "the ask was cancelled")
+}
+
+func requireExit(t *testing.T, err error, code int) {
+	t.Helper()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "want exit %d, got %v", code, err)
+	require.Equal(t, code, ee.ExitCode())
+}
+
+func TestIntercomBackToBackOneShots(t *testing.T) {
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	l := startListener(t, dir, "sink")
+	for i := 0; i < 15; i++ {
+		out, err := as(t, dir, "same", "intercom", "send", "sink", fmt.Sprintf("n%d", i)).CombinedOutput()
+		require.NoError(t, err, "send %d: %s", i, out)
+	}
+	require.Eventually(t, func() bool { return len(l.messages()) == 15 }, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestIntercomAttachmentsAndStdin(t *testing.T) {
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	l := startListener(t, dir, "alpha")
+	file := filepath.Join(dir, "notes.md")
+	require.NoError(t, os.WriteFile(file, []byte("# notes"), 0o600))
+	cmd := as(t, dir, "beta", "intercom", "send", "alpha", "-", "--attach-file", file, "--attach-snippet", "fix="+file, "--json")
+	cmd.Stdin = strings.NewReader("text from stdin\n")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var res intercom.SendResult
+	require.NoError(t, json.Unmarshal(out, &res))
+	require.True(t, res.OK)
+	require.Eventually(t, func() bool { return len(l.messages()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	m := l.messages()[0]
+	require.Equal(t, "text from stdin", m.Text)
+	require.Len(t, m.Attachments, 2)
+	require.Equal(t, "notes.md", m.Attachments[0].Name)
+	require.Equal(t, "markdown", m.Attachments[0].Language)
+	require.Equal(t, "snippet", m.Attachments[1].Type)
+	require.Equal(t, "fix", m.Attachments[1].Name)
+}
+
+// The broker starts by itself on first use and is gone 5 s after the last
+// session leaves.
+func TestIntercomBrokerAutoStartAndIdleExit(t *testing.T) {
+	dir := shortDir(t)
+	out, err := as(t, dir, "solo", "intercom", "list").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	pid := brokerPID(t, dir)
+	require.True(t, intercom.ProcessAlive(pid))
+	require.Eventually(t, func() bool { return !intercom.ProcessAlive(pid) }, 12*time.Second, 50*time.Millisecond,
+		"the auto-started broker exits after its last session leaves")
+	_, err = os.Stat(filepath.Join(dir, "intercom", "broker.sock"))
+	require.True(t, os.IsNotExist(err))
+}
+
+// Durability: the broker is killed with SIGKILL while a sender streams
+// 2,000 messages to a listener; after recovery the listener has every
+// message exactly once, in order.
+func TestIntercomSurvivesBrokerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 2,000 messages")
+	}
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	l := startListener(t, dir, "alpha")
+	p := intercom.NewPaths(dir)
+	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.OneShot,
+		Getenv: func(k string) string {
+			if k == intercom.SessionIDEnv {
+				return "beta"
+			}
+			return ""
+		}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	sender, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: brokerStarter(), Reconnect: true})
+	require.NoError(t, err)
+	defer sender.Close()
+
+	const n = 2000
+	killAt := n / 3
+	for i := 0; i < n; i++ {
+		if i == killAt {
+			require.NoError(t, syscall.Kill(brokerPID(t, dir), syscall.SIGKILL))
+		}
+		req := intercom.SendRequest{To: "alpha", Text: fmt.Sprintf("msg-%04d", i), MessageID: fmt.Sprintf("stream-%04d", i)}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			res, err := sender.Send(ctx, req)
+			if err == nil && res.OK {
+				break
+			}
+			// Unknown outcome or recipient not back yet: retry the same id;
+			// the listener deduplicates what it already stored.
+			require.True(t, time.Now().Before(deadline), "message %d never delivered: %v %+v", i, err, res)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	require.Eventually(t, func() bool { return len(l.messages()) >= n }, 30*time.Second, 20*time.Millisecond)
+	got := l.messages()
+	require.Len(t, got, n, "exactly once")
+	for i, m := range got {
+		require.Equal(t, fmt.Sprintf("msg-%04d", i), m.Text, "in order")
+	}
+}
+
+// Durability: a listener killed with SIGKILL mid-stream loses nothing the
+// broker reported delivered: on restart it prints what it stored but had
+// not printed yet.
+func TestIntercomSurvivesListenerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 1,000 messages")
+	}
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	first := startListener(t, dir, "alpha")
+	p := intercom.NewPaths(dir)
+	id, _ := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.OneShot,
+		Getenv: func(k string) string {
+			if k == intercom.SessionIDEnv {
+				return "beta"
+			}
+			return ""
+		}})
+	ctx := context.Background()
+	sender, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: brokerStarter(), Reconnect: true})
+	require.NoError(t, err)
+	defer sender.Close()
+
+	const n = 1000
+	delivered := map[string]bool{}
+	var second *listener
+	for i := 0; i < n; i++ {
+		if i == n/3 {
+			require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+			<-first.done
+		}
+		if i == n/2 {
+			second = startListener(t, dir, "alpha")
+		}
+		res, err := sender.Send(ctx, intercom.SendRequest{To: "alpha", Text: fmt.Sprintf("msg-%04d", i)})
+		if err == nil && res.OK {
+			delivered[res.MessageID] = true
+		}
+	}
+	require.Greater(t, len(delivered), n/2)
+	printed := map[string]bool{}
+	require.Eventually(t, func() bool {
+		for _, l := range []*listener{first, second} {
+			for _, m := range l.messages() {
+				printed[m.MessageID] = true
+			}
+		}
+		for id := range delivered {
+			if !printed[id] {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "every delivered message is printed")
+}
+

@@ -1,0 +1,478 @@
+package intercom_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "afi")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// inProcessBroker runs a real broker on p until the test ends or stop().
+type inProcessBroker struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startBroker(t *testing.T, p intercom.Paths) *inProcessBroker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &inProcessBroker{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		err := broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true,
+			AskTTL: 10 * time.Minute})
+		if err != nil {
+			t.Logf("broker: %v", err)
+		}
+	}()
+	require.Eventually(t, func() bool {
+		h, _ := intercom.ProbeBroker(context.Background(), p)
+		return h == intercom.Compatible
+	}, 5*time.Second, 5*time.Millisecond)
+	t.Cleanup(b.stop)
+	return b
+}
+
+func (b *inProcessBroker) stop() {
+	b.cancel()
+	<-b.done
+}
+
+func identity(t *testing.T, id, name string) intercom.Identity {
+	t.Helper()
+	ident, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.OneShot, Cwd: "/work/" + id,
+		Getenv: func(k string) string {
+			switch k {
+			case intercom.SessionIDEnv:
+				return id
+			case intercom.SessionNameEnv:
+				return name
+			}
+			return ""
+		}})
+	require.NoError(t, err)
+	return ident
+}
+
+func open(t *testing.T, p intercom.Paths, id, name string, tweak ...func(*intercom.SessionConfig)) *intercom.Session {
+	t.Helper()
+	cfg := intercom.SessionConfig{Paths: p, Identity: identity(t, id, name)}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	s, err := intercom.OpenSession(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var ctx = context.Background()
+
+func TestSendPendingAndMarkRead(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	b := open(t, p, "beta", "Beta")
+
+	res, err := b.Send(ctx, intercom.SendRequest{To: "ALPHA", Text: "hello", Attachments: []wire.Attachment{{Type: "snippet", Name: "x.go", Content: "package x"}}})
+	require.NoError(t, err)
+	require.True(t, res.OK, "%+v", res)
+	require.True(t, res.Delivered)
+	require.Equal(t, "alpha", res.TargetID, "names are pre-resolved to ids")
+
+	pend, err := a.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Len(t, pend.Unread, 1)
+	m := pend.Unread[0]
+	require.Equal(t, "hello", m.Text)
+	require.Equal(t, intercom.Sender{ID: "beta", Name: "Beta", Origin: "local"}, m.From)
+	require.Equal(t, "x.go", m.Attachments[0].Name)
+	pend, _ = a.Pending(ctx, intercom.PendingRequest{MarkRead: true})
+	require.Len(t, pend.Unread, 1)
+	pend, _ = a.Pending(ctx, intercom.PendingRequest{})
+	require.Empty(t, pend.Unread, "marked read")
+
+	_, err = a.Send(ctx, intercom.SendRequest{To: "alpha", Text: "me"})
+	require.ErrorIs(t, err, intercom.ErrSelfTarget)
+	res, err = a.Send(ctx, intercom.SendRequest{To: "nobody", Text: "x"})
+	require.NoError(t, err)
+	require.False(t, res.OK)
+	require.Equal(t, "SESSION_NOT_FOUND", res.Code)
+
+	st, err := a.Status(ctx)
+	require.NoError(t, err)
+	require.True(t, st.Connected)
+	require.Equal(t, 2, st.ActiveSessions)
+	require.Zero(t, st.Outbox, "delivered and failed sends leave the outbox")
+
+	who, _ := a.Whoami(ctx)
+	require.Equal(t, "alpha", who.SessionID)
+	list, err := a.List(ctx, intercom.ListRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.Sessions, 1)
+	require.Equal(t, "beta", list.Sessions[0].ID)
+	list, _ = a.List(ctx, intercom.ListRequest{IncludeSelf: true, Where: "directory"})
+	require.Len(t, list.Sessions, 1, "only alpha is in /work/alpha")
+}
+
+func TestTargetPreResolution(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	open(t, p, "worker-one", "Twin")
+	open(t, p, "worker-two", "twin")
+	_, err := a.Send(ctx, intercom.SendRequest{To: "twin", Text: "x"})
+	require.ErrorIs(t, err, intercom.ErrAmbiguousTarget)
+	_, err = a.Send(ctx, intercom.SendRequest{To: "work", Text: "x"})
+	require.ErrorIs(t, err, intercom.ErrAmbiguousTarget)
+	res, err := a.Send(ctx, intercom.SendRequest{To: "worker-o", Text: "x"})
+	require.NoError(t, err)
+	require.Equal(t, "worker-one", res.TargetID)
+}
+
+func TestAskAnsweredWithinTheCall(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	b := open(t, p, "beta", "Beta")
+
+	replied := make(chan struct{})
+	go func() {
+		defer close(replied)
+		require.Eventually(t, func() bool {
+			pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+			return len(pend.Asks) == 1
+		}, 5*time.Second, 10*time.Millisecond)
+		pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+		ask := pend.Asks[0]
+		require.Equal(t, "ready?", ask.Preview)
+		require.Equal(t, intercom.AskID("alpha", pend.Unread[0].MessageID), ask.AskID)
+		res, err := b.Reply(ctx, intercom.ReplyRequest{Text: "yes", AskID: ask.AskID})
+		require.NoError(t, err)
+		require.True(t, res.OK)
+	}()
+	res, err := a.Ask(ctx, intercom.AskRequest{To: "beta", Text: "ready?", Wait: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, res.Replied, "%+v", res)
+	require.Equal(t, "yes", res.Reply.Text)
+	require.Equal(t, "beta", res.Reply.From.ID)
+	<-replied
+	pend, _ := a.Pending(ctx, intercom.PendingRequest{})
+	require.Empty(t, pend.Unread, "the reply was handed to the ask, not left unread")
+	pend, _ = b.Pending(ctx, intercom.PendingRequest{})
+	require.Empty(t, pend.Asks, "answered asks are no longer pending")
+}
+
+func TestAskTimeoutDefersAndLateReplyArrives(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	b := open(t, p, "beta", "Beta")
+	res, err := a.Ask(ctx, intercom.AskRequest{To: "beta", Text: "slow one", Wait: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	require.False(t, res.Replied)
+	require.True(t, res.Pending)
+
+	require.Eventually(t, func() bool {
+		pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+		return len(pend.Asks) == 1 && pend.Asks[0].DeferredAt != 0
+	}, 5*time.Second, 10*time.Millisecond, "the recipient sees the ask deferred (async)")
+	r, err := b.Reply(ctx, intercom.ReplyRequest{Text: "late answer"})
+	require.NoError(t, err)
+	require.True(t, r.OK, "%+v", r)
+	pend, _ := a.Pending(ctx, intercom.PendingRequest{})
+	require.Len(t, pend.Unread, 1)
+	require.Equal(t, "late answer", pend.Unread[0].Text)
+	require.Equal(t, res.MessageID, pend.Unread[0].ReplyTo)
+}
+
+func TestAskTimeoutCancelsForAOneShot(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	b := open(t, p, "beta", "Beta")
+	res, err := a.Ask(ctx, intercom.AskRequest{To: "beta", Text: "q", Wait: 150 * time.Millisecond, OnTimeout: intercom.CancelOnTimeout})
+	require.NoError(t, err)
+	require.True(t, res.Cancelled)
+	require.Eventually(t, func() bool {
+		pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+		return len(pend.Asks) == 0
+	}, 5*time.Second, 10*time.Millisecond, "the recipient's pending ask is dismissed")
+	_, err = b.Reply(ctx, intercom.ReplyRequest{Text: "too late"})
+	require.ErrorIs(t, err, intercom.ErrNoPendingAsk)
+}
+
+func TestReplySelection(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	b := open(t, p, "beta", "Beta")
+	c := open(t, p, "gamma", "Gamma")
+	_, err := c.Reply(ctx, intercom.ReplyRequest{Text: "x"})
+	require.ErrorIs(t, err, intercom.ErrNoPendingAsk)
+	for _, asker := range []*intercom.Session{a, b} {
+		res, err := asker.Ask(ctx, intercom.AskRequest{To: "gamma", Text: "from " + asker.Client().SessionID(), Wait: 50 * time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, res.Pending)
+	}
+	_, err = c.Reply(ctx, intercom.ReplyRequest{Text: "x"})
+	require.ErrorIs(t, err, intercom.ErrAmbiguousTarget, "two senders need a selector")
+	r, err := c.Reply(ctx, intercom.ReplyRequest{Text: "to beta", To: "Beta"})
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	r, err = c.Reply(ctx, intercom.ReplyRequest{Text: "to alpha"})
+	require.NoError(t, err)
+	require.True(t, r.OK, "one ask left: no selector needed")
+	_, err = c.Reply(ctx, intercom.ReplyRequest{Text: "x", AskID: "ask-nope"})
+	require.ErrorIs(t, err, intercom.ErrNoPendingAsk)
+}
+
+func TestHolderServesOtherProcesses(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	b := open(t, p, "beta", "Beta")
+	hs, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: "alpha", Ops: a})
+	require.NoError(t, err)
+	hctx, stop := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() { _ = hs.Serve(hctx); close(served) }()
+	t.Cleanup(func() { stop(); <-served })
+
+	_, err = intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: "alpha", Ops: a})
+	require.ErrorIs(t, err, intercom.ErrHeld)
+
+	hc, err := intercom.DialHolder(ctx, p, "alpha")
+	require.NoError(t, err)
+	who, err := hc.Whoami(ctx)
+	require.NoError(t, err)
+	require.True(t, who.Holder)
+	res, err := hc.Send(ctx, intercom.SendRequest{To: "beta", Text: "through the holder"})
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+	require.Equal(t, "alpha", pend.Unread[0].From.ID, "sent as the held session")
+
+	_, err = hc.Send(ctx, intercom.SendRequest{To: "zed", Text: "x"})
+	require.NoError(t, err)
+	_, err = hc.Reply(ctx, intercom.ReplyRequest{Text: "x"})
+	require.ErrorIs(t, err, intercom.ErrNoPendingAsk, "typed errors cross the holder socket")
+
+	// Stream: two messages, then stop.
+	lctx, lstop := context.WithCancel(ctx)
+	got := make(chan *intercom.MessageView, 4)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = hc.Listen(lctx, intercom.ListenRequest{}, func(m *intercom.MessageView) error { got <- m; return nil })
+	}()
+	for _, text := range []string{"one", "two"} {
+		r, err := b.Send(ctx, intercom.SendRequest{To: "alpha", Text: text})
+		require.NoError(t, err)
+		require.True(t, r.OK)
+	}
+	for _, want := range []string{"one", "two"} {
+		select {
+		case m := <-got:
+			require.Equal(t, want, m.Text)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no streamed message")
+		}
+	}
+	lstop()
+	wg.Wait()
+
+	_, err = intercom.DialHolder(ctx, p, "beta")
+	require.ErrorIs(t, err, intercom.ErrNoHolder)
+	// A stale socket file is not a holder.
+	require.NoError(t, os.MkdirAll(strings.TrimSuffix(p.HolderSocket("ghost"), "/"+lastElem(p.HolderSocket("ghost"))), 0o700))
+	l, err := net.Listen("unix", p.HolderSocket("ghost"))
+	require.NoError(t, err)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	_, err = intercom.DialHolder(ctx, p, "ghost")
+	require.ErrorIs(t, err, intercom.ErrNoHolder)
+}
+
+func lastElem(p string) string { return p[strings.LastIndex(p, "/")+1:] }
+
+func TestReconnectReplaysTheOutbox(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	br := startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha", func(c *intercom.SessionConfig) { c.Reconnect = true })
+	b := open(t, p, "beta", "Beta", func(c *intercom.SessionConfig) { c.Reconnect = true })
+	br.stop()
+	require.Eventually(t, func() bool { return !a.Client().Connected() }, 5*time.Second, 5*time.Millisecond)
+
+	// While the broker is gone, a send waits (and its outbox entry stays).
+	done := make(chan *intercom.SendResult, 1)
+	go func() {
+		res, err := a.Send(ctx, intercom.SendRequest{To: "beta", Text: "queued while down"})
+		if err != nil {
+			t.Logf("send: %v", err)
+		}
+		done <- res
+	}()
+	time.Sleep(200 * time.Millisecond)
+	startBroker(t, p)
+	require.Eventually(t, func() bool { return a.Client().Connected() && b.Client().Connected() }, 10*time.Second, 10*time.Millisecond)
+	select {
+	case res := <-done:
+		if res == nil || !res.OK {
+			// The send may have raced the re-registration of beta; the
+			// outbox replays it on the next registration.
+			require.Eventually(t, func() bool {
+				pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+				return len(pend.Unread) == 1
+			}, 10*time.Second, 20*time.Millisecond)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("send never completed")
+	}
+	require.Eventually(t, func() bool {
+		pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+		return len(pend.Unread) == 1 && pend.Unread[0].Text == "queued while down"
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+func TestOneShotOutboxIsReplayedByTheNextRegistration(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	b := open(t, p, "beta", "Beta")
+	// A previous one-shot left a message in alpha's outbox.
+	o, err := intercom.OpenOutbox(p, "alpha")
+	require.NoError(t, err)
+	m := wire.Message{ID: "left-behind", Timestamp: 1, Text: "from the last run"}
+	info, err := wire.ParseMessage(m.AppendJSON(nil))
+	require.NoError(t, err)
+	_, err = o.Enqueue("beta", info)
+	require.NoError(t, err)
+
+	a := open(t, p, "alpha", "Alpha")
+	require.Eventually(t, func() bool {
+		pend, _ := b.Pending(ctx, intercom.PendingRequest{})
+		return len(pend.Unread) == 1 && pend.Unread[0].MessageID == "left-behind"
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		st, _ := a.Status(ctx)
+		return st.Outbox == 0
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestBackToBackOneShotsNeverCollide(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	open(t, p, "beta", "Beta")
+	for i := 0; i < 20; i++ {
+		s, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: identity(t, "alpha", "Alpha")})
+		require.NoError(t, err, "run %d", i)
+		res, err := s.Send(ctx, intercom.SendRequest{To: "beta", Text: "x"})
+		require.NoError(t, err)
+		require.True(t, res.OK)
+		require.NoError(t, s.Close())
+	}
+}
+
+func TestEnsureBrokerRefusesAnIncompatibleBroker(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	require.NoError(t, intercom.EnsureDir(p.Dir))
+	ln, err := net.Listen("unix", p.BrokerSocket())
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				payload, err := wire.NewFrameReader(c).Next()
+				if err != nil {
+					return
+				}
+				env, _ := wire.ParseEnvelope(payload)
+				rid, _ := env.DecodeRequestID()
+				v3 := `{"type":"health_ok","requestId":"` + rid + `","protocol":"pi-intercom","version":3,"endpoint":"local","remoteAccess":` + wire.RemoteAccessJSON + `}`
+				_, _ = c.Write(wire.AppendFrame(nil, []byte(v3)))
+			}()
+		}
+	}()
+	h, detail := intercom.ProbeBroker(ctx, p)
+	require.Equal(t, intercom.Incompatible, h)
+	require.Contains(t, detail, "v3")
+	started := false
+	err = intercom.EnsureBroker(ctx, p, func(context.Context, intercom.Paths) error { started = true; return nil })
+	require.ErrorIs(t, err, intercom.ErrIncompatibleBroker)
+	require.False(t, started, "never start a second broker")
+	_, err = intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: identity(t, "a", "A")})
+	require.ErrorIs(t, err, intercom.ErrIncompatibleBroker)
+}
+
+func TestEnsureBrokerStartsOneUnderTheSpawnLock(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	var mu sync.Mutex
+	starts := 0
+	var brokers []*inProcessBroker
+	start := func(context.Context, intercom.Paths) error {
+		mu.Lock()
+		defer mu.Unlock()
+		starts++
+		brokers = append(brokers, startBroker(t, p))
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- intercom.EnsureBroker(ctx, p, start)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, starts, "concurrent clients start one broker")
+	_, err := os.Stat(p.SpawnLock())
+	require.True(t, os.IsNotExist(err), "the spawn lock is released")
+
+	// A failed start quotes the broker log.
+	q := intercom.NewPaths(shortDir(t))
+	require.NoError(t, intercom.EnsureDir(q.Dir))
+	require.NoError(t, os.WriteFile(q.BrokerLog(), []byte("boom: cannot bind\n"), 0o600))
+	err = intercom.EnsureBroker(ctx, q, func(context.Context, intercom.Paths) error { return errors.New("exit status 1") })
+	require.ErrorIs(t, err, intercom.ErrBrokerUnavailable)
+	require.Contains(t, err.Error(), "boom: cannot bind")
+}
+
+func TestStaleSpawnLockIsReplaced(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	require.NoError(t, intercom.EnsureDir(p.Dir))
+	// A lock left by a dead process.
+	require.NoError(t, os.WriteFile(p.SpawnLock(), []byte("999999999\n1\n"), 0o600))
+	err := intercom.EnsureBroker(ctx, p, func(context.Context, intercom.Paths) error { startBroker(t, p); return nil })
+	require.NoError(t, err)
+}
