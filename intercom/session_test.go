@@ -476,3 +476,21 @@ func TestStaleSpawnLockIsReplaced(t *testing.T) {
 	err := intercom.EnsureBroker(ctx, p, func(context.Context, intercom.Paths) error { startBroker(t, p); return nil })
 	require.NoError(t, err)
 }
+
+// startBenchBroker runs a broker with the rate limit raised.
+func startBenchBroker(b *testing.B, p intercom.Paths) *inProcessBroker {
+	ctx, cancel := context.WithCancel(context.Background())
+	br := &inProcessBroker{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(br.done)
+		_ = broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, RateCapacity: 1e12, RateRefill: 1e12})
+	}()
+	for i := 0; i < 500; i++ {
+		if h, _ := intercom.ProbeBroker(context.Background(), p); h == intercom.Compatible {
+			return br
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.Fatal("broker did not start")
+	return nil
+}

@@ -340,4 +340,3 @@ func TestIntercomSurvivesListenerKill(t *testing.T) {
 		return true
 	}, 20*time.Second, 50*time.Millisecond, "every delivered message is printed")
 }
-
