@@ -114,7 +114,11 @@ func ResolveIdentity(o IdentityOptions) (Identity, error) {
 	case Worker:
 		id.SessionID = o.WorkerID
 	case Harness:
-		for _, env := range harnessIDEnvs[o.Harness] {
+		envs := harnessIDEnvs[o.Harness]
+		if o.Harness == "" {
+			envs = []string{"CLAUDE_INTERCOM_SESSION_ID", "CODEX_INTERCOM_SESSION_ID"}
+		}
+		for _, env := range envs {
 			if v := strings.TrimSpace(getenv(env)); v != "" {
 				id.SessionID = v
 				break

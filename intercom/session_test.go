@@ -494,3 +494,28 @@ func startBenchBroker(b *testing.B, p intercom.Paths) *inProcessBroker {
 	b.Fatal("broker did not start")
 	return nil
 }
+
+// A send whose outcome never arrives stays in the outbox across Close, for
+// the next registration to replay.
+func TestCloseKeepsTheOutbox(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	// A recipient that never acknowledges.
+	nc, err := net.Dial("unix", p.BrokerSocket())
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = nc.Write(wire.AppendRegisterFrame(nil, &wire.RegisterRequest{SessionID: "mute", Cwd: "/", Model: "m", PID: 1, StartedAt: 1, LastActivity: 1}))
+	require.NoError(t, err)
+	_, err = wire.NewFrameReader(nc).Next()
+	require.NoError(t, err)
+
+	a := open(t, p, "alpha", "Alpha")
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = a.Send(sctx, intercom.SendRequest{To: "mute", Text: "are you there?"})
+	require.ErrorIs(t, err, intercom.ErrOutcomeUnknown)
+	require.NoError(t, a.Close())
+	o, err := intercom.OpenOutbox(p, "alpha")
+	require.NoError(t, err)
+	require.Equal(t, 1, o.Len(), "kept for the next registration")
+}

@@ -33,7 +33,7 @@ systemd user services.`,
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(newVersionCmd(s), newBrokerCmd(s), newIntercomCmd(s))
+	root.AddCommand(newVersionCmd(s), newBrokerCmd(s), newIntercomCmd(s), newMCPCmd(s))
 	return root
 }
 

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+const mcpInstructions = `agent-fleet intercom: message other agent sessions on this machine.
+
+- intercom_send for assignments, progress, results and anything that does not
+  block you: it returns once the recipient has stored the message.
+- intercom_ask only when your next step depends on the answer. It waits up to
+  timeout_ms (default 45 s, at most 120 s); if no reply comes in time the ask
+  stays open and the reply appears later in intercom_pending.
+- intercom_pending shows unread messages and asks waiting for your reply;
+  answer an ask with intercom_reply (choose it with askId, or to/which).
+- Address sessions by full id (from intercom_list or intercom_whoami), a unique
+  name, or a unique id prefix of at least 4 characters. You cannot message
+  yourself. Every result ends with a note when messages or asks are waiting.`
+
+type mcpOptions struct {
+	harness  string
+	logLevel string
+}
+
+func newMCPCmd(s *streams) *cobra.Command {
+	opts := &mcpOptions{}
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the intercom tools to an agent over MCP (stdio)",
+		Long: `Run an MCP server on stdin/stdout for one agent session. It registers the
+session at once (so the agent is visible before its first tool call), keeps
+it registered across broker restarts, and holds it: agent-fleet intercom
+commands under the same id act through this process.
+
+Identity: CLAUDE_INTERCOM_SESSION_ID or CODEX_INTERCOM_SESSION_ID (by
+--harness), else AGENT_INTERCOM_SESSION_ID, else a fresh
+<harness>-<pid>-<hash of cwd> so two unconfigured agents never merge. Give each
+agent session its own id. If another process already holds the id, this
+server acts through it. stdout carries only MCP frames; logs go to stderr.`,
+		Example: `  claude mcp add agent-fleet -e AGENT_INTERCOM_SESSION_ID=reviewer -- agent-fleet mcp --harness claude
+  npx @modelcontextprotocol/inspector --cli agent-fleet mcp --method tools/list`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMCP(cmd.Context(), s, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.harness, "harness", "", "the agent harness: claude, codex, opencode or pi (picks the id variable and the model label)")
+	cmd.Flags().StringVar(&opts.logLevel, "log-level", "warn", "stderr log level: debug, info, warn, error")
+	return cmd
+}
+
+// mcpSession is the session behind an MCP server: its own (a holder), or
+// another holder's.
+type mcpSession struct {
+	ops     intercom.Ops
+	session *intercom.Session
+	stop    func()
+}
+
+// openMCPSession holds the session, or acts through its live holder.
+func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcpSession, error) {
+	p, err := intercom.DefaultPaths()
+	if err != nil {
+		return nil, err
+	}
+	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Harness, Harness: harness})
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
+		log.Info("session already held; acting through its holder", "session", id.SessionID)
+		return &mcpSession{ops: hc, stop: func() {}}, nil
+	}
+	var sess *intercom.Session
+	for attempt := 0; ; attempt++ {
+		sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{
+			Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), Reconnect: true, Logger: log,
+		})
+		if err == nil {
+			break
+		}
+		if errors.Is(err, intercom.ErrSessionIDInUse) {
+			// Perhaps a holder appeared meanwhile.
+			if hc, herr := intercom.DialHolder(ctx, p, id.SessionID); herr == nil {
+				return &mcpSession{ops: hc, stop: func() {}}, nil
+			}
+		}
+		if attempt >= 2 || ctx.Err() != nil {
+			return nil, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	hctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: sess, Logger: log})
+	if err != nil {
+		log.Warn("cannot serve the holder socket", "err", err)
+		close(done)
+	} else {
+		go func() {
+			_ = holder.Serve(hctx)
+			close(done)
+		}()
+	}
+	return &mcpSession{ops: sess, session: sess, stop: func() {
+		cancel()
+		<-done
+		_ = sess.Close() // keeps the outbox and defers open asks
+	}}, nil
+}
+
+func runMCP(ctx context.Context, s *streams, opts *mcpOptions) error {
+	log := newLogger(s.Err, opts.logLevel)
+	ms, err := openMCPSession(ctx, log, opts.harness)
+	if err != nil {
+		return err
+	}
+	defer ms.stop()
+	server := newMCPServer(ms.ops, log)
+	err = server.Run(ctx, &mcp.IOTransport{Reader: nopCloser{s.In}, Writer: nopWriteCloser{s.Out}})
+	if err != nil && ctx.Err() == nil && !isClosing(err) {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
+
+// isClosing reports the SDK's normal end when the client closes stdin.
+func isClosing(err error) bool {
+	return err != nil && (errors.Is(err, mcp.ErrConnectionClosed) || containsAny(err.Error(), "EOF", "server is closing", "connection closed"))
+}
