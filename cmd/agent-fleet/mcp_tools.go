@@ -371,4 +371,3 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
-
