@@ -106,7 +106,8 @@ type AskRequest struct {
 	To          string            `json:"to"`
 	Text        string            `json:"text"`
 	Attachments []wire.Attachment `json:"attachments,omitempty"`
-	// Wait bounds the wait for the reply (default 45 s).
+	// Wait bounds the wait for the reply (default: the session's AskWait,
+	// 30 s unless PI_INTERCOM_ASK_WAIT_MS says otherwise).
 	Wait      time.Duration `json:"waitNs,omitempty"`
 	OnTimeout OnAskTimeout  `json:"onTimeout,omitempty"`
 }

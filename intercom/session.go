@@ -17,9 +17,13 @@ import (
 
 // Ask waits (spec §5.7, §8.3).
 const (
-	DefaultAskWait = 45 * time.Second
-	MaxAskWait     = 120 * time.Second
-	DefaultAskTTL  = 10 * time.Minute
+	// DefaultAskWait is a session's soft wait for a reply
+	// (PI_INTERCOM_ASK_WAIT_MS overrides it through SessionConfig.AskWait).
+	DefaultAskWait = 30 * time.Second
+	// MCPAskWait is intercom_ask's default timeout_ms.
+	MCPAskWait    = 45 * time.Second
+	MaxAskWait    = 120 * time.Second
+	DefaultAskTTL = 10 * time.Minute
 )
 
 // SessionConfig configures a Session.
@@ -34,6 +38,9 @@ type SessionConfig struct {
 	AskTTL time.Duration
 	// Reconnect keeps the session registered across broker restarts.
 	Reconnect bool
+	// AskWait is how long Ask waits when the request names no wait.
+	// Default DefaultAskWait.
+	AskWait time.Duration
 }
 
 // Session is a registered intercom session with its durable outbox and
@@ -67,6 +74,9 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	}
 	if cfg.AskTTL == 0 {
 		cfg.AskTTL = DefaultAskTTL
+	}
+	if cfg.AskWait == 0 {
+		cfg.AskWait = DefaultAskWait
 	}
 	if err := EnsureDir(cfg.Paths.Dir); err != nil {
 		return nil, err
@@ -352,7 +362,7 @@ func (s *Session) Send(ctx context.Context, req SendRequest) (*SendResult, error
 func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 	wait := req.Wait
 	if wait <= 0 {
-		wait = DefaultAskWait
+		wait = s.cfg.AskWait
 	}
 	if wait > MaxAskWait {
 		return nil, fmt.Errorf("%w: an ask waits at most %s", ErrInvalidInput, MaxAskWait)

@@ -48,6 +48,19 @@ func askTTL() time.Duration {
 	return intercom.DefaultAskTTL
 }
 
+// askWaitEnv sets a session's soft wait for replies (spec §5.7).
+const askWaitEnv = "PI_INTERCOM_ASK_WAIT_MS"
+
+// askWait reads PI_INTERCOM_ASK_WAIT_MS, capped at the 120 s ask limit.
+func askWait() time.Duration {
+	if v := strings.TrimSpace(os.Getenv(askWaitEnv)); v != "" {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+			return min(time.Duration(ms)*time.Millisecond, intercom.MaxAskWait)
+		}
+	}
+	return intercom.DefaultAskWait
+}
+
 // oneShot is how a CLI verb reaches its session: through the live holder
 // of its id, or by registering itself for the length of the command.
 type oneShot struct {
@@ -85,7 +98,7 @@ func openOneShot(ctx context.Context) (*oneShot, error) {
 		return &oneShot{ops: hc, holder: true}, nil
 	}
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
-		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(),
+		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(),
 	})
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func runListen(ctx context.Context, s *streams, opts *listenOptions) error {
 		return hc.Listen(ctx, req, emit)
 	}
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
-		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), Reconnect: true,
+		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(), Reconnect: true,
 		Logger: newLogger(s.Err, "warn"),
 	})
 	if err != nil {

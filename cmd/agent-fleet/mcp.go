@@ -83,7 +83,7 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 	var sess *intercom.Session
 	for attempt := 0; ; attempt++ {
 		sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{
-			Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), Reconnect: true, Logger: log,
+			Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(), Reconnect: true, Logger: log,
 		})
 		if err == nil {
 			break

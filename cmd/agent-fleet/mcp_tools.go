@@ -232,7 +232,7 @@ func (t *mcpTools) send(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs)
 }
 
 func (t *mcpTools) ask(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (*mcp.CallToolResult, any, error) {
-	wait := intercom.DefaultAskWait
+	wait := intercom.MCPAskWait
 	if a.TimeoutMs > 0 {
 		wait = time.Duration(a.TimeoutMs) * time.Millisecond
 	}
