@@ -1,0 +1,10 @@
+//go:build !linux
+
+package units
+
+import "context"
+
+// Kill returns ErrUnsupported off Linux.
+func (c *Cgroups) Kill(ctx context.Context, cgroup string) (KillReport, error) {
+	return KillReport{}, ErrUnsupported
+}

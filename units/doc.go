@@ -1,0 +1,11 @@
+// Package units drives the systemd user manager over D-Bus and reads the
+// cgroups of the units it runs.
+//
+// Everything that speaks D-Bus lives in _linux.go files; on every other
+// operating system Connect and Probe return ErrUnsupported and no D-Bus code
+// is linked. The cgroup and /proc readers are plain file readers with
+// injectable roots, so their layouts are tested with fixture trees.
+//
+// References: DESIGN.md "Workers" and "Decisions", spec/mcp-and-systemd.md
+// §C (go-systemd) and §D (cgroups), testing/real-systemd.md.
+package units

@@ -1,0 +1,125 @@
+package units
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The error vocabulary of this package. Callers test with errors.Is; the
+// messages are written for the person who has to fix the host.
+var (
+	// ErrUnsupported: this operating system has no systemd user manager.
+	// Every Manager method and cgroup operation returns it off Linux.
+	ErrUnsupported = errors.New("worker lifecycle needs Linux with a systemd user manager")
+
+	// ErrNoUserBus: no user D-Bus bus address could be found. The concrete
+	// error is a *NoUserBusError that says what is missing and how to fix it.
+	ErrNoUserBus = errors.New("no user D-Bus bus")
+
+	// ErrManagerUnreachable: the bus or the user manager behind it cannot be
+	// reached (socket gone, connection refused, manager not on the bus).
+	ErrManagerUnreachable = errors.New("systemd user manager unreachable")
+
+	// ErrTimeout: the user manager did not answer, or a job did not finish,
+	// before the caller's deadline. The manager may be wedged (stopped,
+	// overloaded); the outcome of the request is unknown.
+	ErrTimeout = errors.New("systemd user manager did not answer in time")
+
+	// ErrUnitNotFound: no unit of that name is loaded.
+	ErrUnitNotFound = errors.New("unit not found")
+
+	// ErrUnitExists: a unit of that name is already loaded and not failed,
+	// so a transient unit cannot be created under that name.
+	ErrUnitExists = errors.New("unit already exists")
+
+	// ErrJobFailed: a start or stop job finished with a result other than
+	// "done". The concrete error is a *JobError carrying the result.
+	ErrJobFailed = errors.New("systemd job failed")
+
+	// ErrInvalidSpec: a ServiceSpec was rejected before anything was sent
+	// to systemd.
+	ErrInvalidSpec = errors.New("invalid service spec")
+
+	// ErrProcessGone: the process no longer exists (its /proc entry is gone
+	// or empty).
+	ErrProcessGone = errors.New("process gone")
+
+	// ErrCgroupNotEmpty: processes were still in a cgroup when a kill gave
+	// up (processes in uninterruptible sleep, or ones we may not signal).
+	ErrCgroupNotEmpty = errors.New("processes survived in the cgroup")
+
+	// ErrNoCgroups: no cgroup hierarchy that systemd uses is mounted.
+	ErrNoCgroups = errors.New("no systemd cgroup hierarchy mounted")
+)
+
+// NoUserBusError says why no user bus address was found. It matches
+// ErrNoUserBus with errors.Is.
+type NoUserBusError struct {
+	// BusEnv is the value of DBUS_SESSION_BUS_ADDRESS ("" when unset).
+	BusEnv string
+	// RuntimeDir is the value of XDG_RUNTIME_DIR ("" when unset).
+	RuntimeDir string
+	// Missing is the socket path that was looked for and not found, if any.
+	Missing string
+	// Hint is a socket that exists but was not used because the environment
+	// does not point at it (e.g. /run/user/<uid>/bus while XDG_RUNTIME_DIR is
+	// unset), or "".
+	Hint string
+}
+
+func (e *NoUserBusError) Error() string {
+	var b strings.Builder
+	b.WriteString("no user D-Bus bus: ")
+	switch {
+	case e.BusEnv != "" && e.Missing != "":
+		fmt.Fprintf(&b, "DBUS_SESSION_BUS_ADDRESS=%s points at %s, which does not exist", e.BusEnv, e.Missing)
+	case e.RuntimeDir == "":
+		b.WriteString("DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR are both unset")
+	default:
+		fmt.Fprintf(&b, "DBUS_SESSION_BUS_ADDRESS is unset and %s does not exist", e.Missing)
+	}
+	b.WriteString("; ")
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "a user bus exists at %s: export XDG_RUNTIME_DIR=%s (su/sudo without a login session leave it unset); ",
+			e.Hint, strings.TrimSuffix(e.Hint, "/bus"))
+	}
+	b.WriteString("worker lifecycle needs a running systemd user manager with its user bus (Debian/Ubuntu package dbus-user-session): " +
+		"log in through a PAM session or run `loginctl enable-linger $USER`, then make sure XDG_RUNTIME_DIR=/run/user/$(id -u) is exported; " +
+		"agent-fleet never starts a bus with dbus-launch")
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrNoUserBus) true.
+func (e *NoUserBusError) Is(target error) bool { return target == ErrNoUserBus }
+
+// JobError is a systemd job that finished with a result other than "done".
+// It matches ErrJobFailed with errors.Is.
+type JobError struct {
+	Unit string // unit name
+	Job  string // "start" or "stop"
+	// Result is systemd's job result: "failed", "canceled", "timeout",
+	// "dependency", "skipped" (or "invalid"/"unsupported"/"collected").
+	Result string
+	// State is the unit's state read right after the job, when it could be
+	// read; the zero value otherwise.
+	State UnitState
+}
+
+func (e *JobError) Error() string {
+	msg := fmt.Sprintf("%s job for %s finished with result %q", e.Job, e.Unit, e.Result)
+	if e.State.Result != "" && e.State.Result != "success" {
+		msg += fmt.Sprintf(" (unit result %q", e.State.Result)
+		if e.State.ExecMainCode != 0 {
+			msg += fmt.Sprintf(", main process %s", e.State.ExitDescription())
+		}
+		msg += ")"
+	}
+	if e.Job == "start" && e.State.Gone() {
+		msg += "; the unit is already collected: its command could not be executed or exited at once (an ExitRecord or the log says which)"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrJobFailed) true.
+func (e *JobError) Is(target error) bool { return target == ErrJobFailed }

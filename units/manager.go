@@ -1,0 +1,116 @@
+package units
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"syscall"
+	"time"
+)
+
+// Manager is what the fleet needs from a systemd user manager. *Systemd is
+// the real one, *Fake the one for fast tests; unitstest.RunConformance keeps
+// them in agreement. Implementations are safe for concurrent use.
+//
+// Every method honours ctx's deadline; a ctx without a deadline gets the
+// implementation's default (Options.DefaultTimeout). A manager that does not
+// answer makes calls fail with an error matching ErrTimeout, never hang.
+type Manager interface {
+	// StartService creates and starts a transient service and waits for its
+	// start job. It returns the unit's state read right after the job
+	// finished with "done" (MainPID, ControlGroup and InvocationID are
+	// captured then). A unit that already ended by then comes back with
+	// ActiveState inactive/failed or Gone(). A failed unit of the same name
+	// is reset first; an active one gives ErrUnitExists. A job result other
+	// than "done" gives a *JobError (ErrJobFailed) carrying the state.
+	// With Type=exec a command that exits non-zero at once may give either
+	// outcome (systemd races execve's success against the exit); with
+	// Type=notify an exit before READY=1 always fails the job.
+	StartService(ctx context.Context, spec ServiceSpec) (UnitState, error)
+	// StopUnit stops a unit and waits for the stop job (SIGTERM, then
+	// SIGKILL after the unit's stop timeout, to the whole cgroup). Stopping
+	// a unit that is not loaded gives ErrUnitNotFound.
+	StopUnit(ctx context.Context, name string) error
+	// ResetFailed forgets a failed unit so its name can be used again. It
+	// is a no-op for units that are not loaded or not failed.
+	ResetFailed(ctx context.Context, name string) error
+	// KillUnit sends sig to every process of the unit (the whole cgroup),
+	// without stopping it. ErrUnitNotFound if it is not loaded.
+	KillUnit(ctx context.Context, name string, sig syscall.Signal) error
+	// Unit reads a unit's state. A unit that is not loaded is not an error:
+	// its state has Gone() true.
+	Unit(ctx context.Context, name string) (UnitState, error)
+	// ListUnits lists the loaded units whose names match any of the glob
+	// patterns (e.g. "agent-fleet-worker-*"), sorted by name.
+	ListUnits(ctx context.Context, patterns ...string) ([]UnitSummary, error)
+	// ManagerEnvironment is the user manager's own environment, which every
+	// unit inherits unless ServiceSpec.UnsetEnv removes it.
+	ManagerEnvironment(ctx context.Context) ([]string, error)
+	// Version is the user manager's systemd version.
+	Version(ctx context.Context) (Version, error)
+	// Ping checks that the user manager itself answers (not only the bus).
+	Ping(ctx context.Context) error
+	// Close releases the connection. Safe to call twice.
+	Close() error
+}
+
+// Options configure Connect and Probe.
+type Options struct {
+	// Bus, when its Address is set, is used instead of resolving the
+	// address from the environment.
+	Bus BusAddress
+	// Getenv looks up environment variables for ResolveBus; default
+	// os.Getenv.
+	Getenv func(string) string
+	// DefaultTimeout bounds an operation whose ctx has no deadline,
+	// including the wait for its job; default 30 s. Pass a ctx with a later
+	// deadline to stop units with longer stop timeouts.
+	DefaultTimeout time.Duration
+	// Logger receives reconnects at Info and retries at Debug; default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+const defaultTimeout = 30 * time.Second
+
+func (o Options) timeout() time.Duration {
+	if o.DefaultTimeout > 0 {
+		return o.DefaultTimeout
+	}
+	return defaultTimeout
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.Default()
+}
+
+// withDefaultDeadline gives ctx a deadline of d if it has none.
+func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// ProbeResult is what Probe found.
+type ProbeResult struct {
+	// Bus is the address used and where it came from.
+	Bus BusAddress
+	// Version of the user manager.
+	Version Version
+	// RoundTrip is how long a ping to the manager took.
+	RoundTrip time.Duration
+}
+
+// timeoutError reports that ctx ended while waiting for what.
+func timeoutError(ctx context.Context, what string, started time.Time) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	return fmt.Errorf("%s: %w: no answer within %s; the user manager may be stopped or overloaded, and the outcome is unknown (%w)",
+		what, ErrTimeout, time.Since(started).Round(time.Millisecond), ctx.Err())
+}

@@ -1,0 +1,61 @@
+//go:build !linux
+
+package units
+
+import (
+	"context"
+	"syscall"
+)
+
+// Systemd is the real Manager. Off Linux there is no systemd user manager:
+// Connect and Probe return ErrUnsupported and so does every method.
+type Systemd struct{}
+
+var _ Manager = (*Systemd)(nil)
+
+// Connect returns ErrUnsupported off Linux.
+func Connect(ctx context.Context, opts Options) (*Systemd, error) { return nil, ErrUnsupported }
+
+// Probe returns ErrUnsupported off Linux.
+func Probe(ctx context.Context, opts Options) (ProbeResult, error) {
+	return ProbeResult{}, ErrUnsupported
+}
+
+// Bus returns the zero BusAddress off Linux.
+func (s *Systemd) Bus() BusAddress { return BusAddress{} }
+
+// StartService returns ErrUnsupported.
+func (s *Systemd) StartService(context.Context, ServiceSpec) (UnitState, error) {
+	return UnitState{}, ErrUnsupported
+}
+
+// StopUnit returns ErrUnsupported.
+func (s *Systemd) StopUnit(context.Context, string) error { return ErrUnsupported }
+
+// ResetFailed returns ErrUnsupported.
+func (s *Systemd) ResetFailed(context.Context, string) error { return ErrUnsupported }
+
+// KillUnit returns ErrUnsupported.
+func (s *Systemd) KillUnit(context.Context, string, syscall.Signal) error { return ErrUnsupported }
+
+// Unit returns ErrUnsupported.
+func (s *Systemd) Unit(_ context.Context, name string) (UnitState, error) {
+	return UnitState{Name: name}, ErrUnsupported
+}
+
+// ListUnits returns ErrUnsupported.
+func (s *Systemd) ListUnits(context.Context, ...string) ([]UnitSummary, error) {
+	return nil, ErrUnsupported
+}
+
+// ManagerEnvironment returns ErrUnsupported.
+func (s *Systemd) ManagerEnvironment(context.Context) ([]string, error) { return nil, ErrUnsupported }
+
+// Version returns ErrUnsupported.
+func (s *Systemd) Version(context.Context) (Version, error) { return Version{}, ErrUnsupported }
+
+// Ping returns ErrUnsupported.
+func (s *Systemd) Ping(context.Context) error { return ErrUnsupported }
+
+// Close does nothing.
+func (s *Systemd) Close() error { return nil }
