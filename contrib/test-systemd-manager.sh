@@ -63,7 +63,10 @@ start() {
 
   local procs=""
   for m in "${dirs[@]}"; do procs="$procs echo \$\$ > '$m/cgroup.procs';"; done
-  XDG_RUNTIME_DIR=$rt XDG_CONFIG_HOME=$rt/config XDG_DATA_HOME=$rt/data XDG_STATE_HOME=$rt/state \
+  # A minimal environment: every unit inherits the manager's.
+  env -i HOME="$HOME" USER="${USER:-root}" LOGNAME="${LOGNAME:-root}" LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    XDG_RUNTIME_DIR=$rt XDG_CONFIG_HOME=$rt/config XDG_DATA_HOME=$rt/data XDG_STATE_HOME=$rt/state \
     setsid sh -c "$procs exec '$systemd' --user" </dev/null >"$rt/manager.log" 2>&1 9>&- &
   local pid=$!
   echo $pid > "$rt/manager.pid"
