@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // childEnv is added to the environment of the broker processes this one
@@ -14,10 +20,94 @@ import (
 var childEnv []string
 
 // brokerStarter starts a broker that does not live in the caller's process
-// tree or cgroup (DESIGN.md "Broker placement"): a double fork with setsid,
-// its output appended to the bounded broker.log.
+// tree or cgroup (DESIGN.md "Broker placement"): as its own transient unit
+// when a user manager is reachable, else with a double fork and setsid. Its
+// output goes to the bounded broker.log either way.
 func brokerStarter() intercom.BrokerStarter {
-	return detachBroker
+	return func(ctx context.Context, p intercom.Paths) error {
+		err := startBrokerUnit(ctx, p)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errNoUserManager) {
+			return err
+		}
+		return detachBroker(ctx, p)
+	}
+}
+
+// errNoUserManager: no user manager to place the broker in; fall back.
+var errNoUserManager = errors.New("no reachable systemd user manager")
+
+// BrokerUnitName is the broker's unit for an agent directory:
+// agent-fleet-broker-<first 12 hex of sha256(agentDir)>.service.
+func BrokerUnitName(agentDir string) string {
+	sum := sha256.Sum256([]byte(agentDir))
+	return "agent-fleet-broker-" + hex.EncodeToString(sum[:])[:12] + ".service"
+}
+
+// startBrokerUnit runs the broker as a transient service of the user
+// manager, collected when it ends (a failed one is reset before a start).
+func startBrokerUnit(ctx context.Context, p intercom.Paths) error {
+	if !hasUserBus() {
+		return errNoUserManager
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	m, err := units.Connect(ctx, units.Options{DefaultTimeout: 3 * time.Second})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errNoUserManager, err)
+	}
+	defer m.Close()
+	if err := m.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %v", errNoUserManager, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("locate agent-fleet: %w", err)
+	}
+	logf, err := intercom.PrepareBrokerLog(p) // trims an overgrown log
+	if err != nil {
+		return err
+	}
+	logf.Close()
+	env := append([]string{intercom.AgentDirEnv + "=" + p.AgentDir}, childEnv...)
+	for _, k := range []string{"PATH", "HOME", "LANG", "TZ", "PI_INTERCOM_ASK_TIMEOUT_MS"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	_, err = m.StartService(ctx, units.ServiceSpec{
+		Name:             BrokerUnitName(p.AgentDir),
+		Description:      "agent-fleet intercom broker for " + p.AgentDir,
+		Argv:             []string{exe, "broker"},
+		WorkingDirectory: "/",
+		Env:              env,
+		// The broker must not inherit identities or scopes from the user
+		// manager's environment; it has none of its own.
+		UnsetEnv:    []string{"AGENT_INTERCOM_SESSION_ID", "AGENT_INTERCOM_SCOPE_ID", "AGENT_INTERCOM_SESSION_NAME"},
+		Type:        units.ServiceExec,
+		LogFile:     p.BrokerLog(),
+		StopTimeout: 10 * time.Second,
+	})
+	if errors.Is(err, units.ErrUnitExists) {
+		return nil // already running: EnsureBroker waits for it to answer
+	}
+	return err
+}
+
+// hasUserBus is the quick test before any D-Bus dial: a bus address in
+// the environment or the bus socket in XDG_RUNTIME_DIR.
+func hasUserBus() bool {
+	if strings.TrimSpace(os.Getenv("DBUS_SESSION_BUS_ADDRESS")) != "" {
+		return true
+	}
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		if fi, err := os.Stat(dir + "/bus"); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // detachBroker runs `agent-fleet broker --detach`, which starts the real
