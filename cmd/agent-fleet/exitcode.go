@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // Exit codes, in one place (DESIGN.md "CLI").
@@ -38,9 +40,18 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, units.ErrUnsupported), errors.Is(err, fleet.ErrUnsupportedKind):
+		return exitUnsupported
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
-		errors.Is(err, intercom.ErrOutboxConflict):
+		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner):
 		return exitConflict
+	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest):
+		return exitUsage
+	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound):
+		return exitNotFound
+	case errors.Is(err, errNoSystemd), errors.Is(err, units.ErrNoUserBus), errors.Is(err, units.ErrManagerUnreachable),
+		errors.Is(err, units.ErrTimeout):
+		return exitUnavailable
 	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget),
 		errors.Is(err, intercom.ErrInvalidSessionID), errors.Is(err, wire.ErrInvalidScope):
 		return exitUsage

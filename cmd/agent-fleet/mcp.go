@@ -63,6 +63,7 @@ server acts through it. stdout carries only MCP frames; logs go to stderr.`,
 type mcpSession struct {
 	ops     intercom.Ops
 	session *intercom.Session
+	id      string // the session id, the manager of what it spawns
 	stop    func()
 }
 
@@ -78,7 +79,7 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 	}
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
 		log.Info("session already held; acting through its holder", "session", id.SessionID)
-		return &mcpSession{ops: hc, stop: func() {}}, nil
+		return &mcpSession{ops: hc, id: id.SessionID, stop: func() {}}, nil
 	}
 	var sess *intercom.Session
 	for attempt := 0; ; attempt++ {
@@ -91,7 +92,7 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 		if errors.Is(err, intercom.ErrSessionIDInUse) {
 			// Perhaps a holder appeared meanwhile.
 			if hc, herr := intercom.DialHolder(ctx, p, id.SessionID); herr == nil {
-				return &mcpSession{ops: hc, stop: func() {}}, nil
+				return &mcpSession{ops: hc, id: id.SessionID, stop: func() {}}, nil
 			}
 		}
 		if attempt >= 2 || ctx.Err() != nil {
@@ -111,7 +112,7 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 			close(done)
 		}()
 	}
-	return &mcpSession{ops: sess, session: sess, stop: func() {
+	return &mcpSession{ops: sess, session: sess, id: id.SessionID, stop: func() {
 		cancel()
 		<-done
 		_ = sess.Close() // keeps the outbox and defers open asks
@@ -126,6 +127,7 @@ func runMCP(ctx context.Context, s *streams, opts *mcpOptions) error {
 	}
 	defer ms.stop()
 	server := newMCPServer(ms.ops, log)
+	addFleetTool(server, ms.id)
 	err = server.Run(ctx, &mcp.IOTransport{Reader: nopCloser{s.In}, Writer: nopWriteCloser{s.Out}})
 	if err != nil && ctx.Err() == nil && !isClosing(err) {
 		return fmt.Errorf("mcp: %w", err)

@@ -1,0 +1,141 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
+)
+
+// fleetCLI runs agent-fleet fleet verbs against the shared user manager.
+func fleetCLI(t *testing.T, dir string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := as(t, dir, "operator-test", args...)
+	cmd.Env = append(cmd.Env, unitstest.Require(t).Env()...)
+	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"))
+	return cmd.CombinedOutput()
+}
+
+func TestFleetCLI(t *testing.T) {
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() {
+		_, _ = fleetCLI(t, dir, "stop", "cli-worker")
+		stopBroker(t, dir)
+	})
+	out, err := fleetCLI(t, dir, "spawn", "--id", "cli-worker", "--role", "tester", "--json", "--", "sh", "-c",
+		`agent-fleet intercom send operator-test "hello manager" || true; sleep 300`)
+	require.NoError(t, err, "%s", out)
+	var w workerView
+	require.NoError(t, json.Unmarshal(out, &w), "%s", out)
+	require.Equal(t, "running", w.State)
+	require.Equal(t, "operator-test", w.Manager)
+
+	out, err = fleetCLI(t, dir, "list", "--json")
+	require.NoError(t, err, "%s", out)
+	var list []workerView
+	require.NoError(t, json.Unmarshal(out, &list))
+	require.Len(t, list, 1)
+
+	out, err = fleetCLI(t, dir, "status", "cli-worker", "--json")
+	require.NoError(t, err, "%s", out)
+	var st statusJSON
+	require.NoError(t, json.Unmarshal(out, &st))
+	require.Equal(t, "active", st.UnitActive)
+	require.GreaterOrEqual(t, st.ProcessCount, 2)
+	for _, p := range st.Processes {
+		require.NotContains(t, p.Name, " ", "names only, never argv")
+	}
+
+	_, err = fleetCLI(t, dir, "spawn", "--id", "cli-worker", "--", "sleep", "1")
+	requireExit(t, err, exitConflict)
+	_, err = fleetCLI(t, dir, "status", "nobody")
+	requireExit(t, err, exitNotFound)
+	_, err = fleetCLI(t, dir, "spawn", "--id", "x", "--", "no-such-command-here")
+	requireExit(t, err, exitNotFound)
+	_, err = fleetCLI(t, dir, "spawn", "--id", "bad id", "--", "true")
+	requireExit(t, err, exitUsage)
+
+	out, err = fleetCLI(t, dir, "stop", "cli-worker")
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "its cgroup is empty")
+	out, err = fleetCLI(t, dir, "logs", "cli-worker")
+	require.NoError(t, err, "%s", out)
+
+	out, err = fleetCLI(t, dir, "doctor", "--json")
+	require.NoError(t, err, "%s", out)
+	var doc struct {
+		OK     bool `json:"ok"`
+		Checks []struct {
+			Name, Status string
+		} `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal(out, &doc))
+	require.True(t, doc.OK)
+	out, err = fleetCLI(t, dir, "capabilities", "--json")
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), `"fleetBackend":"systemd-user"`)
+}
+
+func TestFleetCLIWithoutUserManager(t *testing.T) {
+	dir := shortDir(t)
+	cmd := as(t, dir, "op", "list")
+	cmd.Env = append(cmd.Env, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=")
+	out, err := cmd.CombinedOutput()
+	requireExit(t, err, exitUnavailable)
+	require.Contains(t, string(out), "dbus-launch", "a clear message about the missing user bus")
+}
+
+// The agent_fleet MCP tool spawns, lists, reads and stops a worker owned by
+// the MCP session.
+func TestMCPFleetTool(t *testing.T) {
+	inst := unitstest.Setenv(t)
+	_ = inst
+	dir := shortDir(t)
+	t.Setenv("PI_CODING_AGENT_DIR", dir)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	server := newMCPServer(nil, newLogger(io.Discard, "error"))
+	addFleetTool(server, "mcp-manager")
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(context.Background(), st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	call := func(args map[string]any) toolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
+		require.NoError(t, err)
+		return decodeResult(t, res)
+	}
+	r := call(map[string]any{"action": "spawn", "id": "mcp-w", "command": []any{"sleep", "300"}, "env": map[string]any{"TOKEN": "x"}})
+	require.False(t, r.isError, r.text)
+	require.Contains(t, r.text, "Spawned worker mcp-w")
+	require.Equal(t, "mcp-manager", r.structured["manager"])
+	r = call(map[string]any{"action": "list"})
+	require.Contains(t, r.text, "- mcp-w [running]")
+	r = call(map[string]any{"action": "status", "id": "mcp-w"})
+	require.Contains(t, r.text, `"unitActiveState": "active"`)
+	r = call(map[string]any{"action": "stop", "id": "nope"})
+	require.True(t, r.isError)
+	r = call(map[string]any{"action": "stop", "id": "mcp-w"})
+	require.False(t, r.isError, r.text)
+	require.Equal(t, "Stopped mcp-w; its cgroup is empty.", r.text)
+	r = call(map[string]any{"action": "spawn"})
+	require.True(t, r.isError)
+	r = call(map[string]any{"action": "fly"})
+	require.True(t, r.isError, "unknown actions are refused by the schema")
+	r = call(map[string]any{"action": "capabilities"})
+	require.True(t, strings.Contains(r.text, "systemd-user"), r.text)
+	time.Sleep(10 * time.Millisecond)
+}

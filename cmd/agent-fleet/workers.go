@@ -1,0 +1,358 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// workerView is a worker as --json prints it.
+type workerView struct {
+	ID            string   `json:"id"`
+	RunID         string   `json:"runId"`
+	Generation    int      `json:"generation"`
+	Kind          string   `json:"kind"`
+	Role          string   `json:"role,omitempty"`
+	Task          string   `json:"task,omitempty"`
+	Cwd           string   `json:"cwd"`
+	Command       []string `json:"command"`
+	EnvKeys       []string `json:"envKeys,omitempty"`
+	Unit          string   `json:"unit"`
+	MainPID       int      `json:"mainPid,omitempty"`
+	ControlGroup  string   `json:"controlGroup,omitempty"`
+	State         string   `json:"state"`
+	StateReason   string   `json:"stateReason,omitempty"`
+	Manager       string   `json:"manager"`
+	FirstManager  string   `json:"firstManager"`
+	LeaseDeadline string   `json:"leaseDeadline,omitempty"`
+	CreatedAt     string   `json:"createdAt"`
+	ReadyAt       string   `json:"readyAt,omitempty"`
+	EndedAt       string   `json:"endedAt,omitempty"`
+	ExitCode      string   `json:"exitCode,omitempty"`
+	ExitStatus    *int     `json:"exitStatus,omitempty"`
+	LastError     string   `json:"lastError,omitempty"`
+	StopReason    string   `json:"stopReason,omitempty"`
+	LogPath       string   `json:"logPath,omitempty"`
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func viewWorker(w *fleet.Worker) workerView {
+	v := workerView{ID: w.ID, RunID: w.RunID, Generation: w.Generation, Kind: w.Kind, Role: w.Role, Task: w.Task,
+		Cwd: w.Cwd, Command: w.Command, EnvKeys: w.EnvKeys, Unit: w.Unit, MainPID: w.MainPID, ControlGroup: w.ControlGroup,
+		State: string(w.State), StateReason: w.StateReason, Manager: w.Manager, FirstManager: w.FirstManager,
+		LeaseDeadline: stamp(w.LeaseDeadline), CreatedAt: stamp(w.CreatedAt), ReadyAt: stamp(w.ReadyAt), EndedAt: stamp(w.EndedAt),
+		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath}
+	if w.HasExit {
+		status := w.ExitStatus
+		v.ExitCode, v.ExitStatus = w.ExitCode, &status
+	}
+	return v
+}
+
+// exitText is how a worker ended, for people.
+func exitText(w *fleet.Worker) string {
+	if !w.HasExit {
+		return ""
+	}
+	if w.ExitCode == "exited" {
+		return fmt.Sprintf("exit %d", w.ExitStatus)
+	}
+	return fmt.Sprintf("%s by signal %d", w.ExitCode, w.ExitStatus)
+}
+
+type spawnOptions struct {
+	req    fleet.SpawnRequest
+	asJSON bool
+}
+
+func newSpawnCmd(s *streams) *cobra.Command {
+	opts := &spawnOptions{}
+	cmd := &cobra.Command{
+		Use:   "spawn --id ID [flags] -- CMD ARGS…",
+		Short: "Start a worker as a systemd user service",
+		Long: `Start a worker: a transient systemd user service that runs CMD under
+agent-fleet's worker shim, which holds the worker's intercom session (its id
+is the worker id) for the command and its children. spawn returns once the
+command was executed and the session is registered; a command that fails
+before that is a failed spawn (exit 1, with its exit status and last log
+lines). You become the worker's manager. CMD is resolved with your PATH.`,
+		Example: `  agent-fleet spawn --id tests --role tester -- make test
+  agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.req.Command = args
+			env, err := openFleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer env.close()
+			w, err := env.fleet.Spawn(cmd.Context(), opts.req)
+			if err != nil {
+				if w != nil && opts.asJSON {
+					_ = printJSON(s.Out, viewWorker(w))
+				}
+				return err
+			}
+			if opts.asJSON {
+				return printJSON(s.Out, viewWorker(w))
+			}
+			state := string(w.State)
+			if w.HasExit {
+				state += " (" + exitText(w) + ")"
+			}
+			fmt.Fprintf(s.Out, "Spawned worker %s: run %s, unit %s, pid %d, %s.\n", w.ID, w.RunID, w.Unit, w.MainPID, state)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.req.ID, "id", "", "worker id (required): letters, digits, _ and -, at most 64")
+	f.StringVar(&opts.req.Kind, "kind", "exec", "worker kind: exec (claude, codex, opencode and pi come later)")
+	f.StringVar(&opts.req.Role, "role", "", "the worker's role (builder, reviewer, …)")
+	f.StringVar(&opts.req.Cwd, "cwd", "", "working directory (default: the current one)")
+	f.StringVar(&opts.req.Task, "task", "", "the task the worker was spawned for")
+	f.StringArrayVar(&opts.req.Env, "env", nil, "extra environment NAME=value (repeatable; values are not recorded)")
+	f.StringVar(&opts.req.Model, "model", "", "model (coding-agent kinds)")
+	f.StringVar(&opts.req.Effort, "effort", "", "reasoning effort (coding-agent kinds)")
+	f.StringVar(&opts.req.Permission, "permission", "", "permission mode (coding-agent kinds)")
+	f.DurationVar(&opts.req.Lease, "lease", 0, "idle lease (default: none for a person, the fleet default for agents)")
+	f.DurationVar(&opts.req.MaxRuntime, "max-runtime", 0, "stop the worker after this long (0 = no limit)")
+	f.BoolVar(&opts.asJSON, "json", false, "print the worker as JSON")
+	_ = cmd.MarkFlagRequired("id")
+	return cmd
+}
+
+func newListWorkersCmd(s *streams) *cobra.Command {
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List your workers (--all: every manager's)",
+		Example: "  agent-fleet list\n  agent-fleet list --all --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := openFleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer env.close()
+			ws, err := env.fleet.List(cmd.Context(), all)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				views := make([]workerView, len(ws))
+				for i, w := range ws {
+					views[i] = viewWorker(w)
+				}
+				return printJSON(s.Out, views)
+			}
+			printWorkers(s.Out, ws, all)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "every manager's workers")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func printWorkers(out io.Writer, ws []*fleet.Worker, all bool) {
+	if len(ws) == 0 {
+		fmt.Fprintln(out, "No workers.")
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRUN\tSTATE\tROLE\tMANAGER\tAGE\tLEASE\tCOMMAND")
+	now := time.Now()
+	for _, w := range ws {
+		state := string(w.State)
+		if e := exitText(w); e != "" {
+			state += " (" + e + ")"
+		}
+		lease := "-"
+		if !w.LeaseDeadline.IsZero() && w.State.Live() {
+			lease = "until " + w.LeaseDeadline.Local().Format("15:04:05")
+		}
+		role := w.Role
+		if role == "" {
+			role = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.RunID, state, role, w.Manager,
+			now.Sub(w.CreatedAt).Round(time.Second), lease, shortCommand(w.Command))
+	}
+	tw.Flush()
+}
+
+func shortCommand(argv []string) string {
+	s := strings.Join(argv, " ")
+	if len(s) > 40 {
+		s = s[:37] + "…"
+	}
+	return s
+}
+
+func newStatusWorkerCmd(s *streams) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "status ID",
+		Short:   "Show a worker's state, unit, cgroup and processes",
+		Example: "  agent-fleet status tests --json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env, err := openFleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer env.close()
+			st, err := env.fleet.Status(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(s.Out, statusView(st))
+			}
+			w := st.Worker
+			fmt.Fprintf(s.Out, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
+			state := string(w.State)
+			if e := exitText(w); e != "" {
+				state += " (" + e + ")"
+			}
+			fmt.Fprintf(s.Out, "  state:    %s\n", state)
+			fmt.Fprintf(s.Out, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
+			fmt.Fprintf(s.Out, "  unit:     %s (%s)\n", w.Unit, unitText(st.Unit))
+			if w.ControlGroup != "" {
+				fmt.Fprintf(s.Out, "  cgroup:   %s\n", w.ControlGroup)
+			}
+			fmt.Fprintf(s.Out, "  command:  %s\n  cwd:      %s\n", strings.Join(w.Command, " "), w.Cwd)
+			if w.LogPath != "" {
+				fmt.Fprintf(s.Out, "  log:      %s\n", w.LogPath)
+			}
+			if w.LastError != "" {
+				fmt.Fprintf(s.Out, "  error:    %s\n", w.LastError)
+			}
+			if st.ProcessCount > 0 {
+				fmt.Fprintf(s.Out, "  processes (%d):\n", st.ProcessCount)
+				for _, p := range st.Processes {
+					fmt.Fprintf(s.Out, "    %d %s\n", p.PID, p.Name)
+				}
+				if st.ProcessCount > len(st.Processes) {
+					fmt.Fprintf(s.Out, "    … %d more\n", st.ProcessCount-len(st.Processes))
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func unitText(u units.UnitState) string {
+	if u.Gone() {
+		return "not loaded"
+	}
+	return u.ActiveState + "/" + u.SubState
+}
+
+type statusJSON struct {
+	Worker       workerView    `json:"worker"`
+	UnitActive   string        `json:"unitActiveState"`
+	UnitSub      string        `json:"unitSubState,omitempty"`
+	Processes    []processJSON `json:"processes"`
+	ProcessCount int           `json:"processCount"`
+}
+
+type processJSON struct {
+	PID  int    `json:"pid"`
+	Name string `json:"name"`
+}
+
+func statusView(st *fleet.Status) statusJSON {
+	v := statusJSON{Worker: viewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
+		ProcessCount: st.ProcessCount, Processes: []processJSON{}}
+	if st.Unit.Gone() {
+		v.UnitActive = "not-loaded"
+	}
+	for _, p := range st.Processes {
+		v.Processes = append(v.Processes, processJSON{PID: p.PID, Name: p.Name})
+	}
+	return v
+}
+
+func newStopCmd(s *streams) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stop ID",
+		Short: "Stop a worker and prove that nothing it started survives",
+		Long: `Stop the worker's unit (SIGTERM, then SIGKILL to its whole cgroup), wait
+until it is inactive, read its cgroup, SIGKILL anything left, and read it
+again: the stop succeeds only when the cgroup is empty. Processes that could
+not be killed are reported (exit 1).`,
+		Example: "  agent-fleet stop tests",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env, err := openFleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer env.close()
+			res, err := env.fleet.Stop(cmd.Context(), args[0])
+			if res != nil && asJSON {
+				_ = printJSON(s.Out, map[string]any{"worker": viewWorker(res.Worker), "alreadyEnded": res.AlreadyEnded,
+					"killed": res.Killed, "survivors": res.Survivors})
+			}
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				switch {
+				case res.AlreadyEnded:
+					fmt.Fprintf(s.Out, "Worker %s had already ended (%s).\n", res.Worker.ID, res.Worker.State)
+				case len(res.Killed) > 0:
+					fmt.Fprintf(s.Out, "Stopped %s; %d processes outlived the stop and were killed; its cgroup is empty.\n", res.Worker.ID, len(res.Killed))
+				default:
+					fmt.Fprintf(s.Out, "Stopped %s; its cgroup is empty.\n", res.Worker.ID)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func newLogsCmd(s *streams) *cobra.Command {
+	var n int
+	cmd := &cobra.Command{
+		Use:     "logs ID",
+		Short:   "Print a worker's last log lines",
+		Example: "  agent-fleet logs tests -n 100",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env, err := openFleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer env.close()
+			lines, err := env.fleet.Logs(cmd.Context(), args[0], n)
+			if err != nil {
+				return err
+			}
+			for _, l := range lines {
+				fmt.Fprintln(s.Out, l)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&n, "lines", "n", 50, "how many lines")
+	return cmd
+}

@@ -1,0 +1,311 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// CheckStatus is the verdict of one doctor check.
+type CheckStatus string
+
+// Verdicts.
+const (
+	CheckOK   CheckStatus = "ok"
+	CheckWarn CheckStatus = "warn"
+	CheckFail CheckStatus = "fail"
+)
+
+// Check is one doctor finding: what was checked, the verdict, what was
+// seen, and a one-line fix when it is not ok.
+type Check struct {
+	Name   string      `json:"name"`
+	Status CheckStatus `json:"status"`
+	Detail string      `json:"detail"`
+	Fix    string      `json:"fix,omitempty"`
+}
+
+// DoctorConfig feeds Doctor. Getenv nil is os.Getenv.
+type DoctorConfig struct {
+	Paths  intercom.Paths
+	Getenv func(string) string
+	// Journal says whether workers log to the journal (else to files).
+	Journal bool
+}
+
+// Doctor checks what the host offers agent-fleet and returns every
+// finding; it never changes anything.
+func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	var out []Check
+	add := func(name string, st CheckStatus, detail, fix string) {
+		out = append(out, Check{Name: name, Status: st, Detail: detail, Fix: fix})
+	}
+
+	add("platform", map[bool]CheckStatus{true: CheckOK, false: CheckFail}[runtime.GOOS == "linux"],
+		runtime.GOOS+"/"+runtime.GOARCH, fixUnless(runtime.GOOS == "linux",
+			"worker lifecycle needs Linux with a systemd user manager; the broker and intercom tools work here"))
+
+	// The user manager.
+	rt := cfg.Getenv("XDG_RUNTIME_DIR")
+	switch fi, err := os.Stat(rt); {
+	case rt == "":
+		add("runtime dir", CheckWarn, "XDG_RUNTIME_DIR is not set", "log in through a session manager, or export XDG_RUNTIME_DIR=/run/user/$(id -u)")
+	case err != nil || !fi.IsDir():
+		add("runtime dir", CheckFail, rt+" does not exist", "export XDG_RUNTIME_DIR to your runtime directory (/run/user/$(id -u))")
+	default:
+		add("runtime dir", CheckOK, rt, "")
+	}
+	bus, busErr := units.ResolveBus(cfg.Getenv)
+	if busErr != nil {
+		add("user bus", CheckFail, busErr.Error(), "start a user session with systemd (loginctl enable-linger $USER), or export DBUS_SESSION_BUS_ADDRESS")
+	} else {
+		add("user bus", CheckOK, bus.Address+" (from "+string(bus.Source)+")", "")
+	}
+	if busErr == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		probe, err := units.Probe(pctx, units.Options{DefaultTimeout: 5 * time.Second})
+		cancel()
+		if err != nil {
+			add("user manager", CheckFail, err.Error(), "check `systemctl --user status`; a stopped or overloaded manager cannot run workers")
+		} else {
+			add("user manager", CheckOK, fmt.Sprintf("responds in %s", probe.RoundTrip.Round(time.Microsecond)), "")
+			st := CheckOK
+			fix := ""
+			if probe.Version.Major > 0 && probe.Version.Major < 240 {
+				st, fix = CheckWarn, "systemd 240 or newer is recommended for transient-unit properties agent-fleet sets"
+			}
+			add("systemd version", st, probe.Version.Raw, fix)
+		}
+	}
+	add(lingerStatus(ctx, cfg.Getenv))
+
+	// cgroups.
+	if cg, err := units.OpenCgroups("/"); err != nil {
+		add("cgroups", CheckFail, err.Error(), "mount cgroup2 (or the name=systemd hierarchy)")
+	} else {
+		kill := "cgroup.kill available"
+		st := CheckOK
+		fix := ""
+		if !cg.HasKill() {
+			kill, st, fix = "no cgroup.kill (pre-5.14 kernel): stragglers are killed pid by pid", CheckWarn, "a kernel ≥ 5.14 kills a cgroup in one step"
+		}
+		add("cgroups", st, string(cg.Layout)+" layout; "+kill, fix)
+	}
+
+	// The broker.
+	add(brokerCheck(ctx, cfg.Paths))
+	for _, sock := range []string{cfg.Paths.BrokerSocket(), cfg.Paths.HolderSocket(strings.Repeat("x", 64))} {
+		if err := intercom.CheckSocketPath(sock); err != nil {
+			add("socket paths", CheckFail, err.Error(), "set PI_CODING_AGENT_DIR to a shorter directory")
+			break
+		}
+	}
+	if len(out) > 0 && out[len(out)-1].Name != "socket paths" {
+		add("socket paths", CheckOK, fmt.Sprintf("%d bytes for broker.sock (limit %d)", len(cfg.Paths.BrokerSocket()), intercom.MaxSocketPathBytes), "")
+	}
+	add(permissionsCheck(cfg.Paths))
+
+	// The registry and the units it should know.
+	add(registryCheck(ctx, cfg.Paths))
+	if cfg.Journal {
+		add("worker logs", CheckOK, "journald: `agent-fleet logs` reads the journal", "")
+	} else {
+		add("worker logs", CheckOK, "no journald: workers log to "+LogDir(cfg.Paths), "")
+	}
+	return out
+}
+
+func fixUnless(ok bool, fix string) string {
+	if ok {
+		return ""
+	}
+	return fix
+}
+
+// lingerStatus asks logind whether the user lingers; without logind the
+// answer is "unknown", never "off".
+func lingerStatus(ctx context.Context, getenv func(string) string) (string, CheckStatus, string, string) {
+	name := getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, "loginctl", "show-user", name, "--property=Linger", "--value").Output()
+	switch v := strings.TrimSpace(string(out)); {
+	case err != nil:
+		return "lingering", CheckWarn, "unknown (logind does not answer)", "without lingering, workers stop when your last session ends: loginctl enable-linger " + name
+	case v == "yes":
+		return "lingering", CheckOK, "enabled: workers survive logout", ""
+	default:
+		return "lingering", CheckWarn, "disabled: workers stop when your last login session ends", "loginctl enable-linger " + name
+	}
+}
+
+func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, string, string) {
+	h, detail := intercom.ProbeBroker(ctx, p)
+	switch h {
+	case intercom.Incompatible:
+		return "broker", CheckFail, "an incompatible broker answers on " + p.BrokerSocket() + ": " + detail,
+			"stop that broker (an older or other-protocol adapter) — agent-fleet never kills it"
+	case intercom.Unreachable:
+		return "broker", CheckOK, "not running (started on demand)", ""
+	}
+	api := &intercom.LocalAPIClient{Path: p.LocalAPISocket()}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if st, err := api.Stats(cctx); err == nil {
+		return "broker", CheckOK, fmt.Sprintf("agent-fleet broker pid %d, %d sessions", st.PID, st.Sessions), ""
+	}
+	return "broker", CheckWarn, "a compatible TypeScript broker (" + wire.ProtocolName + " v4) without agent-fleet's local API: lease activity falls back to sender ids",
+		"let it exit (it does 5 s after its last session) so agent-fleet starts its own"
+}
+
+func permissionsCheck(p intercom.Paths) (string, CheckStatus, string, string) {
+	fi, err := os.Stat(p.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return "permissions", CheckOK, p.Dir + " does not exist yet", ""
+	}
+	if err != nil {
+		return "permissions", CheckFail, err.Error(), "check " + p.Dir
+	}
+	var bad []string
+	if fi.Mode().Perm() != intercom.DirMode {
+		bad = append(bad, fmt.Sprintf("%s is %o", p.Dir, fi.Mode().Perm()))
+	}
+	entries, _ := os.ReadDir(p.Dir)
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		want := intercom.FileMode
+		if info.IsDir() {
+			want = intercom.DirMode
+		}
+		if info.Mode().Perm()&^want != 0 {
+			bad = append(bad, fmt.Sprintf("%s is %o", filepath.Join(p.Dir, e.Name()), info.Mode().Perm()))
+		}
+	}
+	if len(bad) > 0 {
+		return "permissions", CheckFail, strings.Join(bad, "; "), "chmod 700 on directories and 600 on files below " + p.Dir
+	}
+	return "permissions", CheckOK, p.Dir + " is 0700, its files 0600", ""
+}
+
+func registryCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, string, string) {
+	path := RegistryPath(p)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return "registry", CheckOK, "no workers yet (" + path + " is created on first spawn)", ""
+	}
+	reg, err := OpenRegistry(ctx, path)
+	if err != nil {
+		return "registry", CheckFail, err.Error(), "keep the file aside (it is never silently emptied) and let agent-fleet rebuild it from the live units"
+	}
+	defer reg.Close()
+	if err := reg.Check(ctx); err != nil {
+		return "registry", CheckFail, err.Error(), "keep the file aside and let agent-fleet rebuild it from the live units"
+	}
+	ws, err := reg.List(ctx, Filter{LiveOnly: true})
+	if err != nil {
+		return "registry", CheckFail, err.Error(), ""
+	}
+	detail := fmt.Sprintf("%s: %d live workers", path, len(ws))
+	// Live units nobody recorded.
+	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := units.Connect(uctx, units.Options{DefaultTimeout: 5 * time.Second})
+	if err != nil {
+		return "registry", CheckOK, detail, ""
+	}
+	defer m.Close()
+	live, err := m.ListUnits(uctx, "agent-fleet-worker-*")
+	if err != nil {
+		return "registry", CheckOK, detail, ""
+	}
+	known := map[string]bool{}
+	for _, w := range ws {
+		known[w.Unit] = true
+	}
+	var stray []string
+	for _, u := range live {
+		if !known[u.Name] {
+			stray = append(stray, u.Name)
+		}
+	}
+	if len(stray) > 0 {
+		return "registry", CheckWarn, fmt.Sprintf("%s; %d live worker units have no record: %s", detail, len(stray), strings.Join(stray, ", ")),
+			"stop them with systemctl --user stop, or let registry recovery rebuild their records"
+	}
+	return "registry", CheckOK, detail, ""
+}
+
+// Capabilities is what this host supports, for agents to read first.
+type Capabilities struct {
+	Platform        string            `json:"platform"`
+	Protocol        string            `json:"protocol"`
+	FleetBackend    string            `json:"fleetBackend"` // "systemd-user" or "unavailable"
+	FleetReason     string            `json:"fleetReason,omitempty"`
+	SystemdVersion  string            `json:"systemdVersion,omitempty"`
+	CgroupLayout    string            `json:"cgroupLayout,omitempty"`
+	CgroupKill      bool              `json:"cgroupKill"`
+	WorkerKinds     []string          `json:"workerKinds"`
+	WorkerLogs      string            `json:"workerLogs"`
+	Harnesses       map[string]string `json:"harnesses"` // kind → executable path, or "" when not found
+	HarnessVersions map[string]string `json:"harnessVersions,omitempty"`
+}
+
+// HarnessExecutables are the commands of the coding-agent kinds.
+var HarnessExecutables = map[string]string{"claude": "claude", "codex": "codex", "opencode": "opencode", "pi": "pi"}
+
+// ProbeCapabilities reports what this host supports.
+func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
+	c := Capabilities{
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, Protocol: fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion),
+		FleetBackend: "unavailable", WorkerKinds: []string{}, Harnesses: map[string]string{}, HarnessVersions: map[string]string{},
+		WorkerLogs: "files",
+	}
+	if journal {
+		c.WorkerLogs = "journal"
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	probe, err := units.Probe(pctx, units.Options{DefaultTimeout: 5 * time.Second})
+	cancel()
+	if err != nil {
+		c.FleetReason = err.Error()
+	} else {
+		c.FleetBackend, c.SystemdVersion, c.WorkerKinds = "systemd-user", probe.Version.Raw, []string{"exec"}
+	}
+	if cg, err := units.OpenCgroups("/"); err == nil {
+		c.CgroupLayout, c.CgroupKill = string(cg.Layout), cg.HasKill()
+	}
+	for kind, exe := range HarnessExecutables {
+		path, err := exec.LookPath(exe)
+		if err != nil {
+			c.Harnesses[kind] = ""
+			continue
+		}
+		c.Harnesses[kind] = path
+		vctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		out, err := exec.CommandContext(vctx, path, "--version").Output()
+		cancel()
+		if err == nil {
+			c.HarnessVersions[kind] = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		}
+	}
+	return c
+}

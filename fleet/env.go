@@ -1,0 +1,99 @@
+package fleet
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Identity variables fleet sets on every worker (DESIGN.md "Workers").
+const (
+	EnvWorkerID      = "AGENT_INTERCOM_WORKER_ID"
+	EnvRunID         = "AGENT_INTERCOM_RUN_ID"
+	EnvUnit          = "AGENT_INTERCOM_SYSTEMD_UNIT"
+	EnvManagerID     = "AGENT_INTERCOM_MANAGER_SESSION_ID"
+	EnvManagerTarget = "AGENT_INTERCOM_MANAGER_TARGET"
+	EnvOwned         = "AGENT_INTERCOM_OWNED"
+	EnvRole          = "AGENT_INTERCOM_ROLE"
+	EnvSessionID     = "AGENT_INTERCOM_SESSION_ID"
+	EnvSessionName   = "AGENT_INTERCOM_SESSION_NAME"
+	EnvScope         = "AGENT_INTERCOM_SCOPE_ID"
+	EnvAgentDir      = "PI_CODING_AGENT_DIR"
+)
+
+// passedThrough is the caller environment a worker keeps (DESIGN.md).
+var passedThrough = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "XDG_RUNTIME_DIR"}
+
+// stripped matches variables no worker may inherit, from the caller or from
+// the user manager's own environment: other sessions' intercom identities,
+// peer ids, TmuxDeck and harness session variables (DESIGN.md "Workers").
+var stripped = regexp.MustCompile(`(^|_)INTERCOM_|(^|_)PEER_|^TMUXDECK_|^CLAUDE_CODE_SESSION|^CLAUDECODE$|^CODEX_SESSION|^CODEX_THREAD|^OPENCODE_SESSION|^PI_SESSION|^NOTIFY_SOCKET$|^MAINPID$|^INVOCATION_ID$|^SYSTEMD_EXEC_PID$`)
+
+// Stripped reports whether name must never reach a worker from outside.
+func Stripped(name string) bool { return stripped.MatchString(name) }
+
+// envNameRE is what a --env name may be.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseEnv checks --env entries ("K=V"). Identity variables fleet sets
+// cannot be overridden.
+func ParseEnv(entries []string) ([]string, error) {
+	var out []string
+	for _, e := range entries {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || !envNameRE.MatchString(k) {
+			return nil, fmt.Errorf("%w: --env wants NAME=value, got %q", ErrInvalidRequest, e)
+		}
+		if strings.ContainsRune(e, 0) {
+			return nil, fmt.Errorf("%w: --env %s contains a NUL byte", ErrInvalidRequest, k)
+		}
+		if strings.HasPrefix(k, "AGENT_INTERCOM_") || k == EnvAgentDir {
+			return nil, fmt.Errorf("%w: --env %s: fleet sets the intercom identity itself", ErrInvalidRequest, k)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// workerEnv builds a worker's environment: the allowlisted caller
+// variables, the agent directory, the --env entries, then the identity.
+func workerEnv(callerEnv func(string) string, agentDir string, extra []string, identity map[string]string) []string {
+	var env []string
+	for _, k := range passedThrough {
+		if v := callerEnv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, EnvAgentDir+"="+agentDir)
+	env = append(env, extra...)
+	keys := make([]string, 0, len(identity))
+	for k := range identity {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+identity[k])
+	}
+	return env
+}
+
+// unsetFromManager names the variables of the user manager's environment a
+// worker must not inherit: everything Stripped, except what the worker's own
+// environment sets (systemd applies UnsetEnvironment= after Environment=,
+// so naming those would remove the worker's identity too).
+func unsetFromManager(managerEnv, workerEnv []string) []string {
+	own := map[string]bool{}
+	for _, kv := range workerEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		own[k] = true
+	}
+	var out []string
+	for _, kv := range managerEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		if Stripped(k) && !own[k] && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+// Package fleet runs workers as systemd user services and keeps their
+// registry: spawn with readiness that means the command ran and the worker
+// is reachable, honest states from systemd plus the registry, and stops
+// whose cleanup is proven from the unit's cgroup (DESIGN.md "Workers").
+package fleet
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// Defaults of Config.
+const (
+	DefaultStartTimeout = 30 * time.Second
+	DefaultStopTimeout  = 10 * time.Second
+	maxStatusProcesses  = 64
+)
+
+// Config configures a Fleet.
+type Config struct {
+	Paths    intercom.Paths
+	Registry *Registry
+	// Units is the user manager workers run under.
+	Units units.Manager
+	// Cgroups reads cgroups; nil opens the host's.
+	Cgroups *units.Cgroups
+	// Caller is the session id of whoever acts (the manager of what it
+	// spawns).
+	Caller string
+	// CallerEnv looks up the caller's environment (PATH for commands, the
+	// allowlisted variables workers get); nil is os.Getenv.
+	CallerEnv func(string) string
+	// CallerCwd is the default working directory; "" is os.Getwd.
+	CallerCwd string
+	// Shim is the argv prefix of the worker shim: the agent-fleet binary
+	// and its hidden worker-shim command.
+	Shim []string
+	// ShimEnv is added to every worker unit's environment (tests).
+	ShimEnv []string
+	// StartTimeout bounds a spawn's wait for READY; StopTimeout is how long
+	// a stop waits after SIGTERM before SIGKILL.
+	StartTimeout, StopTimeout time.Duration
+	// Journal sends worker output to the journal instead of a log file
+	// (only where journald runs).
+	Journal bool
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// Fleet performs fleet operations for one caller.
+type Fleet struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Fleet. Registry, Units and Shim are required.
+func New(cfg Config) (*Fleet, error) {
+	if cfg.CallerEnv == nil {
+		cfg.CallerEnv = os.Getenv
+	}
+	if cfg.CallerCwd == "" {
+		cfg.CallerCwd, _ = os.Getwd()
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Cgroups == nil {
+		cg, err := units.OpenCgroups("/")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Cgroups = cg
+	}
+	return &Fleet{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// RegistryPath is where the fleet registry of p lives.
+func RegistryPath(p intercom.Paths) string {
+	return filepath.Join(p.OrchestratorDir(), "fleet.db")
+}
+
+// LogDir holds worker log files where there is no journald.
+func LogDir(p intercom.Paths) string { return filepath.Join(p.OrchestratorDir(), "logs") }
+
+// exitDir holds the exit records units write when they end.
+func exitDir(p intercom.Paths) string { return filepath.Join(p.OrchestratorDir(), "exits") }
+
+func (f *Fleet) exitRecordPath(w *Worker) string {
+	return filepath.Join(exitDir(f.cfg.Paths), w.ID+"-"+w.RunID+".exit")
+}
+
+// IsOperator reports whether a manager id is a person's (operator-<user>).
+func IsOperator(manager string) bool { return strings.HasPrefix(manager, "operator-") }
+
+// tailLines returns the last n lines of a file (bounded read).
+func tailLines(path string, n int) []string {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer fh.Close()
+	const window = 64 << 10
+	if fi, err := fh.Stat(); err == nil && fi.Size() > window {
+		_, _ = fh.Seek(fi.Size()-window, io.SeekStart)
+	}
+	var lines []string
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 0, 4096), window)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return lines
+}

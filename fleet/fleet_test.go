@@ -1,0 +1,431 @@
+//go:build linux
+
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/units"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
+)
+
+// The test binary doubles as the worker shim: systemd starts it with
+// FLEET_TEST_SHIM=1 and the shim's flags, and it runs fleet.RunShim.
+func init() {
+	if os.Getenv("FLEET_TEST_SHIM") != "1" {
+		return
+	}
+	args := os.Args[1:]
+	var id, run string
+	for len(args) > 0 && args[0] != "--" {
+		switch args[0] {
+		case "--id":
+			id, args = args[1], args[2:]
+		case "--run":
+			run, args = args[1], args[2:]
+		default:
+			args = args[1:]
+		}
+	}
+	p, err := intercom.DefaultPaths()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(70)
+	}
+	os.Exit(fleet.RunShim(context.Background(), fleet.ShimConfig{Paths: p, WorkerID: id, RunID: run,
+		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr}))
+}
+
+// world is a real user manager, an in-process broker and a registry in a
+// temp agent directory, with a Fleet acting for manager "boss".
+type world struct {
+	t    *testing.T
+	p    intercom.Paths
+	m    *units.Systemd
+	reg  *fleet.Registry
+	f    *fleet.Fleet
+	stop context.CancelFunc
+}
+
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "aff")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func newWorld(t *testing.T, tweak ...func(*fleet.Config)) *world {
+	t.Helper()
+	inst := unitstest.Require(t)
+	w := &world{t: t, p: intercom.NewPaths(shortDir(t))}
+	w.m = unitstest.Connect(t, inst)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = broker.ListenAndServe(ctx, broker.Config{Paths: w.p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true})
+	}()
+	w.stop = func() { cancel(); <-done }
+	require.Eventually(t, func() bool {
+		h, _ := intercom.ProbeBroker(context.Background(), w.p)
+		return h == intercom.Compatible
+	}, 5*time.Second, 5*time.Millisecond)
+	var err error
+	w.reg, err = fleet.OpenRegistry(context.Background(), fleet.RegistryPath(w.p))
+	require.NoError(t, err)
+	w.f = w.fleet("boss", tweak...)
+	t.Cleanup(func() {
+		ws, _ := w.reg.List(context.Background(), fleet.Filter{LiveOnly: true})
+		for _, wk := range ws {
+			if f := w.fleet(wk.Manager); f != nil {
+				_, _ = f.Stop(context.Background(), wk.ID)
+			}
+		}
+		w.stop()
+		w.reg.Close()
+	})
+	return w
+}
+
+// fleet returns a Fleet acting for caller.
+func (w *world) fleet(caller string, tweak ...func(*fleet.Config)) *fleet.Fleet {
+	exe, err := os.Executable()
+	require.NoError(w.t, err)
+	cfg := fleet.Config{
+		Paths: w.p, Registry: w.reg, Units: w.m, Caller: caller,
+		CallerEnv: func(k string) string {
+			switch k {
+			case "PATH":
+				return os.Getenv("PATH")
+			case "HOME":
+				return "/root"
+			}
+			return ""
+		},
+		Shim: []string{exe}, ShimEnv: []string{"FLEET_TEST_SHIM=1"},
+		StopTimeout: 3 * time.Second, StartTimeout: 10 * time.Second,
+	}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	f, err := fleet.New(cfg)
+	require.NoError(w.t, err)
+	return f
+}
+
+func (w *world) spawn(id string, cmd ...string) *fleet.Worker {
+	w.t.Helper()
+	wk, err := w.f.Spawn(context.Background(), fleet.SpawnRequest{ID: id, Command: cmd})
+	require.NoError(w.t, err)
+	return wk
+}
+
+var ctx = context.Background()
+
+func TestSpawnStatusStop(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("w1", "sleep", "300")
+	require.Equal(t, fleet.StateRunning, wk.State)
+	require.NotZero(t, wk.MainPID)
+	require.NotEmpty(t, wk.ControlGroup)
+	require.Equal(t, "/bin/sleep", strings.Replace(wk.Command[0], "/usr", "", 1), "resolved with the caller's PATH")
+	require.Regexp(t, `^agent-fleet-worker-w1-[0-9a-f]{12}\.service$`, wk.Unit)
+
+	st, err := w.f.Status(ctx, "w1")
+	require.NoError(t, err)
+	require.True(t, st.Unit.Running())
+	require.Equal(t, 2, st.ProcessCount, "the shim and sleep")
+	names := []string{st.Processes[0].Name, st.Processes[1].Name}
+	require.Contains(t, names, "sleep")
+
+	// The worker is on the intercom as itself.
+	require.Eventually(t, func() bool {
+		api := &intercom.LocalAPIClient{Path: w.p.LocalAPISocket()}
+		peer, err := api.Peer(ctx, "w1")
+		return err == nil && peer.Connected && peer.PID == wk.MainPID
+	}, 5*time.Second, 20*time.Millisecond, "the shim holds the worker's session")
+
+	res, err := w.f.Stop(ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, res.Worker.State)
+	require.Empty(t, res.Survivors)
+	u, err := w.m.Unit(ctx, wk.Unit)
+	require.NoError(t, err)
+	require.True(t, u.Gone(), "collected, not left failed")
+	res, err = w.f.Stop(ctx, "w1")
+	require.NoError(t, err, "stop is safe twice")
+	require.True(t, res.AlreadyEnded)
+}
+
+func TestExitStatusAfterReadiness(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("three", "sh", "-c", "sleep 0.5; exit 3")
+	require.Equal(t, fleet.StateRunning, wk.State)
+	require.Eventually(t, func() bool {
+		st, err := w.f.Status(ctx, "three")
+		return err == nil && st.Worker.State == fleet.StateExited
+	}, 10*time.Second, 50*time.Millisecond)
+	st, _ := w.f.Status(ctx, "three")
+	require.True(t, st.Worker.HasExit)
+	require.Equal(t, "exited", st.Worker.ExitCode)
+	require.Equal(t, 3, st.Worker.ExitStatus)
+}
+
+func TestDescendantsAreGoneAfterStop(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("escapers", "sh", "-c", `setsid sleep 300 & (sleep 301 &) ; nohup sleep 302 >/dev/null 2>&1 & sleep 303`)
+	var pids []int
+	require.Eventually(t, func() bool {
+		st, err := w.f.Status(ctx, "escapers")
+		if err != nil {
+			return false
+		}
+		pids = pids[:0]
+		for _, p := range st.Processes {
+			if p.Name == "sleep" {
+				pids = append(pids, p.PID)
+			}
+		}
+		return len(pids) == 4
+	}, 5*time.Second, 20*time.Millisecond, "setsid, double fork and nohup stay in the unit's cgroup")
+	res, err := w.f.Stop(ctx, "escapers")
+	require.NoError(t, err)
+	require.Empty(t, res.Survivors)
+	cg, err := units.OpenCgroups("/")
+	require.NoError(t, err)
+	left, err := cg.Procs(wk.ControlGroup)
+	require.NoError(t, err)
+	require.Empty(t, left, "proven from the cgroup")
+	for _, pid := range pids {
+		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "pid %d is gone", pid)
+	}
+}
+
+// brokenScript is an executable whose interpreter does not exist: its exec
+// fails, so the worker never becomes ready.
+func brokenScript(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "broken.sh")
+	require.NoError(t, os.WriteFile(p, []byte("#!/nonexistent/interpreter\necho never\n"), 0o755))
+	return p
+}
+
+func TestFailedSpawnIsAnErrorAndTheIDCanBeReused(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "bad", Command: []string{brokenScript(t)}})
+	require.ErrorIs(t, err, fleet.ErrSpawnFailed)
+	var se *fleet.SpawnError
+	require.ErrorAs(t, err, &se)
+	require.Contains(t, se.Reason, "could not be executed")
+	require.Contains(t, strings.Join(se.LogTail, "\n"), "cannot execute", "the last log lines say why")
+	rec, err := w.reg.Get(ctx, "bad")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateFailed, rec.State)
+	require.Equal(t, 127, rec.ExitStatus)
+
+	// Respawning the id works without any manual reset.
+	again := w.spawn("bad", "sleep", "60")
+	require.Equal(t, 2, again.Generation)
+	require.NotEqual(t, rec.RunID, again.RunID)
+}
+
+func TestManyFailingSpawnsLeaveNoFailedUnits(t *testing.T) {
+	w := newWorld(t)
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	broken := brokenScript(t)
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: fmt.Sprintf("fail-%03d", i), Command: []string{broken}})
+			require.ErrorIs(t, err, fleet.ErrSpawnFailed)
+		}()
+	}
+	wg.Wait()
+	left, err := w.m.ListUnits(ctx, "agent-fleet-worker-fail-*")
+	require.NoError(t, err)
+	require.Empty(t, left, "no failed units pile up")
+}
+
+func TestConcurrentSpawnsOfOneID(t *testing.T) {
+	w := newWorld(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "solo", Command: []string{"sleep", "60"}})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	won := 0
+	for err := range errs {
+		if err == nil {
+			won++
+		} else {
+			require.ErrorIs(t, err, fleet.ErrConflict)
+		}
+	}
+	require.Equal(t, 1, won, "exactly one spawn wins")
+}
+
+func TestCommandResolution(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nsleep 60\n"), 0o755))
+	wk, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "rel", Cwd: dir, Command: []string{"./job.sh"}})
+	require.NoError(t, err)
+	require.Equal(t, script, wk.Command[0], "relative to the working directory")
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "nope", Command: []string{"no-such-command-xyz"}})
+	require.ErrorIs(t, err, fleet.ErrCommandNotFound)
+	require.Contains(t, err.Error(), "PATH")
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "bad id!", Command: []string{"true"}})
+	require.ErrorIs(t, err, fleet.ErrInvalidID)
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "k", Kind: "claude", Command: []string{"true"}})
+	require.ErrorIs(t, err, fleet.ErrUnsupportedKind)
+}
+
+func TestWorkerEnvironment(t *testing.T) {
+	w := newWorld(t)
+	// The user manager's own environment carries an identity and a scope
+	// that must not leak into workers.
+	inst := unitstest.Require(t)
+	_ = inst
+	out := filepath.Join(t.TempDir(), "env")
+	f := w.fleet("boss", func(c *fleet.Config) {
+		base := c.CallerEnv
+		c.CallerEnv = func(k string) string {
+			switch k {
+			case "CLAUDE_INTERCOM_SESSION_ID", "AGENT_INTERCOM_SESSION_ID", "TMUXDECK_SESSION", "SECRET_TOKEN":
+				return "caller-" + k
+			case "AGENT_INTERCOM_SCOPE_ID":
+				return "Scope_MANAGERS_0001"
+			case "LANG":
+				return "C.UTF-8"
+			}
+			return base(k)
+		}
+	})
+	wk, err := f.Spawn(ctx, fleet.SpawnRequest{ID: "envy", Role: "probe", Env: []string{"API_KEY=sk-123"},
+		Command: []string{"sh", "-c", "env > " + out + "; sleep 60"}})
+	require.NoError(t, err)
+	var env string
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(out)
+		env = string(data)
+		return err == nil && strings.Contains(env, "AGENT_INTERCOM_WORKER_ID")
+	}, 5*time.Second, 20*time.Millisecond)
+	for _, want := range []string{
+		"AGENT_INTERCOM_WORKER_ID=envy", "AGENT_INTERCOM_RUN_ID=" + wk.RunID, "AGENT_INTERCOM_SYSTEMD_UNIT=" + wk.Unit,
+		"AGENT_INTERCOM_MANAGER_SESSION_ID=boss", "AGENT_INTERCOM_MANAGER_TARGET=boss", "AGENT_INTERCOM_OWNED=1",
+		"AGENT_INTERCOM_ROLE=probe", "AGENT_INTERCOM_SESSION_ID=envy", "AGENT_INTERCOM_SESSION_NAME=envy",
+		"AGENT_INTERCOM_SCOPE_ID=Scope_MANAGERS_0001", "PI_CODING_AGENT_DIR=" + w.p.AgentDir, "API_KEY=sk-123",
+		"LANG=C.UTF-8", "HOME=/root",
+	} {
+		require.Contains(t, env, want+"\n")
+	}
+	for _, banned := range []string{"CLAUDE_INTERCOM_SESSION_ID", "TMUXDECK_SESSION", "SECRET_TOKEN", "caller-", "NOTIFY_SOCKET"} {
+		require.NotContains(t, env, banned)
+	}
+	require.Equal(t, []string{"API_KEY"}, wk.EnvKeys, "names recorded, values never")
+	rec, _ := w.reg.Get(ctx, "envy")
+	require.NotContains(t, fmt.Sprintf("%+v", rec), "sk-123")
+}
+
+// Stopping the worker whose shim started the broker leaves every other
+// session connected: the broker never lives in a worker's cgroup.
+func TestStoppingAWorkerNeverTakesTheBrokerDown(t *testing.T) {
+	w := newWorld(t)
+	other := w.spawn("bystander", "sleep", "300")
+	victim := w.spawn("victim", "sleep", "300")
+	api := &intercom.LocalAPIClient{Path: w.p.LocalAPISocket()}
+	_, err := w.f.Stop(ctx, victim.ID)
+	require.NoError(t, err)
+	peer, err := api.Peer(ctx, other.ID)
+	require.NoError(t, err)
+	require.True(t, peer.Connected)
+}
+
+func TestStopRefusesAnotherManagersWorker(t *testing.T) {
+	w := newWorld(t)
+	w.spawn("mine", "sleep", "60")
+	_, err := w.fleet("intruder").Stop(ctx, "mine")
+	require.ErrorIs(t, err, fleet.ErrNotOwner)
+	require.Contains(t, err.Error(), "adopt")
+}
+
+// The user manager's own environment (what `systemctl --user
+// set-environment` adds) never reaches a worker when it carries another
+// session's identity.
+func TestManagerEnvironmentIsStripped(t *testing.T) {
+	w := newWorld(t)
+	inst := unitstest.Require(t)
+	setenv := func(args ...string) {
+		cmd := exec.Command("systemctl", append([]string{"--user"}, args...)...)
+		cmd.Env = append(os.Environ(), inst.Env()...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	setenv("set-environment", "CODEX_INTERCOM_SESSION_ID=leaked", "TMUXDECK_TEAM=leaked", "HARMLESS_SETTING=kept")
+	t.Cleanup(func() { setenv("unset-environment", "CODEX_INTERCOM_SESSION_ID", "TMUXDECK_TEAM", "HARMLESS_SETTING") })
+	out := filepath.Join(t.TempDir(), "env")
+	w.spawn("clean", "sh", "-c", "env > "+out+"; sleep 60")
+	var env string
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(out)
+		env = string(data)
+		return err == nil && strings.Contains(env, "AGENT_INTERCOM_WORKER_ID")
+	}, 5*time.Second, 20*time.Millisecond)
+	require.NotContains(t, env, "leaked")
+	require.Contains(t, env, "HARMLESS_SETTING=kept\n")
+}
+
+// A wedged user manager (SIGSTOPped) makes spawn fail within its deadline
+// with a clear error, instead of hanging.
+func TestSpawnFailsFastOnAWedgedManager(t *testing.T) {
+	inst := unitstest.OwnManager(t)
+	w := &world{t: t, p: intercom.NewPaths(shortDir(t))}
+	w.m = unitstest.Connect(t, inst)
+	var err error
+	w.reg, err = fleet.OpenRegistry(ctx, fleet.RegistryPath(w.p))
+	require.NoError(t, err)
+	defer w.reg.Close()
+	f := w.fleet("boss")
+	require.NoError(t, syscall.Kill(inst.PID, syscall.SIGSTOP))
+	defer syscall.Kill(inst.PID, syscall.SIGCONT)
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = f.Spawn(sctx, fleet.SpawnRequest{ID: "stuck", Command: []string{"sleep", "60"}})
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 8*time.Second, "bounded by the deadline")
+	require.ErrorIs(t, err, fleet.ErrSpawnFailed)
+	require.Contains(t, err.Error(), "did not answer")
+	require.NoError(t, syscall.Kill(inst.PID, syscall.SIGCONT))
+}

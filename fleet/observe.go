@@ -1,0 +1,164 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// Status is a worker with what systemd says of it now.
+type Status struct {
+	Worker *Worker
+	Unit   units.UnitState
+	// Processes are the worker's processes (pid and executable name, never
+	// argv), at most 64; ProcessCount is the full count.
+	Processes    []units.Process
+	ProcessCount int
+}
+
+// settle reconciles one record with systemd (level-triggered): a live
+// record whose unit is gone ended — how, the exit record says — or was
+// lost; a unit running for a stopped record is stopped (the stop fence).
+func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState) {
+	st, err := f.cfg.Units.Unit(ctx, w.Unit)
+	if err != nil {
+		return w, st
+	}
+	if w.State.Terminal() {
+		if !st.Gone() && (st.Running() || st.ActiveState == "activating") && !w.StopRequestedAt.IsZero() {
+			// The stop fence: a start that materialised after the stop (or a
+			// spawn given up on) is stopped, never revived.
+			_ = f.cfg.Units.StopUnit(ctx, w.Unit)
+			_ = f.cfg.Units.ResetFailed(ctx, w.Unit)
+		}
+		return w, st
+	}
+	switch {
+	case st.Gone() || st.ActiveState == "inactive" || st.ActiveState == "failed":
+		rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
+		updated, uerr := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+			if !r.State.Live() {
+				return nil
+			}
+			if recErr == nil && !r.HasExit {
+				applyExitRecord(r, rec)
+			}
+			if r.EndedAt.IsZero() {
+				r.EndedAt = f.cfg.Now()
+			}
+			switch {
+			case r.State == StateStopping:
+				r.State = StateStopped
+			case recErr != nil && !r.HasExit:
+				r.State, r.StateReason = StateLost, "unit-gone"
+			case r.ExitCode == "exited":
+				r.State = StateExited
+			default:
+				r.State = StateFailed
+			}
+			return nil
+		})
+		if uerr == nil {
+			w = updated
+		}
+		if st.ActiveState == "failed" {
+			_ = f.cfg.Units.ResetFailed(ctx, w.Unit)
+		}
+	case st.Running() && w.State == StateProvisioning:
+		// A spawn that crashed between READY and its record update.
+		if updated, uerr := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+			if r.State == StateProvisioning {
+				r.State, r.MainPID, r.ControlGroup, r.InvocationID = StateRunning, int(st.MainPID), st.ControlGroup, st.InvocationID
+			}
+			return nil
+		}); uerr == nil {
+			w = updated
+		}
+	}
+	return w, st
+}
+
+// List returns the caller's workers (every manager's with all), settled
+// against systemd.
+func (f *Fleet) List(ctx context.Context, all bool) ([]*Worker, error) {
+	filter := Filter{}
+	if !all {
+		filter.Manager = f.cfg.Caller
+	}
+	ws, err := f.cfg.Registry.List(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	for i, w := range ws {
+		if w.State.Live() {
+			ws[i], _ = f.settle(ctx, w)
+		}
+	}
+	return ws, nil
+}
+
+// Status returns one worker's record, unit state and processes.
+func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
+	w, err := f.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("status %s: %w", id, err)
+	}
+	w, st := f.settle(ctx, w)
+	s := &Status{Worker: w, Unit: st}
+	cgroup := st.ControlGroup
+	if cgroup == "" && w.State.Live() {
+		cgroup = w.ControlGroup
+	}
+	if cgroup != "" {
+		if pids, err := f.cfg.Cgroups.Procs(cgroup); err == nil {
+			s.ProcessCount = len(pids)
+			if len(pids) > maxStatusProcesses {
+				pids = pids[:maxStatusProcesses]
+			}
+			s.Processes = f.cfg.Cgroups.Processes(pids)
+		}
+	}
+	return s, nil
+}
+
+// Logs returns the last n lines a worker wrote: from its log file, or from
+// the journal where workers log there.
+func (f *Fleet) Logs(ctx context.Context, id string, n int) ([]string, error) {
+	w, err := f.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("logs %s: %w", id, err)
+	}
+	if n <= 0 {
+		n = 50
+	}
+	if w.LogPath != "" {
+		if _, err := os.Stat(w.LogPath); err != nil {
+			return nil, fmt.Errorf("logs %s: %w", id, err)
+		}
+		return tailLines(w.LogPath, n), nil
+	}
+	out, err := exec.CommandContext(ctx, "journalctl", "--user", "--unit", w.Unit, "--no-pager", "--output", "cat", "-n", strconv.Itoa(n)).Output()
+	if err != nil {
+		return nil, fmt.Errorf("logs %s: journalctl: %w", id, err)
+	}
+	return splitLines(string(out)), nil
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}

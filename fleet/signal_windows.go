@@ -1,0 +1,4 @@
+package fleet
+
+// signalNumber has no meaning on Windows, where no worker runs.
+func signalNumber(string) int { return 0 }

@@ -1,0 +1,295 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// SpawnRequest describes a worker to start.
+type SpawnRequest struct {
+	ID   string
+	Kind string // "exec" (default); coding-agent kinds come with their own issue
+	Role string
+	Cwd  string // "" = the caller's working directory
+	Task string
+	// Env are extra "NAME=value" variables (the values are never recorded).
+	Env                       []string
+	Model, Effort, Permission string
+	// Lease is the idle lease; 0 = the default for the caller (none for
+	// an operator).
+	Lease time.Duration
+	// MaxRuntime stops the worker after this long; 0 = no limit.
+	MaxRuntime time.Duration
+	// Command is the argv of an exec worker; argv[0] is resolved with the
+	// caller's PATH.
+	Command []string
+}
+
+// Spawn starts a worker and returns once its shim signalled READY: the
+// command was executed and the worker's intercom session is registered. A
+// worker that does not get there — including a command that exits non-zero
+// at once — is a *SpawnError, with the record kept as failed.
+func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
+	if err := ValidID(req.ID); err != nil {
+		return nil, err
+	}
+	switch req.Kind {
+	case "", "exec":
+	case "claude", "codex", "opencode", "pi":
+		return nil, fmt.Errorf("spawn %s: %w: %s workers are not available in this build; run the harness as an exec worker (--kind exec -- %s …)",
+			req.ID, ErrUnsupportedKind, req.Kind, req.Kind)
+	default:
+		return nil, fmt.Errorf("spawn %s: %w %q (want exec, claude, codex, opencode or pi)", req.ID, ErrUnsupportedKind, req.Kind)
+	}
+	if len(req.Command) == 0 {
+		return nil, fmt.Errorf("spawn %s: %w: an exec worker needs a command (agent-fleet spawn --id %s -- CMD ARGS…)", req.ID, ErrInvalidRequest, req.ID)
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = f.cfg.CallerCwd
+	}
+	if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(f.cfg.CallerCwd, cwd)
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("spawn %s: %w: working directory %s does not exist", req.ID, ErrInvalidRequest, cwd)
+	}
+	argv0, err := f.resolveCommand(req.Command[0], cwd)
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
+	argv := append([]string{argv0}, req.Command[1:]...)
+	extra, err := ParseEnv(req.Env)
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
+	scope := f.cfg.CallerEnv(EnvScope)
+	if err := wire.ValidateScope(scope); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
+
+	w := &Worker{
+		ID: req.ID, Kind: "exec", Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
+		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
+		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: req.Lease,
+	}
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		w.EnvKeys = append(w.EnvKeys, k)
+	}
+	if err := f.cfg.Registry.Reserve(ctx, w); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
+	if !f.cfg.Journal {
+		w.LogPath = filepath.Join(LogDir(f.cfg.Paths), w.ID+"-"+w.RunID+".log")
+	}
+	for _, dir := range []string{LogDir(f.cfg.Paths), exitDir(f.cfg.Paths)} {
+		if err := intercom.EnsureDir(dir); err != nil {
+			return nil, f.abandon(ctx, w, err)
+		}
+	}
+
+	identity := map[string]string{
+		EnvWorkerID: w.ID, EnvRunID: w.RunID, EnvUnit: w.Unit,
+		EnvManagerID: w.Manager, EnvManagerTarget: w.Manager, EnvOwned: "1",
+		EnvSessionID: w.ID, EnvSessionName: w.ID,
+	}
+	if w.Role != "" {
+		identity[EnvRole] = w.Role
+	}
+	if scope != "" {
+		identity[EnvScope] = scope
+	}
+	env := workerEnv(f.cfg.CallerEnv, f.cfg.Paths.AgentDir, extra, identity)
+	env = append(env, f.cfg.ShimEnv...)
+	managerEnv, err := f.cfg.Units.ManagerEnvironment(ctx)
+	if err != nil {
+		return nil, f.spawnFailed(ctx, w, startFailure(err), errors.Is(err, units.ErrTimeout))
+	}
+
+	spec := units.ServiceSpec{
+		Name:             w.Unit,
+		Description:      describe(w),
+		Argv:             append(append(append([]string(nil), f.cfg.Shim...), "--id", w.ID, "--run", w.RunID, "--"), argv...),
+		WorkingDirectory: cwd,
+		Env:              env,
+		UnsetEnv:         unsetFromManager(managerEnv, env),
+		Type:             units.ServiceNotify,
+		StartTimeout:     f.cfg.StartTimeout,
+		StopTimeout:      f.cfg.StopTimeout,
+		MaxRuntime:       req.MaxRuntime,
+		LogFile:          w.LogPath,
+		ExitRecord:       f.exitRecordPath(w),
+	}
+	if _, err := f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
+		r.LogPath = w.LogPath
+		return nil
+	}); err != nil {
+		return nil, f.abandon(ctx, w, err)
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, f.cfg.StartTimeout+10*time.Second)
+	st, err := f.cfg.Units.StartService(sctx, spec)
+	cancel()
+	if err != nil {
+		return nil, f.spawnFailed(ctx, w, startFailure(err), errors.Is(err, units.ErrTimeout))
+	}
+	now := f.cfg.Now()
+	updated, err := f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
+		r.MainPID, r.ControlGroup, r.InvocationID = int(st.MainPID), st.ControlGroup, st.InvocationID
+		r.ReadyAt = now
+		if r.State == StateProvisioning {
+			r.State = StateRunning
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A command that ended at once ended before anyone could use it: a
+	// non-zero end is a failed spawn, a clean one a worker that finished.
+	if !st.Running() {
+		updated, _ = f.settle(ctx, updated)
+		if updated.State == StateFailed || (updated.HasExit && updated.ExitStatus != 0) {
+			return updated, &SpawnError{ID: w.ID, RunID: w.RunID, Reason: exitReason(updated), LogTail: tailLines(w.LogPath, 10)}
+		}
+	}
+	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
+	return updated, nil
+}
+
+func describe(w *Worker) string {
+	d := "agent-fleet worker " + w.ID
+	if w.Role != "" {
+		d += " (" + w.Role + ")"
+	}
+	return d
+}
+
+// resolveCommand makes argv[0] absolute with the caller's PATH (the user
+// manager's PATH is not the caller's), relative paths against cwd.
+func (f *Fleet) resolveCommand(name, cwd string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if isExecutable(p) {
+			return p, nil
+		}
+		return "", fmt.Errorf("%w: %s is not an executable file", ErrCommandNotFound, p)
+	}
+	for _, dir := range filepath.SplitList(f.cfg.CallerEnv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		p := filepath.Join(dir, name)
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q is not on the caller's PATH", ErrCommandNotFound, name)
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+func startFailure(err error) string {
+	var je *units.JobError
+	switch {
+	case errors.As(err, &je):
+		return "the worker did not become ready (start job " + je.Result + ")"
+	case errors.Is(err, units.ErrTimeout):
+		return "the user manager did not answer in time: " + err.Error()
+	}
+	return err.Error()
+}
+
+// spawnFailed records a spawn that did not reach READY and returns its
+// error, with the exit status and the last log lines. With an unanswering
+// manager (unanswered) nothing more is asked of it: the record's stop fence
+// makes a later reconcile stop a unit that starts after all.
+func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unanswered bool) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.StopTimeout+10*time.Second)
+	defer cancel()
+	if !unanswered {
+		// Make sure nothing of it runs on, then read how it ended.
+		_ = f.cfg.Units.StopUnit(sctx, w.Unit)
+		_ = f.cfg.Units.ResetFailed(sctx, w.Unit)
+	}
+	rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
+	updated, err := f.cfg.Registry.Update(sctx, w.ID, w.RunID, func(r *Worker) error {
+		r.StopRequestedAt = f.cfg.Now()
+		if recErr == nil {
+			applyExitRecord(r, rec)
+		}
+		if r.State.Live() {
+			r.State = StateFailed
+		}
+		r.StateReason = "spawn-failed"
+		r.LastError = reason
+		r.EndedAt = f.cfg.Now()
+		return nil
+	})
+	if err == nil && updated.HasExit {
+		reason = exitReason(updated) + " before it was ready"
+	}
+	return &SpawnError{ID: w.ID, RunID: w.RunID, Reason: reason, LogTail: tailLines(w.LogPath, 10)}
+}
+
+// abandon marks a reserved record failed when the spawn could not even be
+// attempted.
+func (f *Fleet) abandon(ctx context.Context, w *Worker, cause error) error {
+	_, _ = f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
+		r.State, r.StateReason, r.LastError, r.EndedAt = StateFailed, "spawn-failed", cause.Error(), f.cfg.Now()
+		return nil
+	})
+	return fmt.Errorf("spawn %s: %w", w.ID, cause)
+}
+
+// applyExitRecord copies how a unit ended into the record.
+func applyExitRecord(r *Worker, rec units.ExitRecord) {
+	if rec.Code == "" {
+		return
+	}
+	r.HasExit, r.ExitCode = true, rec.Code
+	if n, ok := rec.ExitStatus(); ok {
+		r.ExitStatus = n
+	} else {
+		r.ExitStatus = signalNumber(rec.Status)
+	}
+}
+
+// exitReason says how a worker ended, in words.
+func exitReason(w *Worker) string {
+	if !w.HasExit {
+		if w.LastError != "" {
+			return w.LastError
+		}
+		return "ended without an exit status"
+	}
+	switch w.ExitCode {
+	case "exited":
+		if w.ExitStatus == 127 && w.StateReason == "spawn-failed" {
+			return "its command could not be executed (status 127)"
+		}
+		return fmt.Sprintf("exited with status %d", w.ExitStatus)
+	case "killed", "dumped":
+		return fmt.Sprintf("was %s by signal %d", w.ExitCode, w.ExitStatus)
+	}
+	return fmt.Sprintf("%s %d", w.ExitCode, w.ExitStatus)
+}

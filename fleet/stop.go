@@ -1,0 +1,134 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// StopResult is what a stop did and proved.
+type StopResult struct {
+	Worker *Worker
+	// AlreadyEnded: the worker had ended before the stop.
+	AlreadyEnded bool
+	// Killed are processes that outlived the unit's stop and were killed
+	// with SIGKILL through the cgroup.
+	Killed []int
+	// Survivors are processes still in the worker's cgroup after SIGKILL;
+	// non-empty means ErrCleanupIncomplete.
+	Survivors []units.Process
+}
+
+// Stop stops a worker of the caller and proves that nothing it started
+// survives: it stops the unit (SIGTERM, then SIGKILL to the whole cgroup
+// after the stop timeout), waits for it to be inactive, reads the worker's
+// cgroup, SIGKILLs whatever is still there, reads it again, and resets the
+// unit. Stopping an ended worker only settles its record.
+func (f *Fleet) Stop(ctx context.Context, id string) (*StopResult, error) {
+	w, err := f.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("stop %s: %w", id, err)
+	}
+	if w.Manager != f.cfg.Caller {
+		return nil, &OwnerError{ID: id, Owner: w.Manager, Caller: f.cfg.Caller, Op: "stop"}
+	}
+	if w.State.Terminal() {
+		return &StopResult{Worker: w, AlreadyEnded: true}, nil
+	}
+	// The durable stop fence: from here on, a unit of this incarnation that
+	// is found running is stopped, never revived (reconcile).
+	w, err = f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+		r.State, r.StopRequestedAt = StateStopping, f.cfg.Now()
+		if r.StopReason == "" {
+			r.StopReason = "manager-requested"
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stop %s: %w", id, err)
+	}
+	return f.stopUnit(ctx, w)
+}
+
+// stopUnit stops the unit of w (already marked stopping) and proves the
+// cleanup.
+func (f *Fleet) stopUnit(ctx context.Context, w *Worker) (*StopResult, error) {
+	res := &StopResult{}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.StopTimeout+15*time.Second)
+	defer cancel()
+	cgroup := w.ControlGroup
+	if st, err := f.cfg.Units.Unit(sctx, w.Unit); err == nil && st.ControlGroup != "" {
+		cgroup = st.ControlGroup
+	}
+	stopErr := f.cfg.Units.StopUnit(sctx, w.Unit)
+	if errors.Is(stopErr, units.ErrUnitNotFound) {
+		stopErr = nil
+	}
+	if stopErr == nil {
+		stopErr = f.waitInactive(sctx, w.Unit)
+	}
+	// Proof: read the cgroup the unit had; kill what is left.
+	var survivors []units.Process
+	if cgroup != "" {
+		pids, err := f.cfg.Cgroups.Procs(cgroup)
+		if err == nil && len(pids) > 0 {
+			rep, kerr := f.cfg.Cgroups.Kill(sctx, cgroup)
+			res.Killed = append(rep.Signalled, pids...)
+			survivors = rep.Survivors
+			if kerr != nil && len(survivors) == 0 {
+				survivors = f.cfg.Cgroups.Processes(pids)
+			}
+			f.log.Warn("processes outlived the worker's stop; killed through its cgroup", "id", w.ID, "pids", pids)
+		}
+	}
+	_ = f.cfg.Units.ResetFailed(sctx, w.Unit)
+	rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
+	updated, err := f.cfg.Registry.Update(sctx, w.ID, w.RunID, func(r *Worker) error {
+		if recErr == nil && !r.HasExit {
+			applyExitRecord(r, rec)
+		}
+		r.EndedAt = f.cfg.Now()
+		switch {
+		case len(survivors) > 0:
+			r.State, r.LastError = StateFailed, fmt.Sprintf("cleanup incomplete: %d processes survived SIGKILL", len(survivors))
+		case stopErr != nil:
+			r.State, r.LastError = StateFailed, "stop could not be verified: "+stopErr.Error()
+		default:
+			r.State = StateStopped
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stop %s: %w", w.ID, err)
+	}
+	res.Worker, res.Survivors = updated, survivors
+	switch {
+	case len(survivors) > 0:
+		return res, fmt.Errorf("stop %s: %w: %d processes survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, len(survivors), survivors)
+	case stopErr != nil:
+		return res, fmt.Errorf("stop %s: %w: %v", w.ID, ErrCleanupIncomplete, stopErr)
+	}
+	f.log.Info("worker stopped", "id", w.ID, "run", w.RunID)
+	return res, nil
+}
+
+// waitInactive waits until the unit is no longer active or activating.
+func (f *Fleet) waitInactive(ctx context.Context, unit string) error {
+	for {
+		st, err := f.cfg.Units.Unit(ctx, unit)
+		if err != nil {
+			return err
+		}
+		if st.Gone() || st.ActiveState == "inactive" || st.ActiveState == "failed" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("unit %s still %s: %w", unit, st.ActiveState, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
