@@ -31,6 +31,10 @@ type RegistryOptions struct {
 	// BusyTimeout is SQLite's busy_timeout, in whole milliseconds (0 =
 	// DefaultBusyTimeout).
 	BusyTimeout time.Duration
+	// OnChange, when set, runs after every committed write of this handle
+	// (outside the write lock), e.g. to refresh a view other tools read.
+	// It must not write to the registry.
+	OnChange func(ctx context.Context, r *Registry)
 }
 
 // Registry is the fleet's worker registry: one SQLite file shared by every
@@ -49,6 +53,7 @@ type Registry struct {
 	db        *sql.DB
 	now       func() time.Time
 	writeSem  chan struct{}
+	onChange  func(context.Context, *Registry)
 	id        string
 	createdAt time.Time
 }
@@ -88,7 +93,7 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	path = abs
-	r := &Registry{path: path, now: opts.Now, writeSem: make(chan struct{}, 1)}
+	r := &Registry{path: path, now: opts.Now, writeSem: make(chan struct{}, 1), onChange: opts.OnChange}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -534,6 +539,16 @@ func (r *Registry) Prune(ctx context.Context, olderThan time.Time) (int, error) 
 // rolls back. In-process writers queue on writeSem (honouring ctx) so only
 // writers of other processes meet SQLite's busy handler.
 func (r *Registry) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	if err := r.writeLocked(ctx, fn); err != nil {
+		return err
+	}
+	if r.onChange != nil {
+		r.onChange(context.WithoutCancel(ctx), r)
+	}
+	return nil
+}
+
+func (r *Registry) writeLocked(ctx context.Context, fn func(*sql.Tx) error) error {
 	select {
 	case r.writeSem <- struct{}{}:
 	case <-ctx.Done():

@@ -41,6 +41,14 @@ type SessionConfig struct {
 	// AskWait is how long Ask waits when the request names no wait.
 	// Default DefaultAskWait.
 	AskWait time.Duration
+	// Filter, when set, judges every inbound message before it touches the
+	// inbox; a non-empty reason refuses it (message_rejected), as Boss
+	// team-only visibility requires (spec §7.3).
+	Filter func(from wire.SessionInfo, msg *wire.MessageInfo) (reject string)
+	// OnMessage, when set, sees every new inbound message once it is
+	// durable (fleet records worker activity there). It runs on the
+	// session's reader and must be quick.
+	OnMessage func(m *InboundMessage)
 }
 
 // Session is a registered intercom session with its durable outbox and
@@ -120,6 +128,11 @@ func (s *Session) Stage(f *wire.BrokerFrame) string {
 	if err != nil {
 		return "" // the broker validated it; acknowledge and drop
 	}
+	if s.cfg.Filter != nil {
+		if reason := s.cfg.Filter(f.From, msg); reason != "" {
+			return reason
+		}
+	}
 	res := s.inbox.Stage(f.FromRaw, f.From, msg, float64(time.Now().UnixMilli()))
 	if res.Conflict {
 		return fmt.Sprintf("Conflicting payload for reused message ID %q", msg.ID)
@@ -156,6 +169,11 @@ func (s *Session) Commit() error {
 		s.wake = make(chan struct{})
 	}
 	s.mu.Unlock()
+	if s.cfg.OnMessage != nil {
+		for _, m := range staged {
+			s.cfg.OnMessage(m)
+		}
+	}
 	return nil
 }
 
