@@ -311,6 +311,19 @@ func (f *Fake) Unit(ctx context.Context, name string) (UnitState, error) {
 	return f.stateLocked(name), nil
 }
 
+// ServiceEnvironment implements Manager.
+func (f *Fake) ServiceEnvironment(ctx context.Context, name string) ([]string, error) {
+	if err := f.enter(ctx, "read the environment of "+name); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	u, ok := f.units[name]
+	if !ok || f.stateLocked(name).Gone() {
+		return nil, fmt.Errorf("read the environment of %s: %w", name, ErrUnitNotFound)
+	}
+	return slices.Clone(u.spec.Env), nil
+}
+
 // ListUnits implements Manager (patterns are path.Match globs).
 func (f *Fake) ListUnits(ctx context.Context, patterns ...string) ([]UnitSummary, error) {
 	if err := f.enter(ctx, "list units"); err != nil {

@@ -44,6 +44,10 @@ type Manager interface {
 	// ListUnits lists the loaded units whose names match any of the glob
 	// patterns (e.g. "agent-fleet-worker-*"), sorted by name.
 	ListUnits(ctx context.Context, patterns ...string) ([]UnitSummary, error)
+	// ServiceEnvironment is a loaded service's Environment= (what its spec
+	// set, not what it inherits). Fleet reads worker identities from it to
+	// rebuild a lost registry. ErrUnitNotFound if the unit is not loaded.
+	ServiceEnvironment(ctx context.Context, name string) ([]string, error)
 	// ManagerEnvironment is the user manager's own environment, which every
 	// unit inherits unless ServiceSpec.UnsetEnv removes it.
 	ManagerEnvironment(ctx context.Context) ([]string, error)

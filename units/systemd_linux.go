@@ -322,6 +322,30 @@ func (s *Systemd) Unit(ctx context.Context, name string) (UnitState, error) {
 	return stateFromProperties(name, props), nil
 }
 
+// ServiceEnvironment implements Manager.
+func (s *Systemd) ServiceEnvironment(ctx context.Context, name string) ([]string, error) {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	st, err := s.Unit(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Gone() {
+		return nil, fmt.Errorf("read the environment of %s: %w", name, ErrUnitNotFound)
+	}
+	var prop *sdbus.Property
+	_, err = s.call(ctx, "read the environment of "+name, func(c *conn) error {
+		var err error
+		prop, err = c.sd.GetUnitTypePropertyContext(ctx, name, "Service", "Environment")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	env, _ := prop.Value.Value().([]string)
+	return env, nil
+}
+
 // stateFromProperties picks UnitState out of GetAll's result; absent
 // properties (non-service units) stay zero.
 func stateFromProperties(name string, p map[string]any) UnitState {

@@ -32,6 +32,11 @@ func (s *Systemd) StartService(context.Context, ServiceSpec) (UnitState, error) 
 // StopUnit returns ErrUnsupported.
 func (s *Systemd) StopUnit(context.Context, string) error { return ErrUnsupported }
 
+// ServiceEnvironment is unsupported off Linux.
+func (s *Systemd) ServiceEnvironment(context.Context, string) ([]string, error) {
+	return nil, ErrUnsupported
+}
+
 // ResetFailed returns ErrUnsupported.
 func (s *Systemd) ResetFailed(context.Context, string) error { return ErrUnsupported }
 

@@ -67,6 +67,21 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 		})
 	}
 
+	t.Run("ServiceEnvironment", func(t *testing.T) {
+		t.Parallel()
+		m, ctx := newManager(t), ctxFor(t)
+		name := UnitName(conformancePrefix)
+		_, err := start(t, m, units.ServiceSpec{Name: name, Argv: []string{sleep, "300"},
+			Env: []string{"AGENT_INTERCOM_WORKER_ID=w1", "WITH_SPACE=a b", "DOLLAR=$HOME"}})
+		require.NoError(t, err)
+		env, err := m.ServiceEnvironment(ctx, name)
+		require.NoError(t, err)
+		require.Subset(t, env, []string{"AGENT_INTERCOM_WORKER_ID=w1", "WITH_SPACE=a b", "DOLLAR=$HOME"})
+		require.NoError(t, m.StopUnit(ctx, name))
+		_, err = m.ServiceEnvironment(ctx, name)
+		require.ErrorIs(t, err, units.ErrUnitNotFound)
+	})
+
 	t.Run("Exit3KeptUntilReset", func(t *testing.T) {
 		t.Parallel()
 		m, ctx := newManager(t), ctxFor(t)
