@@ -1,0 +1,156 @@
+//go:build !windows
+
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// teamDir is a 0700 directory holding a valid 0600 manifest.
+func teamDir(t *testing.T) (dir, path string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "teams")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.Chmod(dir, 0o700))
+	path = filepath.Join(dir, "team.json")
+	writeManifest(t, path, encode(t, doc()), 0o600)
+	return dir, path
+}
+
+func writeManifest(t *testing.T, path string, data []byte, mode os.FileMode) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	require.NoError(t, os.Chmod(path, mode))
+}
+
+func TestReadValid(t *testing.T) {
+	_, path := teamDir(t)
+	m, err := Read(path)
+	require.NoError(t, err)
+	require.Equal(t, runID, m.RunID)
+	m, err = Read("  " + path + "\n")
+	require.NoError(t, err, "the path is trimmed")
+	require.Len(t, m.Members, 3)
+
+	dir, _ := teamDir(t)
+	big := doc()
+	big["members"] = []any{member(leadID, "lead")}
+	data := mustIndent(t, big)
+	data = append(data, []byte(strings.Repeat(" ", MaxBytes-len(data)))...)
+	writeManifest(t, filepath.Join(dir, "exact.json"), data, 0o600)
+	_, err = Read(filepath.Join(dir, "exact.json"))
+	require.NoError(t, err, "exactly 64 KiB is allowed")
+}
+
+func TestReadRefused(t *testing.T) {
+	dir, path := teamDir(t)
+	base := filepath.Dir(dir)
+	secret := filepath.Join(dir, "confidential-name.json")
+
+	cases := map[string]struct {
+		setup func(t *testing.T) string
+		want  *Error
+	}{
+		"blank path":    {func(*testing.T) string { return "   " }, ErrInvalid},
+		"relative path": {func(*testing.T) string { return "some/relative/path/team.json" }, ErrInvalid},
+		"missing file":  {func(*testing.T) string { return secret }, ErrUnavailable},
+		"missing dir":   {func(*testing.T) string { return filepath.Join(base, "nope", "team.json") }, ErrUnavailable},
+		"symlink file": {func(t *testing.T) string {
+			link := filepath.Join(dir, "link.json")
+			require.NoError(t, os.Symlink(path, link))
+			return link
+		}, ErrUnavailable},
+		"directory": {func(t *testing.T) string {
+			sub := filepath.Join(dir, "sub.json")
+			require.NoError(t, os.Mkdir(sub, 0o600))
+			return sub
+		}, ErrUnavailable},
+		"fifo": {func(t *testing.T) string {
+			fifo := filepath.Join(dir, "fifo.json")
+			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+			require.NoError(t, os.Chmod(fifo, 0o600))
+			return fifo
+		}, ErrUnavailable},
+		"oversized": {func(t *testing.T) string {
+			big := filepath.Join(dir, "big.json")
+			writeManifest(t, big, append(encode(t, doc()), []byte(strings.Repeat(" ", MaxBytes))...), 0o600)
+			return big
+		}, ErrUnavailable},
+		"permissive parent": {func(t *testing.T) string {
+			open := filepath.Join(base, "open")
+			require.NoError(t, os.Mkdir(open, 0o755))
+			require.NoError(t, os.Chmod(open, 0o755))
+			p := filepath.Join(open, "team.json")
+			writeManifest(t, p, encode(t, doc()), 0o600)
+			return p
+		}, ErrUnavailable},
+		"strict parent 0500": {func(t *testing.T) string {
+			d := filepath.Join(base, "ro")
+			require.NoError(t, os.Mkdir(d, 0o700))
+			p := filepath.Join(d, "team.json")
+			writeManifest(t, p, encode(t, doc()), 0o600)
+			require.NoError(t, os.Chmod(d, 0o500))
+			t.Cleanup(func() { _ = os.Chmod(d, 0o700) })
+			return p
+		}, ErrUnavailable},
+		"symlinked parent": {func(t *testing.T) string {
+			link := filepath.Join(base, "linked")
+			require.NoError(t, os.Symlink(dir, link))
+			return filepath.Join(link, "team.json")
+		}, ErrUnavailable},
+		"invalid content": {func(t *testing.T) string {
+			p := filepath.Join(dir, "bad.json")
+			writeManifest(t, p, with("scope", "secret-scope-value"), 0o600)
+			return p
+		}, ErrInvalid},
+	}
+	for _, mode := range []os.FileMode{0o400, 0o644, 0o666, 0o700, 0o000, 0o640, 0o604} {
+		mode := mode
+		cases["file mode "+mode.String()] = struct {
+			setup func(t *testing.T) string
+			want  *Error
+		}{func(t *testing.T) string {
+			p := filepath.Join(dir, "mode-"+strings.ReplaceAll(mode.String(), "-", "_")+".json")
+			writeManifest(t, p, encode(t, doc()), mode)
+			return p
+		}, ErrUnavailable}
+	}
+	if os.Getuid() == 0 {
+		cases["file of another user"] = struct {
+			setup func(t *testing.T) string
+			want  *Error
+		}{func(t *testing.T) string {
+			p := filepath.Join(dir, "theirs.json")
+			writeManifest(t, p, encode(t, doc()), 0o600)
+			require.NoError(t, os.Chown(p, 4242, 4242))
+			return p
+		}, ErrUnavailable}
+		cases["directory of another user"] = struct {
+			setup func(t *testing.T) string
+			want  *Error
+		}{func(t *testing.T) string {
+			d := filepath.Join(base, "theirs")
+			require.NoError(t, os.Mkdir(d, 0o700))
+			p := filepath.Join(d, "team.json")
+			writeManifest(t, p, encode(t, doc()), 0o600)
+			require.NoError(t, os.Chown(d, 4242, 4242))
+			return p
+		}, ErrUnavailable}
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := c.setup(t)
+			m, err := Read(p)
+			require.Nil(t, m)
+			require.ErrorIs(t, err, c.want)
+			require.Equal(t, c.want.Code, err.Error())
+			require.NotContains(t, err.Error(), "/", "no path in the error")
+		})
+	}
+}
