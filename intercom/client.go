@@ -90,6 +90,10 @@ type ClientConfig struct {
 	// InUseRetry is how long a SESSION_ID_IN_USE refusal is retried, for a
 	// previous holder whose close the broker has not processed yet. Default 2 s.
 	InUseRetry time.Duration
+	// ReplayFilter, when set, judges every queued outbox entry before it is
+	// replayed after a registration: an entry it refuses (false) is dropped
+	// from the outbox unsent, as Boss team-only mode requires (spec §7.3).
+	ReplayFilter func(to string) bool
 }
 
 // reconnectBackoff is the Claude/Codex client's schedule (spec §6.5).
@@ -111,6 +115,9 @@ type Client struct {
 	lists     map[string]chan []wire.SessionInfo
 	controls  map[string]chan bool
 	sessionID string
+	scope     string // the scope registrations use (Identity.Scope until SetScope)
+
+	switchMu sync.Mutex // one SetScope at a time
 
 	wmu  sync.Mutex // one frame at a time on the socket
 	done chan struct{}
@@ -145,14 +152,21 @@ func NewClient(cfg ClientConfig) *Client {
 		lists:    make(map[string]chan []wire.SessionInfo),
 		controls: make(map[string]chan bool),
 		done:     make(chan struct{}),
+		scope:    cfg.Identity.Scope,
 	}
 }
 
 // SessionID is the registered session id (the identity's, once connected).
 func (c *Client) SessionID() string { return c.cfg.Identity.SessionID }
 
-// Identity is the client's identity.
-func (c *Client) Identity() Identity { return c.cfg.Identity }
+// Identity is the client's identity, with the scope it registers under now.
+func (c *Client) Identity() Identity {
+	id := c.cfg.Identity
+	c.mu.Lock()
+	id.Scope = c.scope
+	c.mu.Unlock()
+	return id
+}
 
 // Connected reports whether the client is registered right now.
 func (c *Client) Connected() bool {
@@ -209,7 +223,7 @@ func (c *Client) register(ctx context.Context) (net.Conn, *bufio.Reader, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrBrokerUnavailable, err)
 	}
-	id := c.cfg.Identity
+	id := c.Identity()
 	req := &wire.RegisterRequest{
 		SessionID: id.SessionID, Scope: id.Scope, Cwd: id.Cwd, Model: id.Model, PID: id.PID,
 		StartedAt: id.StartedAt, LastActivity: float64(time.Now().UnixMilli()),
@@ -267,7 +281,7 @@ func (c *Client) install(nc net.Conn, br *bufio.Reader) {
 	c.mu.Unlock()
 
 	c.replayOutbox()
-	close(ready)
+	c.markReady(ready)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -279,13 +293,31 @@ func (c *Client) install(nc net.Conn, br *bufio.Reader) {
 	}
 }
 
+// markReady closes ready (the registered signal) unless a concurrent
+// registration already did or the connection was lost since.
+func (c *Client) markReady(ready chan struct{}) {
+	c.mu.Lock()
+	if c.ready == ready && !isClosedChan(ready) {
+		close(ready)
+	}
+	c.mu.Unlock()
+}
+
 // replayOutbox re-sends every queued message not already in flight, with
 // its original id and target (spec §5.3). Broker dedup makes it idempotent.
+// Entries ReplayFilter refuses are dropped instead.
 func (c *Client) replayOutbox() {
 	if c.cfg.Outbox == nil {
 		return
 	}
 	for _, e := range c.cfg.Outbox.Entries() {
+		if c.cfg.ReplayFilter != nil && !c.cfg.ReplayFilter(e.To) {
+			if err := c.cfg.Outbox.Remove(e.id); err != nil {
+				c.log.Error("outbox write failed", "err", err)
+			}
+			c.log.Info("dropped a queued message the replay policy refuses", "message", e.id)
+			continue
+		}
 		c.mu.Lock()
 		_, inFlight := c.sends[e.id]
 		if !inFlight {
@@ -652,6 +684,69 @@ func (c *Client) Close(preserveAsks bool) error {
 	c.wg.Wait()
 	if nc != nil {
 		nc.Close()
+	}
+	return nil
+}
+
+// SetScope moves the session to scope ("" = unscoped) in place: the same
+// session id, runtime and outbox re-register under the new scope, which
+// the broker treats as a same-runtime replacement (spec §4.4): the old
+// scope sees the session leave, the new one sees it join, and the old
+// connection is ended by the broker. Deliveries still in flight on the old
+// connection may fail (SENDER_DISCONNECTED) as they would on any
+// replacement; the outbox is replayed on the new connection. An invalid
+// scope is refused before anything changes (wire.ErrInvalidScope). While
+// disconnected with Reconnect set, the next reconnect uses the new scope;
+// without Reconnect that is ErrNotConnected and nothing changes. One
+// SetScope runs at a time.
+func (c *Client) SetScope(ctx context.Context, scope string) error {
+	if err := wire.ValidateScope(scope); err != nil {
+		return err
+	}
+	c.switchMu.Lock()
+	defer c.switchMu.Unlock()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	prev := c.scope
+	connected := c.nc != nil && isClosedChan(c.ready)
+	if !connected && !c.cfg.Reconnect {
+		c.mu.Unlock()
+		return ErrNotConnected
+	}
+	c.scope = scope
+	c.mu.Unlock()
+	if !connected {
+		return nil // the reconnect loop registers under the new scope
+	}
+	nc, br, err := c.register(ctx)
+	if err != nil {
+		c.mu.Lock()
+		c.scope = prev
+		c.mu.Unlock()
+		return err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		return ErrClosed
+	}
+	c.nc = nc // the old connection's reader ends when the broker closes it
+	ready := c.ready
+	c.mu.Unlock()
+	c.replayOutbox()
+	c.markReady(ready)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.readLoop(nc, br)
+		c.lost(nc)
+	}()
+	if c.cfg.OnRegistered != nil {
+		c.cfg.OnRegistered()
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ type SessionConfig struct {
 	// durable (fleet records worker activity there). It runs on the
 	// session's reader and must be quick.
 	OnMessage func(m *InboundMessage)
+	// ReplayFilter, when set, drops queued outbox entries it refuses instead
+	// of replaying them after a registration (ClientConfig.ReplayFilter).
+	ReplayFilter func(to string) bool
 }
 
 // Session is a registered intercom session with its durable outbox and
@@ -104,12 +107,25 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	}
 	s.client = NewClient(ClientConfig{
 		Paths: cfg.Paths, Identity: cfg.Identity, Logger: cfg.Logger, Start: cfg.Start,
-		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect,
+		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect, ReplayFilter: cfg.ReplayFilter,
 	})
 	if err := s.client.Connect(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// SwitchScope moves the session to another scope in place, keeping its
+// id, inbox, outbox and ask state (Client.SetScope; named teams, spec
+// §7.2). The roster cache starts afresh: the new scope sees other sessions.
+func (s *Session) SwitchScope(ctx context.Context, scope string) error {
+	if err := s.client.SetScope(ctx, scope); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.roster = make(map[string]wire.SessionInfo)
+	s.mu.Unlock()
+	return nil
 }
 
 // Client is the session's broker connection.
