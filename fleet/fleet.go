@@ -6,6 +6,7 @@ package fleet
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -51,8 +52,18 @@ type Config struct {
 	// Journal sends worker output to the journal instead of a log file
 	// (only where journald runs).
 	Journal bool
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Leases is the lease policy; zero fields take DefaultLeasePolicy's.
+	Leases LeasePolicy
+	// Peers answers which pid a session is connected from (the broker's
+	// local API); nil makes lease activity fall back to sender ids and
+	// adoption treat every manager as disconnected.
+	Peers PeerChecker
+	// Notify sends a checkpoint message to a worker as the session
+	// "agent-fleet" (the janitor uses it); nil disables checkpoints.
+	Notify func(ctx context.Context, workerID, text string) error
+	// Now is the clock of deadlines and stamps (tests move it).
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Fleet performs fleet operations for one caller.
@@ -78,6 +89,7 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Leases = cfg.Leases.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -26,6 +26,9 @@ import (
 // The test binary doubles as the worker shim: systemd starts it with
 // FLEET_TEST_SHIM=1 and the shim's flags, and it runs fleet.RunShim.
 func init() {
+	if text := os.Getenv("FLEET_TEST_REPORT"); text != "" {
+		os.Exit(reportToManager(text))
+	}
 	if os.Getenv("FLEET_TEST_SHIM") != "1" {
 		return
 	}
@@ -74,17 +77,7 @@ func newWorld(t *testing.T, tweak ...func(*fleet.Config)) *world {
 	inst := unitstest.Require(t)
 	w := &world{t: t, p: intercom.NewPaths(shortDir(t))}
 	w.m = unitstest.Connect(t, inst)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = broker.ListenAndServe(ctx, broker.Config{Paths: w.p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true})
-	}()
-	w.stop = func() { cancel(); <-done }
-	require.Eventually(t, func() bool {
-		h, _ := intercom.ProbeBroker(context.Background(), w.p)
-		return h == intercom.Compatible
-	}, 5*time.Second, 5*time.Millisecond)
+	w.startBroker()
 	var err error
 	w.reg, err = fleet.OpenRegistry(context.Background(), fleet.RegistryPath(w.p))
 	require.NoError(t, err)
@@ -100,6 +93,21 @@ func newWorld(t *testing.T, tweak ...func(*fleet.Config)) *world {
 		w.reg.Close()
 	})
 	return w
+}
+
+// startBroker runs an in-process broker until w.stop.
+func (w *world) startBroker() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = broker.ListenAndServe(ctx, broker.Config{Paths: w.p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true})
+	}()
+	w.stop = func() { cancel(); <-done }
+	require.Eventually(w.t, func() bool {
+		h, _ := intercom.ProbeBroker(context.Background(), w.p)
+		return h == intercom.Compatible
+	}, 5*time.Second, 5*time.Millisecond)
 }
 
 // fleet returns a Fleet acting for caller.
@@ -119,6 +127,7 @@ func (w *world) fleet(caller string, tweak ...func(*fleet.Config)) *fleet.Fleet 
 		},
 		Shim: []string{exe}, ShimEnv: []string{"FLEET_TEST_SHIM=1"},
 		StopTimeout: 3 * time.Second, StartTimeout: 10 * time.Second,
+		Peers: &intercom.LocalAPIClient{Path: w.p.LocalAPISocket()},
 	}
 	for _, f := range tweak {
 		f(&cfg)

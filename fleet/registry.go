@@ -56,6 +56,7 @@ type Registry struct {
 	onChange  func(context.Context, *Registry)
 	id        string
 	createdAt time.Time
+	file      os.FileInfo // the file as opened, to notice a replacement
 }
 
 // OpenRegistry opens (creating if missing) the registry file at path,
@@ -116,6 +117,10 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 		}
 		if f != nil {
 			f.Close()
+			// Companions of a deleted database would be replayed into the
+			// new one: they go with it.
+			_ = os.Remove(path + "-wal")
+			_ = os.Remove(path + "-shm")
 		}
 	case err != nil:
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
@@ -146,7 +151,16 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 		db.Close()
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
+	r.file, _ = os.Stat(path)
 	return r, nil
+}
+
+// Stale reports whether the file at Path is no longer the one this handle
+// opened: deleted, or replaced by another file. A long-running process must
+// then reopen instead of writing to an unlinked file.
+func (r *Registry) Stale() bool {
+	now, err := os.Stat(r.path)
+	return err != nil || r.file == nil || !os.SameFile(now, r.file)
 }
 
 func (r *Registry) loadMeta(ctx context.Context) error {
@@ -515,6 +529,12 @@ func (r *Registry) Forget(ctx context.Context, id string) (int, error) {
 // EndedAt, or UpdatedAt where EndedAt is zero) and returns how many. Live
 // incarnations are never pruned; the ledgers are kept.
 func (r *Registry) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+	return r.PruneManager(ctx, olderThan, "")
+}
+
+// PruneManager is Prune limited to one manager's records ("" = every
+// manager's).
+func (r *Registry) PruneManager(ctx context.Context, olderThan time.Time, manager string) (int, error) {
 	if olderThan.IsZero() {
 		return 0, nil
 	}
@@ -522,7 +542,8 @@ func (r *Registry) Prune(ctx context.Context, olderThan time.Time) (int, error) 
 	var n int64
 	err := r.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE `+terminalStatesSQL+`
-			AND (CASE WHEN ended_at_ms != 0 THEN ended_at_ms ELSE updated_at_ms END) < ?`, cutoff)
+			AND (CASE WHEN ended_at_ms != 0 THEN ended_at_ms ELSE updated_at_ms END) < ?
+			AND (? = '' OR manager = ?)`, cutoff, manager, manager)
 		if err != nil {
 			return classify(err)
 		}

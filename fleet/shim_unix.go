@@ -4,6 +4,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,12 +59,10 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 	if err != nil {
 		return fail(ShimExitNoSession, "identity: %v", err)
 	}
-	reg, err := OpenRegistry(ctx, RegistryPath(cfg.Paths))
-	if err != nil {
+	regs := &shimRegistry{path: RegistryPath(cfg.Paths)}
+	defer regs.close()
+	if _, err := regs.get(ctx); err != nil {
 		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
-		reg = nil
-	} else {
-		defer reg.Close()
 	}
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
 		Paths: cfg.Paths, Identity: id, Start: cfg.Start, Reconnect: true, Logger: log,
@@ -76,6 +76,7 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 	holder, err := intercom.ListenHolder(intercom.HolderConfig{
 		Paths: cfg.Paths, SessionID: id.SessionID, Ops: sess, Logger: log,
 		AllowPeer: sameCgroup(cg),
+		Extra:     shimOps(regs, cfg.WorkerID, cfg.RunID),
 	})
 	if err != nil {
 		return fail(ShimExitNoSession, "cannot serve the session holder: %v", err)
@@ -117,7 +118,7 @@ wait:
 		}
 	}
 	code, exitCode, status := exitOf(cmd.ProcessState, waitErr)
-	if reg != nil {
+	if reg, _ := regs.get(ctx); reg != nil {
 		_, err := reg.Update(context.WithoutCancel(ctx), cfg.WorkerID, cfg.RunID, func(r *Worker) error {
 			r.HasExit, r.ExitCode, r.ExitStatus = true, exitCode, status
 			r.EndedAt = time.Now()
@@ -131,6 +132,72 @@ wait:
 		}
 	}
 	return code
+}
+
+// ShimOpManager asks a worker's shim holder who manages the worker now
+// (after an adoption, not the manager it was spawned by). Result: Manager.
+const ShimOpManager = "manager"
+
+// Manager is the answer to ShimOpManager.
+type Manager struct {
+	WorkerID     string `json:"workerId"`
+	RunID        string `json:"runId"`
+	Manager      string `json:"manager"`
+	FirstManager string `json:"firstManager"`
+}
+
+// shimOps serves ShimOpManager from the registry, so that a worker learns
+// its current manager without restarting.
+func shimOps(regs *shimRegistry, id, run string) func(context.Context, string, json.RawMessage) (any, bool, error) {
+	return func(ctx context.Context, op string, _ json.RawMessage) (any, bool, error) {
+		if op != ShimOpManager {
+			return nil, false, nil
+		}
+		reg, err := regs.get(ctx)
+		if err != nil {
+			return nil, true, err
+		}
+		w, err := reg.GetRun(ctx, id, run)
+		if err != nil {
+			return nil, true, err
+		}
+		return Manager{WorkerID: w.ID, RunID: w.RunID, Manager: w.Manager, FirstManager: w.FirstManager}, true, nil
+	}
+}
+
+// shimRegistry is the shim's registry handle, reopened when the file was
+// replaced or deleted (a rebuilt registry) instead of writing to an
+// unlinked file.
+type shimRegistry struct {
+	path string
+	mu   sync.Mutex
+	reg  *Registry
+}
+
+func (s *shimRegistry) get(ctx context.Context) (*Registry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reg != nil && !s.reg.Stale() {
+		return s.reg, nil
+	}
+	if s.reg != nil {
+		s.reg.Close()
+		s.reg = nil
+	}
+	reg, err := OpenRegistry(ctx, s.path)
+	if err != nil {
+		return nil, err
+	}
+	s.reg = reg
+	return reg, nil
+}
+
+func (s *shimRegistry) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reg != nil {
+		s.reg.Close()
+	}
 }
 
 // exitOf turns a finished command into the shim's exit code and the

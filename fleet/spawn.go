@@ -42,6 +42,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := ValidID(req.ID); err != nil {
 		return nil, err
 	}
+	if err := f.writable(); err != nil {
+		return nil, err
+	}
 	switch req.Kind {
 	case "", "exec":
 	case "claude", "codex", "opencode", "pi":
@@ -80,11 +83,14 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	w := &Worker{
 		ID: req.ID, Kind: "exec", Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
-		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: req.Lease,
+		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: f.leaseFor(req.Lease),
 	}
 	for _, kv := range extra {
 		k, _, _ := strings.Cut(kv, "=")
 		w.EnvKeys = append(w.EnvKeys, k)
+	}
+	if err := f.refuseRunningUnit(ctx, req.ID); err != nil {
+		return nil, err
 	}
 	if err := f.cfg.Registry.Reserve(ctx, w); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
@@ -147,6 +153,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	updated, err := f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
 		r.MainPID, r.ControlGroup, r.InvocationID = int(st.MainPID), st.ControlGroup, st.InvocationID
 		r.ReadyAt = now
+		renewed(r, now)
 		if r.State == StateProvisioning {
 			r.State = StateRunning
 		}
@@ -253,6 +260,27 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 
 // abandon marks a reserved record failed when the spawn could not even be
 // attempted.
+// refuseRunningUnit refuses an id whose worker unit still runs, whatever
+// the registry says (a lost or rebuilt registry must never lead to a second
+// copy of a running worker).
+func (f *Fleet) refuseRunningUnit(ctx context.Context, id string) error {
+	list, err := f.cfg.Units.ListUnits(ctx, UnitPrefix+id+"-*")
+	if err != nil {
+		return fmt.Errorf("spawn %s: %w: %s: %w", id, ErrSpawnFailed, startFailure(err), err)
+	}
+	for _, u := range list {
+		uid, _, ok := ParseUnitName(u.Name)
+		if !ok || uid != id {
+			continue
+		}
+		switch u.ActiveState {
+		case "active", "activating", "reloading", "deactivating":
+			return fmt.Errorf("spawn %s: %w: its unit %s is %s; stop it first (agent-fleet list --all shows its manager)", id, ErrConflict, u.Name, u.ActiveState)
+		}
+	}
+	return nil
+}
+
 func (f *Fleet) abandon(ctx context.Context, w *Worker, cause error) error {
 	_, _ = f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
 		r.State, r.StateReason, r.LastError, r.EndedAt = StateFailed, "spawn-failed", cause.Error(), f.cfg.Now()

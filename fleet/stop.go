@@ -28,12 +28,15 @@ type StopResult struct {
 // cgroup, SIGKILLs whatever is still there, reads it again, and resets the
 // unit. Stopping an ended worker only settles its record.
 func (f *Fleet) Stop(ctx context.Context, id string) (*StopResult, error) {
+	if err := f.writable(); err != nil {
+		return nil, err
+	}
 	w, err := f.cfg.Registry.Get(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("stop %s: %w", id, err)
 	}
-	if w.Manager != f.cfg.Caller {
-		return nil, &OwnerError{ID: id, Owner: w.Manager, Caller: f.cfg.Caller, Op: "stop"}
+	if err := f.own(w, "stop"); err != nil {
+		return nil, err
 	}
 	if w.State.Terminal() {
 		return &StopResult{Worker: w, AlreadyEnded: true}, nil

@@ -1,0 +1,188 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// ErrCleanupInProgress: another janitor run holds the cleanup lock.
+var ErrCleanupInProgress = errors.New("cleanup in progress")
+
+// CleanupOptions configure one janitor run.
+type CleanupOptions struct {
+	// Execute acts; without it the run only reports what it would do.
+	Execute bool
+	// Budget bounds the run's time (default 2 min); MaxActions its
+	// checkpoints and stops (default 128). What is left waits for the next
+	// run.
+	Budget     time.Duration
+	MaxActions int
+}
+
+// CleanupAction is one thing the janitor did or would do.
+type CleanupAction struct {
+	Kind   string `json:"kind"` // checkpoint, stop, prune, recover, fence, untracked
+	ID     string `json:"id,omitempty"`
+	RunID  string `json:"runId,omitempty"`
+	Reason string `json:"reason"`
+	Done   bool   `json:"done"`
+	Error  string `json:"error,omitempty"`
+}
+
+// CleanupReport is a janitor run's outcome.
+type CleanupReport struct {
+	Executed        bool            `json:"executed"`
+	Actions         []CleanupAction `json:"actions"`
+	BudgetExhausted bool            `json:"budgetExhausted,omitempty"`
+}
+
+func cleanupLockPath(f *Fleet) string {
+	return filepath.Join(f.cfg.Paths.OrchestratorDir(), "cleanup.lock")
+}
+
+// Cleanup is the janitor (DESIGN.md "Leases"): it sends checkpoint messages
+// to leased workers nearing their idle deadline, stops those past the grace
+// deadline with verified cleanup (recording why), prunes ended records past
+// retention, and reconciles worker units with the registry. One run at a
+// time: a concurrent run gets ErrCleanupInProgress. A worker whose lease was
+// renewed after it was selected is never stopped.
+func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupReport, error) {
+	if opts.Budget <= 0 {
+		opts.Budget = 2 * time.Minute
+	}
+	if opts.MaxActions <= 0 {
+		opts.MaxActions = 128
+	}
+	unlock, err := tryLock(cleanupLockPath(f))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(ctx, opts.Budget)
+	defer cancel()
+	rep := &CleanupReport{Executed: opts.Execute, Actions: []CleanupAction{}}
+	add := func(a CleanupAction) { rep.Actions = append(rep.Actions, a) }
+
+	if opts.Execute {
+		if rr, err := f.Reconcile(ctx); err == nil {
+			for _, w := range rr.Recovered {
+				add(CleanupAction{Kind: "recover", ID: w.ID, RunID: w.RunID, Reason: "live unit without a record; rebuilt (manager " + w.Manager + ")", Done: true})
+			}
+			for _, u := range rr.Fenced {
+				add(CleanupAction{Kind: "fence", Reason: u + " ran after its stop; stopped again", Done: true})
+			}
+			for _, u := range rr.Ambiguous {
+				add(CleanupAction{Kind: "untracked", Reason: u})
+			}
+		}
+	}
+
+	ws, err := f.cfg.Registry.List(ctx, Filter{LiveOnly: true})
+	if err != nil {
+		return rep, err
+	}
+	actions := 0
+	for _, w := range ws {
+		if ctx.Err() != nil || actions >= opts.MaxActions {
+			rep.BudgetExhausted = true
+			break
+		}
+		w, _ = f.settle(ctx, w)
+		if !w.State.Live() || w.LeaseDeadline.IsZero() || w.State == StateStopping {
+			continue
+		}
+		now := f.cfg.Now()
+		grace := w.LeaseDeadline.Add(f.cfg.Leases.Grace)
+		switch {
+		case !now.Before(grace):
+			actions++
+			a := CleanupAction{Kind: "stop", ID: w.ID, RunID: w.RunID,
+				Reason: fmt.Sprintf("idle since %s; lease ended %s, grace ended %s", stampOr(w.LastActivity), w.LeaseDeadline.Format(time.RFC3339), grace.Format(time.RFC3339))}
+			if opts.Execute {
+				a.Done, a.Error = f.expire(ctx, w)
+			}
+			add(a)
+		case !now.Before(w.LeaseDeadline.Add(-f.cfg.Leases.Warning)):
+			if !w.CheckpointSentAt.IsZero() && now.Sub(w.CheckpointSentAt) < f.cfg.Leases.Retry {
+				continue
+			}
+			actions++
+			a := CleanupAction{Kind: "checkpoint", ID: w.ID, RunID: w.RunID,
+				Reason: fmt.Sprintf("lease ends %s; stop at %s unless renewed", w.LeaseDeadline.Format(time.RFC3339), grace.Format(time.RFC3339))}
+			if opts.Execute {
+				a.Done, a.Error = f.checkpoint(ctx, w, grace)
+			}
+			add(a)
+		}
+	}
+	if cutoff := f.cfg.Now().Add(-f.cfg.Leases.Retention); opts.Execute {
+		if n, err := f.cfg.Registry.Prune(ctx, cutoff); err == nil && n > 0 {
+			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%d ended records older than %s", n, f.cfg.Leases.Retention), Done: true})
+		}
+	}
+	return rep, nil
+}
+
+func stampOr(t time.Time) string {
+	if t.IsZero() {
+		return "spawn"
+	}
+	return t.Format(time.RFC3339)
+}
+
+// checkpoint tells a worker its lease is running out, as the session
+// "agent-fleet", naming its manager.
+func (f *Fleet) checkpoint(ctx context.Context, w *Worker, grace time.Time) (bool, string) {
+	if f.cfg.Notify == nil {
+		return false, "no notifier configured"
+	}
+	text := fmt.Sprintf("agent-fleet checkpoint for worker %s (manager %s): no message from you has reached your manager since %s. "+
+		"Your lease ends at %s and you will be stopped at %s. Commit your work, report to %s with intercom_send, "+
+		"or ask %s to renew you (agent-fleet renew %s).",
+		w.ID, w.Manager, stampOr(w.LastActivity), w.LeaseDeadline.Format(time.RFC3339), grace.Format(time.RFC3339), w.Manager, w.Manager, w.ID)
+	err := f.cfg.Notify(ctx, w.ID, text)
+	now := f.cfg.Now()
+	_, uerr := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+		if !r.LeaseDeadline.Equal(w.LeaseDeadline) {
+			return nil // renewed meanwhile
+		}
+		r.CheckpointSentAt, r.GraceDeadline = now, grace
+		r.CheckpointAttempts++
+		return nil
+	})
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case uerr != nil:
+		return true, uerr.Error()
+	}
+	return true, ""
+}
+
+// expire stops a worker whose lease and grace ran out — fenced: if its
+// lease moved since it was selected (activity, renew, adopt), it is left.
+func (f *Fleet) expire(ctx context.Context, w *Worker) (bool, string) {
+	var skipped bool
+	marked, err := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+		if !r.LeaseDeadline.Equal(w.LeaseDeadline) || !r.State.Live() || r.State == StateStopping {
+			skipped = true
+			return nil
+		}
+		r.State, r.StopRequestedAt, r.StopReason = StateStopping, f.cfg.Now(), "lease-expired"
+		return nil
+	})
+	if err != nil {
+		return false, err.Error()
+	}
+	if skipped {
+		return false, "renewed before it expired"
+	}
+	if _, err := f.stopUnit(ctx, marked); err != nil {
+		return false, err.Error()
+	}
+	f.log.Info("worker stopped: lease expired", "id", w.ID, "manager", w.Manager)
+	return true, ""
+}

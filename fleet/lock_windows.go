@@ -1,0 +1,4 @@
+package fleet
+
+// tryLock: no fleet runs on Windows; the lock is never contended.
+func tryLock(string) (func(), error) { return func() {}, nil }

@@ -1,0 +1,254 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// Ownership errors.
+var (
+	// ErrManagerConnected: adoption refused while the current manager's
+	// session is connected (exit 4); --force overrides.
+	ErrManagerConnected = errors.New("the worker's manager is connected")
+	// ErrNotTerminal: forget/prune touch only ended workers (exit 4).
+	ErrNotTerminal = errors.New("worker is still live")
+	// ErrNeedsAcknowledge: forget and prune delete history and must be
+	// acknowledged (exit 2).
+	ErrNeedsAcknowledge = errors.New("deleting records needs --acknowledge")
+)
+
+// PeerChecker answers whether a session is connected to the broker and from
+// which pid (the broker's local API; intercom.LocalAPIClient implements it).
+type PeerChecker interface {
+	Peer(ctx context.Context, sessionID string) (*intercom.PeerInfo, error)
+}
+
+// ownershipEntry is one line of the ownership journal: who manages an
+// incarnation from a given time. It lives beside the database so that a
+// lost registry can be rebuilt with the current managers, not only the
+// first ones the unit environment names.
+type ownershipEntry struct {
+	ID      string `json:"id"`
+	RunID   string `json:"run"`
+	Manager string `json:"manager"`
+	At      int64  `json:"at"` // epoch ms
+	Why     string `json:"why"`
+}
+
+func ownershipJournal(p intercom.Paths) string {
+	return filepath.Join(p.OrchestratorDir(), "ownership.jsonl")
+}
+
+// journalOwnership appends an ownership change durably (fsync).
+func (f *Fleet) journalOwnership(w *Worker, why string) error {
+	path := ownershipJournal(f.cfg.Paths)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, intercom.FileMode)
+	if err != nil {
+		return fmt.Errorf("ownership journal: %w", err)
+	}
+	defer fh.Close()
+	line, _ := json.Marshal(ownershipEntry{ID: w.ID, RunID: w.RunID, Manager: w.Manager, At: f.cfg.Now().UnixMilli(), Why: why})
+	if _, err := fh.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("ownership journal: %w", err)
+	}
+	return fh.Sync()
+}
+
+// readOwnership returns the last recorded manager of each id+run.
+func readOwnership(p intercom.Paths) map[string]string {
+	out := map[string]string{}
+	fh, err := os.Open(ownershipJournal(p))
+	if err != nil {
+		return out
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		var e ownershipEntry
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.ID != "" && e.Manager != "" {
+			out[e.ID+"/"+e.RunID] = e.Manager
+		}
+	}
+	return out
+}
+
+// own checks that the caller manages w.
+func (f *Fleet) own(w *Worker, op string) error {
+	if w.Manager != f.cfg.Caller {
+		return &OwnerError{ID: w.ID, Owner: w.Manager, Caller: f.cfg.Caller, Op: op}
+	}
+	return nil
+}
+
+// renewed applies activity at now to a record: a fresh idle window, and no
+// checkpoint pending.
+func renewed(r *Worker, now time.Time) {
+	r.LastActivity = now
+	if r.LeaseDuration > 0 {
+		r.LeaseDeadline = now.Add(r.LeaseDuration)
+	}
+	r.CheckpointSentAt, r.CheckpointAttempts, r.GraceDeadline = time.Time{}, 0, time.Time{}
+}
+
+// Renew gives a live worker of the caller a fresh idle window.
+func (f *Fleet) Renew(ctx context.Context, id string) (*Worker, error) {
+	if err := f.writable(); err != nil {
+		return nil, err
+	}
+	w, err := f.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("renew %s: %w", id, err)
+	}
+	if err := f.own(w, "renew"); err != nil {
+		return nil, err
+	}
+	w, _ = f.settle(ctx, w)
+	if !w.State.Live() {
+		return w, fmt.Errorf("renew %s: %w: it is %s", id, ErrNotFound, w.State)
+	}
+	return f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+		renewed(r, f.cfg.Now())
+		return nil
+	})
+}
+
+// RenewAll renews every live worker of the caller.
+func (f *Fleet) RenewAll(ctx context.Context) ([]*Worker, error) {
+	ws, err := f.cfg.Registry.List(ctx, Filter{Manager: f.cfg.Caller, LiveOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	var out []*Worker
+	for _, w := range ws {
+		r, err := f.Renew(ctx, w.ID)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Adopt makes the caller the manager of a live worker. Adopting from a
+// manager whose session is connected is refused unless force. The worker
+// learns its new manager without restarting: its shim and intercom_team
+// read the registry.
+func (f *Fleet) Adopt(ctx context.Context, id string, force bool) (*Worker, error) {
+	if err := f.writable(); err != nil {
+		return nil, err
+	}
+	w, err := f.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("adopt %s: %w", id, err)
+	}
+	w, _ = f.settle(ctx, w)
+	if !w.State.Live() {
+		return w, fmt.Errorf("adopt %s: %w: it is %s", id, ErrNotFound, w.State)
+	}
+	if w.Manager == f.cfg.Caller {
+		return w, nil
+	}
+	if !force && f.connected(ctx, w.Manager) {
+		return w, fmt.Errorf("adopt %s: %w: %q is connected and still owns it; ask it, or adopt with --force", id, ErrManagerConnected, w.Manager)
+	}
+	prev := w.Manager
+	w, err = f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+		if r.Manager != prev {
+			return fmt.Errorf("adopt %s: %w: its manager changed meanwhile", id, ErrConflict)
+		}
+		r.Manager = f.cfg.Caller
+		renewed(r, f.cfg.Now())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := f.journalOwnership(w, "adopted from "+prev); err != nil {
+		f.log.Warn("ownership journal", "err", err)
+	}
+	f.log.Info("worker adopted", "id", id, "from", prev, "to", f.cfg.Caller)
+	return w, nil
+}
+
+// AdoptOrphans adopts every live worker of an agent manager (not a person)
+// whose session is not connected and whose lease has expired.
+func (f *Fleet) AdoptOrphans(ctx context.Context) ([]*Worker, error) {
+	ws, err := f.cfg.Registry.List(ctx, Filter{LiveOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	now := f.cfg.Now()
+	var out []*Worker
+	for _, w := range ws {
+		if w.Manager == f.cfg.Caller || IsOperator(w.Manager) || w.LeaseDeadline.IsZero() || now.Before(w.LeaseDeadline) {
+			continue
+		}
+		if f.connected(ctx, w.Manager) {
+			continue
+		}
+		a, err := f.Adopt(ctx, w.ID, false)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// connected asks the broker whether a session is connected; without an
+// answer (no broker, or a foreign one) it is treated as not connected.
+func (f *Fleet) connected(ctx context.Context, sessionID string) bool {
+	if f.cfg.Peers == nil {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p, err := f.cfg.Peers.Peer(cctx, sessionID)
+	return err == nil && p.Connected
+}
+
+// Forget deletes the ended records of one of the caller's workers.
+func (f *Fleet) Forget(ctx context.Context, id string, acknowledge bool) (int, error) {
+	if !acknowledge {
+		return 0, fmt.Errorf("forget %s: %w", id, ErrNeedsAcknowledge)
+	}
+	if err := f.writable(); err != nil {
+		return 0, err
+	}
+	w, err := f.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("forget %s: %w", id, err)
+	}
+	if err := f.own(w, "forget"); err != nil {
+		return 0, err
+	}
+	w, _ = f.settle(ctx, w)
+	if w.State.Live() {
+		return 0, fmt.Errorf("forget %s: %w: stop it first", id, ErrNotTerminal)
+	}
+	return f.cfg.Registry.Forget(ctx, id)
+}
+
+// Prune deletes ended records of the caller's workers (every manager's with
+// all) that ended before olderThan.
+func (f *Fleet) Prune(ctx context.Context, olderThan time.Time, all, acknowledge bool) (int, error) {
+	if !acknowledge {
+		return 0, fmt.Errorf("prune: %w", ErrNeedsAcknowledge)
+	}
+	if err := f.writable(); err != nil {
+		return 0, err
+	}
+	manager := f.cfg.Caller
+	if all {
+		manager = ""
+	}
+	return f.cfg.Registry.PruneManager(ctx, olderThan, manager)
+}

@@ -1,0 +1,490 @@
+//go:build linux
+
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// reportToManager runs inside a worker: it asks the worker's shim who
+// manages the worker now and sends that manager text, through the shim's
+// holder (the worker's own connection).
+func reportToManager(text string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := intercom.DefaultPaths()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	hc, err := intercom.DialHolder(ctx, p, os.Getenv("AGENT_INTERCOM_SESSION_ID"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dial holder:", err)
+		return 1
+	}
+	var m fleet.Manager
+	if err := hc.Call(ctx, fleet.ShimOpManager, nil, &m); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	res, err := hc.Send(ctx, intercom.SendRequest{To: m.Manager, Text: text})
+	if err != nil || !res.OK {
+		fmt.Fprintln(os.Stderr, "send:", err, res)
+		return 1
+	}
+	fmt.Println("reported to", m.Manager)
+	return 0
+}
+
+// reporter spawns a worker that reports to its current manager each time
+// the test pokes it (a file "poke" in its working directory).
+func (w *world) reporter(f *fleet.Fleet, id string, lease time.Duration) (*fleet.Worker, func(text string)) {
+	w.t.Helper()
+	exe, err := os.Executable()
+	require.NoError(w.t, err)
+	dir := shortDir(w.t)
+	script := `while :; do if [ -e poke ]; then t=$(cat poke); rm -f poke; FLEET_TEST_REPORT="$t" "$0" >>report.log 2>&1; fi; sleep 0.05; done`
+	wk, err := f.Spawn(ctx, fleet.SpawnRequest{ID: id, Cwd: dir, Lease: lease, Command: []string{"sh", "-c", script, exe}})
+	require.NoError(w.t, err)
+	return wk, func(text string) {
+		require.NoError(w.t, os.WriteFile(filepath.Join(dir, "poke.tmp"), []byte(text), 0o600))
+		require.NoError(w.t, os.Rename(filepath.Join(dir, "poke.tmp"), filepath.Join(dir, "poke")))
+	}
+}
+
+// manager is a manager's session holder: it receives messages, and records
+// its workers' activity as `agent-fleet mcp` does.
+type manager struct {
+	sess     *intercom.Session
+	rec      *fleet.ActivityRecorder
+	got      chan *intercom.InboundMessage
+	recorded chan recorded
+}
+
+type recorded struct {
+	from, how string
+	err       error
+}
+
+func (w *world) manager(id string, now func() time.Time) *manager {
+	w.t.Helper()
+	m := &manager{got: make(chan *intercom.InboundMessage, 64), recorded: make(chan recorded, 64)}
+	m.rec = fleet.StartActivityRecorder(fleet.ActivityConfig{
+		Paths: w.p, Manager: id, Peers: &intercom.LocalAPIClient{Path: w.p.LocalAPISocket()}, Now: now,
+		Recorded: func(from, how string, err error) { m.recorded <- recorded{from, how, err} },
+	})
+	ident := intercom.Identity{SessionID: id, Name: id, Model: "test", Cwd: "/", PID: os.Getpid(),
+		StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()}
+	var err error
+	m.sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{Paths: w.p, Identity: ident, Reconnect: true,
+		OnMessage: func(msg *intercom.InboundMessage) {
+			m.rec.OnMessage(msg)
+			m.got <- msg
+		}})
+	require.NoError(w.t, err)
+	w.t.Cleanup(m.close)
+	return m
+}
+
+func (m *manager) close() {
+	if m.sess != nil {
+		m.sess.Close()
+		m.sess = nil
+		m.rec.Close()
+	}
+}
+
+func (m *manager) receive(t *testing.T, from, text string) {
+	t.Helper()
+	select {
+	case msg := <-m.got:
+		require.Equal(t, from, msg.From.ID)
+		require.Equal(t, text, msg.Message.Text)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no message %q from %s", text, from)
+	}
+}
+
+func (m *manager) outcome(t *testing.T) recorded {
+	t.Helper()
+	select {
+	case r := <-m.recorded:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("activity was never judged")
+	}
+	return recorded{}
+}
+
+// clock is the injected clock of lease deadlines.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// newClock starts at the registry's precision (milliseconds).
+func newClock() *clock { return &clock{t: time.UnixMilli(time.Now().UnixMilli())} }
+
+func requireSameTime(t *testing.T, want, got time.Time, msg ...any) {
+	t.Helper()
+	require.True(t, want.Equal(got), append([]any{"want %s, got %s", want, got}, msg...)...)
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func withClock(c *clock) func(*fleet.Config) { return func(cfg *fleet.Config) { cfg.Now = c.Now } }
+
+func TestAdoptionMovesAWorkerToANewManager(t *testing.T) {
+	w := newWorld(t)
+	boss := w.manager("boss", nil)
+	wk, poke := w.reporter(w.f, "w1", 0)
+	require.Equal(t, "boss", wk.Manager)
+	poke("hello boss")
+	boss.receive(t, "w1", "hello boss")
+
+	f2 := w.fleet("boss2")
+	_, err := f2.Stop(ctx, "w1")
+	require.ErrorIs(t, err, fleet.ErrNotOwner, "another manager's worker")
+	require.Contains(t, err.Error(), "adopt it first")
+	_, err = f2.Adopt(ctx, "w1", false)
+	require.ErrorIs(t, err, fleet.ErrManagerConnected, "boss is connected")
+
+	// The manager's session ends; its worker keeps running.
+	boss.close()
+	st, err := w.f.Status(ctx, "w1")
+	require.NoError(t, err)
+	require.True(t, st.Unit.Running())
+
+	boss2 := w.manager("boss2", nil)
+	adopted, err := f2.Adopt(ctx, "w1", false)
+	require.NoError(t, err)
+	require.Equal(t, "boss2", adopted.Manager)
+	require.Equal(t, "boss", adopted.FirstManager)
+	require.Equal(t, wk.RunID, adopted.RunID, "the same incarnation: not restarted")
+
+	// The worker learns its new manager from its shim, without restarting.
+	poke("hello boss2")
+	boss2.receive(t, "w1", "hello boss2")
+
+	_, err = w.f.Stop(ctx, "w1")
+	require.ErrorIs(t, err, fleet.ErrNotOwner, "the old manager lost it")
+	res, err := f2.Stop(ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, res.Worker.State)
+	require.Empty(t, res.Survivors)
+	u, err := w.m.Unit(ctx, wk.Unit)
+	require.NoError(t, err)
+	require.True(t, u.Gone())
+	_, err = os.Stat(filepath.Join("/sys/fs/cgroup", wk.ControlGroup))
+	require.True(t, os.IsNotExist(err) || wk.ControlGroup == "", "the worker's cgroup is gone")
+}
+
+func TestAdoptForceAndOrphans(t *testing.T) {
+	c := newClock()
+	w := newWorld(t, withClock(c))
+	boss := w.manager("boss", c.Now)
+	w.spawn("busy", "sleep", "300")
+	agentA := w.fleet("agent-a", withClock(c))
+	_, err := agentA.Spawn(ctx, fleet.SpawnRequest{ID: "orphan", Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	op := w.fleet("operator-alice", withClock(c))
+	pw, err := op.Spawn(ctx, fleet.SpawnRequest{ID: "personal", Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	require.True(t, pw.LeaseDeadline.IsZero(), "an operator's worker has no idle lease")
+
+	c.Advance(2 * time.Hour)
+	me := w.fleet("rescuer", withClock(c))
+	got, err := me.AdoptOrphans(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "only the expired worker of a disconnected agent manager")
+	require.Equal(t, "orphan", got[0].ID)
+	requireSameTime(t, c.Now().Add(time.Hour), got[0].LeaseDeadline, "adoption renews")
+
+	forced, err := me.Adopt(ctx, "busy", true)
+	require.NoError(t, err, "--force takes it from a connected manager")
+	require.Equal(t, "rescuer", forced.Manager)
+	boss.close()
+}
+
+func TestLeaseFollowsVerifiedActivity(t *testing.T) {
+	c := newClock()
+	var mu sync.Mutex
+	var checkpoints []string
+	notify := func(ctx context.Context, id, text string) error {
+		mu.Lock()
+		checkpoints = append(checkpoints, text)
+		mu.Unlock()
+		return nil
+	}
+	policy := fleet.LeasePolicy{Default: time.Hour, Warning: 10 * time.Minute, Retry: 5 * time.Minute, Grace: 15 * time.Minute}
+	w := newWorld(t, withClock(c), func(cfg *fleet.Config) { cfg.Leases, cfg.Notify = policy, notify })
+	boss := w.manager("boss", c.Now)
+	wk, poke := w.reporter(w.f, "w1", 0)
+	requireSameTime(t, c.Now().Add(time.Hour), wk.LeaseDeadline)
+	cleanup := func() *fleet.CleanupReport {
+		t.Helper()
+		rep, err := w.f.Cleanup(ctx, fleet.CleanupOptions{Execute: true})
+		require.NoError(t, err)
+		return rep
+	}
+	kinds := func(rep *fleet.CleanupReport) []string {
+		var out []string
+		for _, a := range rep.Actions {
+			out = append(out, a.Kind+":"+a.ID)
+		}
+		return out
+	}
+
+	c.Advance(45 * time.Minute)
+	require.Empty(t, kinds(cleanup()), "nothing before the warning window")
+
+	c.Advance(10 * time.Minute) // 5 min before the deadline
+	require.Equal(t, []string{"checkpoint:w1"}, kinds(cleanup()))
+	mu.Lock()
+	require.Len(t, checkpoints, 1)
+	require.Contains(t, checkpoints[0], "manager boss")
+	mu.Unlock()
+	c.Advance(2 * time.Minute)
+	require.Empty(t, kinds(cleanup()), "checkpoints repeat only after the retry interval")
+
+	// Activity from the worker inside its window renews it.
+	poke("still working")
+	boss.receive(t, "w1", "still working")
+	r := boss.outcome(t)
+	require.NoError(t, r.err)
+	require.Equal(t, fleet.ActivityVerified, r.how)
+	rec, err := w.reg.Get(ctx, "w1")
+	require.NoError(t, err)
+	requireSameTime(t, c.Now().Add(time.Hour), rec.LeaseDeadline)
+	require.Zero(t, rec.CheckpointAttempts)
+
+	// Manager→worker messages and manager liveness renew nothing.
+	res, err := boss.sess.Send(ctx, intercom.SendRequest{To: "w1", Text: "are you there?"})
+	require.NoError(t, err)
+	require.True(t, res.OK)
+
+	c.Advance(55 * time.Minute)
+	require.Equal(t, []string{"checkpoint:w1"}, kinds(cleanup()))
+	c.Advance(6 * time.Minute) // past the deadline, inside the grace period
+	require.Equal(t, []string{"checkpoint:w1"}, kinds(cleanup()), "repeated until the grace deadline")
+	rec, err = w.reg.Get(ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, 2, rec.CheckpointAttempts)
+	requireSameTime(t, rec.LeaseDeadline.Add(15*time.Minute), rec.GraceDeadline)
+
+	// The preview acts on nothing.
+	c.Advance(15 * time.Minute)
+	prev, err := w.f.Cleanup(ctx, fleet.CleanupOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"stop:w1"}, kinds(prev))
+	require.False(t, prev.Actions[0].Done)
+	st, err := w.f.Status(ctx, "w1")
+	require.NoError(t, err)
+	require.True(t, st.Unit.Running())
+
+	rep := cleanup()
+	require.Equal(t, []string{"stop:w1"}, kinds(rep))
+	require.True(t, rep.Actions[0].Done, rep.Actions[0].Error)
+	rec, err = w.reg.Get(ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, rec.State)
+	require.Equal(t, "lease-expired", rec.StopReason)
+	u, err := w.m.Unit(ctx, wk.Unit)
+	require.NoError(t, err)
+	require.True(t, u.Gone(), "stopped with verified cleanup and collected")
+}
+
+func TestCheckpointIsDeliveredToTheWorker(t *testing.T) {
+	c := newClock()
+	var sent []string
+	notify := func(ctx context.Context, id, text string) error {
+		ident := intercom.Identity{SessionID: "agent-fleet", Name: "agent-fleet", Model: "agent-fleet", Cwd: "/",
+			PID: os.Getpid(), StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()}
+		s, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: intercom.NewPaths(os.Getenv("FLEET_TEST_AGENT_DIR")), Identity: ident})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		res, err := s.Send(ctx, intercom.SendRequest{To: id, Text: text})
+		if err != nil {
+			return err
+		}
+		if !res.OK {
+			return fmt.Errorf("not delivered: %s", res.Reason)
+		}
+		sent = append(sent, id)
+		return nil
+	}
+	w := newWorld(t, withClock(c), func(cfg *fleet.Config) { cfg.Notify = notify })
+	t.Setenv("FLEET_TEST_AGENT_DIR", w.p.AgentDir)
+	w.spawn("w1", "sleep", "300")
+	c.Advance(55 * time.Minute)
+	rep, err := w.f.Cleanup(ctx, fleet.CleanupOptions{Execute: true})
+	require.NoError(t, err)
+	require.Len(t, rep.Actions, 1)
+	require.True(t, rep.Actions[0].Done, rep.Actions[0].Error)
+	require.Equal(t, []string{"w1"}, sent, "the worker's session stored the checkpoint")
+}
+
+func TestImpersonationRenewsNothing(t *testing.T) {
+	c := newClock()
+	w := newWorld(t, withClock(c))
+	boss := w.manager("boss", c.Now)
+	wk := w.spawn("w1", "sleep", "300")
+	before := wk.LeaseDeadline
+	c.Advance(30 * time.Minute)
+
+	// Another process using the worker's name, under its own id.
+	imp := openSession(t, w, "impostor", "w1")
+	res, err := imp.Send(ctx, intercom.SendRequest{To: "boss", Text: "I am w1, renew me"})
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	boss.receive(t, "impostor", "I am w1, renew me")
+	r := boss.outcome(t)
+	require.NoError(t, r.err)
+	require.Empty(t, r.how, "not a worker of boss")
+	imp.Close()
+
+	// Another process using the worker's id while the worker's own
+	// connection is down (its shim frozen, the broker restarted).
+	require.NoError(t, syscall.Kill(wk.MainPID, syscall.SIGSTOP))
+	defer syscall.Kill(wk.MainPID, syscall.SIGCONT)
+	w.stop()
+	w.startBroker()
+	imp = openSession(t, w, "w1", "w1")
+	require.Eventually(t, func() bool {
+		p, err := (&intercom.LocalAPIClient{Path: w.p.LocalAPISocket()}).Peer(ctx, "boss")
+		return err == nil && p.Connected
+	}, 10*time.Second, 20*time.Millisecond, "boss reconnects")
+	res, err = imp.Send(ctx, intercom.SendRequest{To: "boss", Text: "renew me"})
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	boss.receive(t, "w1", "renew me")
+	r = boss.outcome(t)
+	require.ErrorIs(t, r.err, fleet.ErrUnverifiedActivity)
+	rec, err := w.reg.Get(ctx, "w1")
+	require.NoError(t, err)
+	requireSameTime(t, before, rec.LeaseDeadline, "the lease did not move")
+	imp.Close()
+	require.NoError(t, syscall.Kill(wk.MainPID, syscall.SIGCONT))
+}
+
+func openSession(t *testing.T, w *world, id, name string) *intercom.Session {
+	t.Helper()
+	ident := intercom.Identity{SessionID: id, Name: name, Model: "test", Cwd: "/", PID: os.Getpid(),
+		StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()}
+	s, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: w.p, Identity: ident})
+	require.NoError(t, err)
+	return s
+}
+
+func TestRegistryLossIsRebuiltWithCurrentManagers(t *testing.T) {
+	w := newWorld(t)
+	w.spawn("w1", "sleep", "300")
+	w.spawn("w2", "sleep", "300")
+	f2 := w.fleet("boss2")
+	_, err := f2.Adopt(ctx, "w2", false)
+	require.NoError(t, err)
+
+	// The registry file is deleted under running workers and processes.
+	path := fleet.RegistryPath(w.p)
+	require.NoError(t, os.Remove(path))
+	require.True(t, w.reg.Stale(), "the open handle notices")
+	w.reg.Close()
+	w.reg, err = fleet.OpenRegistry(ctx, path)
+	require.NoError(t, err)
+	f1, f2 := w.fleet("boss"), w.fleet("boss2")
+	_, err = f1.Spawn(ctx, fleet.SpawnRequest{ID: "w1", Command: []string{"sleep", "300"}})
+	require.ErrorIs(t, err, fleet.ErrConflict, "never a second copy of a running worker, even before reconciliation")
+
+	rep, err := f1.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Recovered, 2)
+	require.Empty(t, rep.Ambiguous)
+	ws, err := w.reg.List(ctx, fleet.Filter{LiveOnly: true})
+	require.NoError(t, err)
+	managers := map[string]string{}
+	for _, wk := range ws {
+		managers[wk.ID] = wk.Manager
+	}
+	require.Equal(t, map[string]string{"w1": "boss", "w2": "boss2"}, managers, "adoptions survive")
+
+	_, err = f1.Spawn(ctx, fleet.SpawnRequest{ID: "w1", Command: []string{"sleep", "300"}})
+	require.ErrorIs(t, err, fleet.ErrConflict)
+	res, err := f2.Stop(ctx, "w2")
+	require.NoError(t, err)
+	require.Empty(t, res.Survivors)
+}
+
+func TestRespawnOfARunningWorkerIsRefusedAcrossManagerRestarts(t *testing.T) {
+	w := newWorld(t)
+	w.spawn("w1", "sleep", "300")
+	_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "w1", Command: []string{"sleep", "300"}})
+	require.ErrorIs(t, err, fleet.ErrConflict)
+
+	// A restarted manager: a new process, a new registry handle, same id.
+	w.reg.Close()
+	w.reg, err = fleet.OpenRegistry(ctx, fleet.RegistryPath(w.p))
+	require.NoError(t, err)
+	again := w.fleet("boss")
+	_, err = again.Spawn(ctx, fleet.SpawnRequest{ID: "w1", Command: []string{"sleep", "300"}})
+	require.ErrorIs(t, err, fleet.ErrConflict)
+	ws, err := w.reg.List(ctx, fleet.Filter{})
+	require.NoError(t, err)
+	require.Len(t, ws, 1, "refusals leave no records")
+	_, err = again.Stop(ctx, "w1")
+	require.NoError(t, err, "the same session id still owns its worker")
+}
+
+func TestAmbiguousUnitsMakeTheFleetReadOnly(t *testing.T) {
+	w := newWorld(t)
+	a := w.spawn("w1", "sleep", "300")
+	// A second live unit claiming the same worker id.
+	twin := fleet.UnitPrefix + "w1-" + strings.Repeat("b", 12) + ".service"
+	_, err := w.m.StartService(ctx, units.ServiceSpec{Name: twin, Argv: []string{"/bin/sleep", "300"},
+		Env: []string{fleet.EnvWorkerID + "=w1", fleet.EnvRunID + "=" + strings.Repeat("b", 12), fleet.EnvManagerID + "=boss"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.m.StopUnit(context.Background(), twin) })
+	rep, err := w.f.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Ambiguous, 1)
+	require.Contains(t, rep.Ambiguous[0], "both run worker w1")
+	require.Contains(t, fleet.Degraded(w.p), twin)
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "w9", Command: []string{"sleep", "1"}})
+	require.ErrorIs(t, err, fleet.ErrReadOnly)
+	_, err = w.f.Stop(ctx, a.ID)
+	require.ErrorIs(t, err, fleet.ErrReadOnly)
+
+	// Resolved: the twin goes, the next reconciliation makes it writable.
+	require.NoError(t, w.m.StopUnit(ctx, twin))
+	rep, err = w.f.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Ambiguous)
+	require.Empty(t, fleet.Degraded(w.p))
+	_, err = w.f.Stop(ctx, a.ID)
+	require.NoError(t, err)
+}

@@ -1,0 +1,241 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// ErrReadOnly: the fleet found something it cannot resolve on its own
+// (e.g. two live units claiming one worker id) and refuses changes until it
+// is resolved (exit 4); `agent-fleet doctor` says what.
+var ErrReadOnly = errors.New("the fleet is read-only until an ambiguity is resolved")
+
+// UnitPrefix starts the name of every worker unit.
+const UnitPrefix = "agent-fleet-worker-"
+
+// degradedPath marks a read-only fleet; it holds the reason.
+func degradedPath(p intercom.Paths) string {
+	return filepath.Join(p.OrchestratorDir(), "registry-degraded.json")
+}
+
+type degradedNote struct {
+	Reason string   `json:"reason"`
+	Units  []string `json:"units"`
+	At     int64    `json:"at"`
+}
+
+// Degraded returns why the fleet is read-only, or "" if it is not.
+func Degraded(p intercom.Paths) string {
+	data, err := os.ReadFile(degradedPath(p))
+	if err != nil {
+		return ""
+	}
+	var n degradedNote
+	if json.Unmarshal(data, &n) != nil {
+		return "unreadable read-only marker " + degradedPath(p)
+	}
+	return n.Reason + ": " + strings.Join(n.Units, ", ")
+}
+
+func (f *Fleet) writable() error {
+	if why := Degraded(f.cfg.Paths); why != "" {
+		return fmt.Errorf("%w: %s", ErrReadOnly, why)
+	}
+	return nil
+}
+
+// ParseUnitName splits agent-fleet-worker-<id>-<run>.service.
+func ParseUnitName(unit string) (id, run string, ok bool) {
+	name, found := strings.CutPrefix(unit, UnitPrefix)
+	if !found {
+		return "", "", false
+	}
+	name, found = strings.CutSuffix(name, ".service")
+	i := strings.LastIndexByte(name, '-')
+	if !found || i <= 0 {
+		return "", "", false
+	}
+	id, run = name[:i], name[i+1:]
+	return id, run, ValidID(id) == nil && ValidRunID(run) == nil
+}
+
+// ReconcileReport says what Reconcile found and did.
+type ReconcileReport struct {
+	// Recovered are records rebuilt from live units the registry did not
+	// know (a deleted or corrupt registry): manager from the ownership
+	// journal, else the unit's first manager.
+	Recovered []*Worker
+	// Revived are records that had ended but whose unit runs, set running.
+	Revived []string
+	// Fenced are units of stopped records that were running again (a start
+	// that materialised after the stop): stopped again.
+	Fenced []string
+	// Ambiguous are units that could not be attributed; the fleet is then
+	// read-only until they are resolved.
+	Ambiguous []string
+}
+
+// Reconcile makes the registry agree with the live worker units (state
+// always comes from systemd plus the registry): unknown units are recovered
+// from their identity environment, stopped records' units are stopped, and
+// anything ambiguous leaves the fleet read-only with a diagnostic.
+func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
+	rep := &ReconcileReport{}
+	list, err := f.cfg.Units.ListUnits(ctx, UnitPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	journal := readOwnership(f.cfg.Paths)
+	claimed := map[string]string{} // worker id → the unit running it
+	type orphan struct {
+		unit, id, run string
+		ended         bool // a record exists but says the worker ended
+	}
+	var orphans []orphan
+	// Units with a live record first: they own their ids.
+	for _, u := range list {
+		switch u.ActiveState {
+		case "active", "activating", "reloading", "deactivating":
+		default:
+			continue
+		}
+		id, run, ok := ParseUnitName(u.Name)
+		if !ok {
+			rep.Ambiguous = append(rep.Ambiguous, u.Name+" (not an agent-fleet worker name)")
+			continue
+		}
+		w, err := f.cfg.Registry.GetRun(ctx, id, run)
+		switch {
+		case err == nil && w.State.Live():
+			claimed[id] = u.Name
+		case err == nil && !w.StopRequestedAt.IsZero():
+			// A start that materialised after its stop request.
+			_ = f.cfg.Units.StopUnit(ctx, u.Name)
+			_ = f.cfg.Units.ResetFailed(ctx, u.Name)
+			rep.Fenced = append(rep.Fenced, u.Name)
+		case err == nil:
+			orphans = append(orphans, orphan{u.Name, id, run, true})
+		case errors.Is(err, ErrNotFound):
+			orphans = append(orphans, orphan{u.Name, id, run, false})
+		default:
+			return rep, fmt.Errorf("reconcile: %w", err)
+		}
+	}
+	for _, o := range orphans {
+		if other, dup := claimed[o.id]; dup {
+			rep.Ambiguous = append(rep.Ambiguous, fmt.Sprintf("%s and %s both run worker %s", other, o.unit, o.id))
+			continue
+		}
+		claimed[o.id] = o.unit
+		if o.ended {
+			if _, err := f.cfg.Registry.Update(ctx, o.id, o.run, func(r *Worker) error {
+				r.State, r.StateReason, r.EndedAt = StateRunning, "unit-running", time.Time{}
+				return nil
+			}); err != nil {
+				rep.Ambiguous = append(rep.Ambiguous, fmt.Sprintf("%s: %v", o.unit, err))
+				continue
+			}
+			rep.Revived = append(rep.Revived, o.unit)
+			continue
+		}
+		w, why := f.recoverUnit(ctx, o.unit, o.id, o.run, journal)
+		if w == nil {
+			rep.Ambiguous = append(rep.Ambiguous, o.unit+": "+why)
+			continue
+		}
+		rep.Recovered = append(rep.Recovered, w)
+	}
+	if err := f.markDegraded(rep.Ambiguous); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// recoverUnit rebuilds the record of a live unit from its environment.
+func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal map[string]string) (*Worker, string) {
+	env, err := f.cfg.Units.ServiceEnvironment(ctx, unit)
+	if err != nil {
+		return nil, "cannot read its environment: " + err.Error()
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	if vars[EnvWorkerID] != id || vars[EnvRunID] != run || vars[EnvManagerID] == "" {
+		return nil, "its environment does not carry a matching worker identity"
+	}
+	st, err := f.cfg.Units.Unit(ctx, unit)
+	if err != nil {
+		return nil, "cannot read its state: " + err.Error()
+	}
+	manager := vars[EnvManagerID]
+	if m := journal[id+"/"+run]; m != "" {
+		manager = m // adopted after spawn: the journal knows the current one
+	}
+	now := f.cfg.Now()
+	w := &Worker{
+		ID: id, RunID: run, Kind: "exec", Role: vars[EnvRole], Unit: unit,
+		MainPID: int(st.MainPID), ControlGroup: st.ControlGroup, InvocationID: st.InvocationID,
+		State: StateRunning, StateReason: "recovered", Manager: manager, FirstManager: vars[EnvManagerID],
+		ReadyAt: now,
+	}
+	if !IsOperator(manager) {
+		w.LeaseDuration = f.cfg.Leases.Default
+	}
+	renewed(w, now) // a rebuilt worker gets a full idle window
+	if err := f.cfg.Registry.Insert(ctx, w); err != nil {
+		return nil, "cannot record it: " + err.Error()
+	}
+	f.log.Warn("rebuilt a worker record from its unit", "id", id, "run", run, "manager", manager)
+	return w, ""
+}
+
+// markDegraded writes or clears the read-only marker.
+func (f *Fleet) markDegraded(ambiguous []string) error {
+	path := degradedPath(f.cfg.Paths)
+	if len(ambiguous) == 0 {
+		if err := os.Remove(path); err == nil {
+			f.log.Info("the fleet is writable again")
+		}
+		return nil
+	}
+	data, _ := json.Marshal(degradedNote{Reason: "live worker units the registry cannot attribute", Units: ambiguous, At: f.cfg.Now().UnixMilli()})
+	if err := intercom.WriteFileAtomic(path, data); err != nil {
+		return err
+	}
+	f.log.Error("the fleet is read-only until these units are resolved", "units", ambiguous)
+	return nil
+}
+
+// OpenRegistryOrRecover opens the registry at path; a corrupt file is kept
+// aside as <file>.corrupt-<ms> (never silently emptied) and a fresh one
+// opened in its place, for Reconcile to rebuild from the live units. note
+// says what happened to a corrupt file, "" otherwise.
+func OpenRegistryOrRecover(ctx context.Context, path string, opts RegistryOptions) (reg *Registry, note string, err error) {
+	reg, err = OpenRegistryWithOptions(ctx, path, opts)
+	if !errors.Is(err, ErrCorrupt) {
+		return reg, "", err
+	}
+	aside := path + ".corrupt-" + strconv.FormatInt(time.Now().UnixMilli(), 10)
+	if rerr := os.Rename(path, aside); rerr != nil {
+		return nil, "", fmt.Errorf("%w (and it could not be kept aside: %v)", err, rerr)
+	}
+	for _, sfx := range []string{"-wal", "-shm"} {
+		_ = os.Rename(path+sfx, aside+sfx)
+	}
+	reg, err = OpenRegistryWithOptions(ctx, path, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	return reg, fmt.Sprintf("the registry was corrupt: kept aside as %s; records of live workers are rebuilt from their units", aside), nil
+}
