@@ -6,6 +6,11 @@
 // is linked. The cgroup and /proc readers are plain file readers with
 // injectable roots, so their layouts are tested with fixture trees.
 //
+// Where no user manager runs, BootPrivateManager boots a private
+// `systemd --user` (root only, on machines whose PID 1 is not systemd:
+// containers, CI VMs) for the demo, the benchmark and the tests
+// (units/unitstest wraps it).
+//
 // References: DESIGN.md "Workers" and "Decisions", spec/mcp-and-systemd.md
 // §C (go-systemd) and §D (cgroups), testing/real-systemd.md.
 package units

@@ -9,7 +9,8 @@
 // (testing/real-systemd.md): the first package boots it under a file lock
 // and records it in a state file in os.TempDir(), later packages reuse it
 // while its pid lives, and a small reaper process stops it (SIGTERM by pid)
-// once the `go` command that ran the tests has exited. Each boot has its own
+// once the `go` command that ran the tests has exited (the booting itself is
+// units.BootPrivateManager; this package adds the sharing). Each boot has its own
 // runtime directory, its own cgroup (/agent-fleet-test-<n>) and its own XDG
 // config/data/state directories, so the real user's state is never touched.
 //

@@ -1,0 +1,455 @@
+//go:build linux
+
+package units
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// markerDir makes `systemd --user` believe systemd is PID 1. It must
+	// exist only while a manager boots: apt's scripts read it too.
+	markerDir = "/run/systemd/system"
+	// bootSentinel inside markerDir says that agent-fleet created it, so a
+	// crashed boot's marker is recognised and removed by the next boot. The
+	// name is shared with contrib/test-systemd-manager.sh and .ci/run.
+	bootSentinel = markerDir + "/.agent-fleet-test-boot"
+	// bootLockName (in os.TempDir()) serialises boots machine-wide, so no
+	// two boots race over the marker.
+	bootLockName = "agent-fleet-systemd-boot.lock"
+
+	bootTimeout      = 10 * time.Second
+	bootLockTimeout  = 60 * time.Second
+	managerStopAfter = 10 * time.Second
+	bootProbeTimeout = 5 * time.Second
+)
+
+// BootOptions configure BootPrivateManager.
+type BootOptions struct {
+	// Name labels the manager: its cgroup is /agent-fleet-<Name>-<10 hex>
+	// and its processes' argv[0] agent-fleet-<Name>-manager and
+	// agent-fleet-<Name>-reaper. Letters, digits and '-'; default "private".
+	Name string
+	// ConfigHome is the manager's XDG_CONFIG_HOME, the directory it reads
+	// user unit files from; default a directory below its runtime dir.
+	ConfigHome string
+	// Watch is the pid whose exit makes the reaper stop the manager;
+	// default this process. A manager therefore never outlives the process
+	// that booted it (or the one named here), even one killed with SIGKILL.
+	Watch int
+	// ReaperRemoves are files the reaper removes after it stopped the
+	// manager (a test helper's state files).
+	ReaperRemoves []string
+}
+
+// PrivateManager is a `systemd --user` booted by BootPrivateManager. Its
+// fields describe it; they are set once the boot succeeded.
+type PrivateManager struct {
+	// RuntimeDir is its XDG_RUNTIME_DIR, a fresh 0700 directory below
+	// os.TempDir() that Stop removes.
+	RuntimeDir string
+	// Bus is its user bus ($RuntimeDir/bus), with Source SourceOptions.
+	Bus BusAddress
+	// PID of the manager process.
+	PID int
+	// StartTime is the manager's start time (ProcessStartTime); with PID it
+	// identifies the process across pid reuse.
+	StartTime string
+	// Cgroup is the cgroup the manager and all its units live in
+	// ("/agent-fleet-<name>-<hex>"), "" when no cgroup could be made for it.
+	Cgroup string
+	// CgroupDirs are Cgroup's directories, one per hierarchy.
+	CgroupDirs []string
+
+	exited chan struct{} // closed when the manager was reaped by us
+	reaper *exec.Cmd
+	reaped chan struct{} // closed when the reaper was reaped by us
+	mu     sync.Mutex
+}
+
+// Env is the environment a process needs to reach this manager:
+// DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR.
+func (m *PrivateManager) Env() []string {
+	return []string{"DBUS_SESSION_BUS_ADDRESS=" + m.Bus.Address, "XDG_RUNTIME_DIR=" + m.RuntimeDir}
+}
+
+// CanBootPrivateManager says why this process may not boot a private user
+// manager, or returns nil if it may: it must run as root on a machine whose
+// PID 1 is not systemd (containers, CI VMs), with systemd and the user bus
+// socket unit (dbus-user-session) installed. The message says what to do
+// instead.
+func CanBootPrivateManager() error {
+	_, err := bootPrerequisites()
+	return err
+}
+
+func bootPrerequisites() (systemd string, err error) {
+	if os.Geteuid() != 0 {
+		return "", errors.New("not root, so no private user manager can be booted (log in, or `loginctl enable-linger $USER`, to get a user manager)")
+	}
+	if comm, _ := os.ReadFile("/proc/1/comm"); strings.TrimSpace(string(comm)) == "systemd" {
+		return "", errors.New("PID 1 is systemd, so a private manager is not booted: log in, or `loginctl enable-linger $USER`, to get the real user manager")
+	}
+	for _, p := range []string{"/usr/lib/systemd/systemd", "/lib/systemd/systemd"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
+			systemd = p
+			break
+		}
+	}
+	if systemd == "" {
+		return "", errors.New("systemd is not installed (apt-get install systemd dbus-user-session)")
+	}
+	for _, p := range []string{"/usr/lib/systemd/user/dbus.socket", "/lib/systemd/user/dbus.socket"} {
+		if _, err := os.Stat(p); err == nil {
+			return systemd, nil
+		}
+	}
+	return "", errors.New("the user bus socket unit is missing (apt-get install dbus-user-session)")
+}
+
+// BootPrivateManager starts a private `systemd --user`
+// (testing/real-systemd.md): its own runtime directory (0700), its own
+// cgroup in every hierarchy systemd tracks (so its units never mix with
+// another manager's under /app.slice), a minimal environment, and the
+// /run/systemd/system marker only while it boots (under a machine-wide
+// lock, removed again as soon as the manager's sockets exist). It returns
+// once the manager answers on its bus; ctx bounds the boot (default 10 s
+// for the sockets plus 5 s for the first answer).
+//
+// A detached reaper stops the manager by pid once opts.Watch (default this
+// process) has exited; Stop stops it earlier. CanBootPrivateManager's
+// conditions apply: otherwise the error says what is missing.
+func BootPrivateManager(ctx context.Context, opts BootOptions) (*PrivateManager, error) {
+	systemd, err := bootPrerequisites()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Name == "" {
+		opts.Name = "private"
+	}
+	for _, r := range opts.Name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return nil, fmt.Errorf("boot a private systemd user manager: name %q: only letters, digits and '-'", opts.Name)
+		}
+	}
+	if opts.Watch == 0 {
+		opts.Watch = os.Getpid()
+	}
+	rt, err := os.MkdirTemp("", "agent-fleet-systemd-")
+	if err != nil {
+		return nil, err
+	}
+	m := &PrivateManager{RuntimeDir: rt, Bus: BusAddress{
+		Address: UnixPathAddress(filepath.Join(rt, "bus")), Source: SourceOptions}}
+	if err := m.boot(ctx, systemd, opts); err != nil {
+		_ = m.Stop()
+		return nil, fmt.Errorf("boot a private systemd user manager: %w", err)
+	}
+	return m, nil
+}
+
+func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOptions) error {
+	rt := m.RuntimeDir
+	if err := os.Chmod(rt, 0o700); err != nil {
+		return err
+	}
+	configHome := opts.ConfigHome
+	if configHome == "" {
+		configHome = filepath.Join(rt, "config")
+	}
+	for _, d := range []string{configHome, filepath.Join(rt, "data"), filepath.Join(rt, "state")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// Our own cgroup keeps this manager's units apart from every other
+	// manager's (they would all share /app.slice at the root otherwise).
+	if cg, err := OpenCgroups(""); err == nil {
+		name := "/agent-fleet-" + opts.Name + "-" + randomHex(5)
+		for _, dir := range cg.Dirs(name) {
+			if os.Mkdir(dir, 0o755) == nil {
+				m.CgroupDirs = append(m.CgroupDirs, dir)
+			}
+		}
+		if len(m.CgroupDirs) > 0 {
+			m.Cgroup = name
+		}
+	}
+
+	unlock, err := lockFile(ctx, filepath.Join(os.TempDir(), bootLockName), bootLockTimeout)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	removeMarker, err := placeMarker()
+	if err != nil {
+		return err
+	}
+	defer removeMarker()
+
+	log, err := os.OpenFile(filepath.Join(rt, "manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	// The shell moves itself into our cgroups, then becomes the manager.
+	script := `s=$1; shift; for d do echo $$ > "$d/cgroup.procs" || exit 1; done; exec "$s" --user`
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "agent-fleet-" + opts.Name + "-manager", systemd}, m.CgroupDirs...)...)
+	cmd.Env = managerEnv(rt, configHome)
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	m.PID = cmd.Process.Pid
+	m.exited = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(m.exited) }()
+
+	deadline := time.NewTimer(bootTimeout)
+	defer deadline.Stop()
+	for !isSocket(filepath.Join(rt, "systemd", "private")) || !isSocket(filepath.Join(rt, "bus")) {
+		select {
+		case <-m.exited:
+			return fmt.Errorf("systemd --user exited at once: %s", tail(filepath.Join(rt, "manager.log")))
+		case <-deadline.C:
+			return fmt.Errorf("no user bus after %s: %s", bootTimeout, tail(filepath.Join(rt, "manager.log")))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	removeMarker()
+	m.StartTime = ProcessStartTime(m.PID)
+	if err := m.startReaper(opts); err != nil {
+		return err
+	}
+	pctx, cancel := withDefaultDeadline(ctx, bootProbeTimeout)
+	defer cancel()
+	if _, err := Probe(pctx, Options{Bus: m.Bus}); err != nil {
+		return fmt.Errorf("booted manager does not answer: %w", err)
+	}
+	return nil
+}
+
+// managerEnv is the private manager's whole environment: every unit
+// inherits it, so it holds nothing of the booting process.
+func managerEnv(rt, configHome string) []string {
+	env := []string{
+		"XDG_RUNTIME_DIR=" + rt,
+		"XDG_CONFIG_HOME=" + configHome,
+		"XDG_DATA_HOME=" + filepath.Join(rt, "data"),
+		"XDG_STATE_HOME=" + filepath.Join(rt, "state"),
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG=C.UTF-8",
+	}
+	for _, k := range []string{"HOME", "USER", "LOGNAME"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// placeMarker creates /run/systemd/system (with our sentinel) unless a
+// marker someone else made is there. The returned function removes what we
+// made; it is safe to call twice.
+func placeMarker() (func(), error) {
+	if _, err := os.Stat(markerDir); err == nil {
+		if _, err := os.Stat(bootSentinel); err != nil {
+			return func() {}, nil // not ours: leave it alone
+		}
+	}
+	if err := os.MkdirAll(markerDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", markerDir, err)
+	}
+	if err := os.WriteFile(bootSentinel, nil, 0o644); err != nil {
+		os.Remove(markerDir)
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			os.Remove(bootSentinel)
+			os.Remove(markerDir) // only if empty
+		})
+	}, nil
+}
+
+// Stop ends the manager by its pid: SIGCONT (in case someone stopped it),
+// SIGTERM, SIGKILL after 10 s; then kills whatever is left in its cgroup,
+// removes its cgroup and runtime directories, and ends the reaper. Safe to
+// call twice and from several goroutines.
+func (m *PrivateManager) Stop() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	running := false
+	if m.exited != nil {
+		select {
+		case <-m.exited: // reaped: its pid may already belong to another process
+		default:
+			running = true
+		}
+	}
+	if running {
+		_ = syscall.Kill(m.PID, syscall.SIGCONT)
+		_ = syscall.Kill(m.PID, syscall.SIGTERM)
+		select {
+		case <-m.exited:
+		case <-time.After(managerStopAfter):
+			_ = syscall.Kill(m.PID, syscall.SIGKILL)
+			<-m.exited
+			errs = append(errs, fmt.Errorf("manager %d ignored SIGTERM for %s", m.PID, managerStopAfter))
+		}
+	}
+	if err := removeCgroup(m.Cgroup, m.CgroupDirs); err != nil {
+		errs = append(errs, err)
+	}
+	m.CgroupDirs = nil
+	if m.RuntimeDir != "" {
+		if err := os.RemoveAll(m.RuntimeDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m.reaper != nil {
+		select {
+		case <-m.reaped:
+		default: // still our unreaped child: its pid (and group) is safe to signal
+			_ = syscall.Kill(-m.reaper.Process.Pid, syscall.SIGKILL)
+			<-m.reaped
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup kills what is left in our cgroup and removes its
+// directories, deepest first.
+func removeCgroup(name string, dirs []string) error {
+	if name == "" || len(dirs) == 0 {
+		return nil
+	}
+	var errs []error
+	if cg, err := OpenCgroups(""); err == nil {
+		if _, err := cg.Kill(context.Background(), name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, dir := range dirs {
+		var sub []string
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				sub = append(sub, path)
+			}
+			return nil
+		})
+		slices.Reverse(sub)
+		for _, d := range sub {
+			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reaperScript waits for the watched process to exit, then stops the
+// manager by pid (checked against its start time), kills what is left in
+// its cgroup, removes its directories and the listed files.
+// Arguments: watched pid, its start time, manager pid, its start time,
+// runtime dir, then the cgroup dirs…, "--", the files to remove….
+const reaperScript = `
+st() { s=$(sed 's/.*) //' /proc/$1/stat 2>/dev/null) || return 0; set -- $s; [ "$1" != Z ] && echo "${20}"; }
+w=$1 ws=$2 m=$3 ms=$4 rt=$5; shift 5
+while [ "$(st $w)" = "$ws" ]; do sleep 1; done
+if [ "$(st $m)" = "$ms" ]; then
+  kill -CONT $m 2>/dev/null; kill -TERM $m 2>/dev/null
+  i=0; while [ "$(st $m)" = "$ms" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  [ "$(st $m)" = "$ms" ] && kill -KILL $m 2>/dev/null
+fi
+for d do [ "$d" = -- ] && break; [ -e "$d/cgroup.kill" ] && echo 1 > "$d/cgroup.kill" 2>/dev/null; done
+i=0
+while [ $i -lt 50 ]; do
+  p=$(for d do [ "$d" = -- ] && break; find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null; done)
+  [ -z "$p" ] && break
+  kill -KILL $p 2>/dev/null; sleep 0.1; i=$((i+1))
+done
+for d do [ "$d" = -- ] && break; find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null; done
+rm -rf "$rt"
+files=0; for f do [ $files = 1 ] && rm -f "$f"; [ "$f" = -- ] && files=1; done
+exit 0
+`
+
+// startReaper starts the detached reaper (in its own session, holding none
+// of our files).
+func (m *PrivateManager) startReaper(opts BootOptions) error {
+	args := []string{"-c", reaperScript, "agent-fleet-" + opts.Name + "-reaper",
+		strconv.Itoa(opts.Watch), ProcessStartTime(opts.Watch), strconv.Itoa(m.PID), m.StartTime, m.RuntimeDir}
+	args = append(append(append(args, m.CgroupDirs...), "--"), opts.ReaperRemoves...)
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the manager's reaper: %w", err)
+	}
+	m.reaper, m.reaped = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(m.reaped) }()
+	return nil
+}
+
+// ProcessStartTime is field 22 of /proc/<pid>/stat (the start time in clock
+// ticks since boot), "" if the process is gone or a zombie. With the pid it
+// identifies a process across pid reuse.
+func ProcessStartTime(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 20 || fields[0] == "Z" {
+		return ""
+	}
+	return fields[19]
+}
+
+// lockFile takes an exclusive flock on path, waiting up to timeout or
+// until ctx ends.
+func lockFile(ctx context.Context, path string, timeout time.Duration) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) || ctx.Err() != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func tail(path string) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.Join(lines[max(0, len(lines)-5):], " | ")
+}

@@ -1,0 +1,40 @@
+//go:build !linux
+
+package units
+
+import "context"
+
+// BootOptions configure BootPrivateManager (Linux only).
+type BootOptions struct {
+	Name          string
+	ConfigHome    string
+	Watch         int
+	ReaperRemoves []string
+}
+
+// PrivateManager is a booted private user manager; off Linux there is none.
+type PrivateManager struct {
+	RuntimeDir string
+	Bus        BusAddress
+	PID        int
+	StartTime  string
+	Cgroup     string
+	CgroupDirs []string
+}
+
+// CanBootPrivateManager returns ErrUnsupported off Linux.
+func CanBootPrivateManager() error { return ErrUnsupported }
+
+// BootPrivateManager returns ErrUnsupported off Linux.
+func BootPrivateManager(ctx context.Context, opts BootOptions) (*PrivateManager, error) {
+	return nil, ErrUnsupported
+}
+
+// Env returns nil off Linux.
+func (m *PrivateManager) Env() []string { return nil }
+
+// Stop does nothing off Linux.
+func (m *PrivateManager) Stop() error { return nil }
+
+// ProcessStartTime returns "" off Linux.
+func ProcessStartTime(pid int) string { return "" }
