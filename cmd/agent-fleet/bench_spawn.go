@@ -1,0 +1,507 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// spawnTarget is issue 5's target: a full spawn within 1.3× of a bare unit
+// plus the command's own start-up.
+const spawnTarget = 1.3
+
+// benchMaxRuntime makes systemd stop the benchmark's units even if the
+// benchmark itself is killed before it can.
+const benchMaxRuntime = 10 * time.Minute
+
+func newBenchCmd(s *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure agent-fleet on this machine",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newBenchSpawnCmd(s))
+	return cmd
+}
+
+type benchSpawnOptions struct {
+	workers int
+	asJSON  bool
+	noBoot  bool
+}
+
+func newBenchSpawnCmd(s *streams) *cobra.Command {
+	opts := &benchSpawnOptions{}
+	cmd := &cobra.Command{
+		Use:   "spawn [--workers N] [--json]",
+		Short: "Spawn-to-ready and stop-to-verified-clean latency, beside a bare transient unit",
+		Long: `Spawn N exec workers running "sleep 300" one after another and stop them again,
+timing fleet.Spawn (until the worker shim signalled READY: the command was
+executed and the worker's intercom session registered) and fleet.Stop (until
+the unit is inactive and its cgroup proven empty). In the same run, on the same
+D-Bus connection, it starts and stops a bare transient unit (Type=exec, the
+same command) per worker, timed from the start call to its job done, and runs
+the worker shim N times outside systemd to measure the command's own start-up
+(exec of agent-fleet, registry, intercom registration, session holder, exec of
+the command, READY). It reports p50/p99 of each and the ratios; issue 5's
+target is a spawn within 1.3× of the bare unit plus that start-up.
+
+It runs in a temporary agent directory with its own broker, on your user
+manager — or, as root on a machine whose PID 1 is not systemd, on a private
+one booted for the run — and removes everything it started.`,
+		Example: "  agent-fleet bench spawn --workers 50\n  agent-fleet bench spawn --workers 10 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.workers < 1 || opts.workers > 500 {
+				return &usageError{errors.New("--workers must be between 1 and 500")}
+			}
+			return runBenchSpawn(cmd.Context(), s, opts)
+		},
+	}
+	cmd.Flags().IntVar(&opts.workers, "workers", 50, "how many workers (and bare units) to start and stop")
+	cmd.Flags().BoolVar(&opts.asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&opts.noBoot, "no-boot", false, "never boot a private user manager")
+	return cmd
+}
+
+// latency summarises one measured operation, in milliseconds.
+type latency struct {
+	P50Ms  float64 `json:"p50Ms"`
+	P99Ms  float64 `json:"p99Ms"`
+	MinMs  float64 `json:"minMs"`
+	MaxMs  float64 `json:"maxMs"`
+	MeanMs float64 `json:"meanMs"`
+	N      int     `json:"n"`
+}
+
+// ratio compares two latencies at p50 and at p99.
+type ratio struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// benchSpawnResult is what `bench spawn --json` prints.
+type benchSpawnResult struct {
+	Workers        int      `json:"workers"`
+	Command        []string `json:"command"`
+	Manager        string   `json:"manager"` // "user" or "private"
+	SystemdVersion string   `json:"systemdVersion"`
+	// Spawn is fleet.Spawn until READY; Stop is fleet.Stop until the
+	// cgroup is proven empty.
+	Spawn latency `json:"spawn"`
+	Stop  latency `json:"stop"`
+	// BareStart and BareStop are a Type=exec transient unit's start and
+	// stop calls until their jobs are done.
+	BareStart latency `json:"bareStart"`
+	BareStop  latency `json:"bareStop"`
+	// ShimStartup is the worker shim run outside systemd, from its exec
+	// until READY.
+	ShimStartup latency `json:"shimStartup"`
+	// ShimUnitStart and ShimUnitStop are the worker shim as a bare
+	// Type=notify unit (no registry, no environment read): the start call
+	// until READY, the stop call until its job is done.
+	ShimUnitStart latency `json:"shimUnitStart"`
+	ShimUnitStop  latency `json:"shimUnitStop"`
+	Ratios        struct {
+		SpawnToBare            ratio `json:"spawnToBare"`
+		SpawnToBarePlusStartup ratio `json:"spawnToBarePlusStartup"`
+		SpawnToShimUnit        ratio `json:"spawnToShimUnit"`
+		StopToBare             ratio `json:"stopToBare"`
+	} `json:"ratios"`
+	Target struct {
+		SpawnToBarePlusStartup float64 `json:"spawnToBarePlusStartup"`
+		MetAtP50               bool    `json:"metAtP50"`
+		MetAtP99               bool    `json:"metAtP99"`
+	} `json:"target"`
+	// Includes says what each measurement covers.
+	Includes map[string]string `json:"includes"`
+	// UnitPatterns match every unit the run created (all gone at the end).
+	UnitPatterns []string `json:"unitPatterns"`
+}
+
+var benchIncludes = map[string]string{
+	"spawn":       "fleet.Spawn: registry reserve, user manager environment read, transient Type=notify unit start until the shim's READY (exec of agent-fleet, registry open, intercom registration, session holder, exec of the command), registry update",
+	"bareStart":   "units.StartService of a Type=exec transient unit running the same command, on the same D-Bus connection: start call until the start job is done (systemd forked and executed the command)",
+	"shimStartup": "the worker shim started by this process outside systemd, from fork/exec until READY=1 on a notify socket: the command's own start-up under agent-fleet",
+	"stop":        "fleet.Stop: registry stop fence, stop job (SIGTERM to the cgroup), wait until inactive, cgroup read (and SIGKILL of survivors), reset-failed, exit record, registry update",
+	"bareStop":    "units.StopUnit of the bare unit until its stop job is done",
+	"shimUnit":    "the worker shim (running the same command) as a bare Type=notify transient unit on the same connection: systemd plus the shim's start-up until READY, and its stop, without fleet's registry and environment work",
+	"ratios":      "ratios of the percentiles (p50 to p50, p99 to p99); spawnToBarePlusStartup = spawn / (bareStart + shimStartup)",
+}
+
+func runBenchSpawn(ctx context.Context, s *streams, opts *benchSpawnOptions) (err error) {
+	log := s.Err
+	if opts.asJSON {
+		log = io.Discard
+	}
+	sb, err := newSandbox("agent-fleet-bench-")
+	if err != nil {
+		return fmt.Errorf("bench spawn: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		for _, line := range sb.close(cctx) {
+			fmt.Fprintln(log, "bench spawn:", line)
+		}
+		err = errors.Join(err, sb.closeErr)
+	}()
+	if err := sb.findManager(ctx, !opts.noBoot, "bench"); err != nil {
+		return err
+	}
+	if sb.missing != nil {
+		if errors.Is(sb.missing, units.ErrUnsupported) {
+			return sb.missing
+		}
+		return fmt.Errorf("%w: %v", errNoSystemd, sb.missing)
+	}
+	res := &benchSpawnResult{Workers: opts.workers, Manager: "user", SystemdVersion: sb.probe.Version.Raw, Includes: benchIncludes}
+	if sb.private != nil {
+		res.Manager = "private"
+		fmt.Fprintf(log, "bench spawn: no user manager is reachable; booted a private one (pid %d)\n", sb.private.PID)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		return fmt.Errorf("bench spawn: %w", err)
+	}
+	if sleep, err = filepath.Abs(sleep); err != nil {
+		return err
+	}
+	res.Command = []string{sleep, "300"}
+	sb.brokerStarted = true
+	if err := intercom.EnsureBroker(ctx, sb.paths, brokerStarter()); err != nil {
+		return fmt.Errorf("bench spawn: start the intercom broker: %w", err)
+	}
+	fe, err := openFleet(ctx)
+	if err != nil {
+		return err
+	}
+	sb.fleet = fe
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	probe, err := newShimProbe(sb.paths, exe, res.Command)
+	if err != nil {
+		return err
+	}
+	defer probe.close()
+
+	tag := randomTag()
+	res.UnitPatterns = []string{fleet.WorkerUnitName("bench-"+tag+"-*", "*"), "agent-fleet-bench-" + tag + "-*.service"}
+	// The bare unit's output goes where the workers' goes: to the journal
+	// where journald runs, else to a file (systemd's fallback when the
+	// journal socket is missing costs milliseconds per start).
+	bareLog := ""
+	if !journaldRuns() {
+		bareLog = filepath.Join(sb.paths.AgentDir, "bare.log")
+	}
+	bareSpec := func(name string) units.ServiceSpec {
+		return units.ServiceSpec{Name: name, Description: "agent-fleet bench spawn: bare unit", Argv: res.Command,
+			Type: units.ServiceExec, MaxRuntime: benchMaxRuntime, LogFile: bareLog}
+	}
+	// A shim unit is the worker shim as a bare Type=notify unit: systemd
+	// and the shim's start-up to READY, without fleet's bookkeeping.
+	shimSpec := func(name, id string) units.ServiceSpec {
+		return units.ServiceSpec{Name: name, Description: "agent-fleet bench spawn: shim unit",
+			Argv: append([]string{exe, "worker-shim", "--id", id, "--run", randomTag() + randomTag(), "--"}, res.Command...),
+			Env:  append([]string{intercom.AgentDirEnv + "=" + sb.paths.AgentDir}, childEnv...),
+			Type: units.ServiceNotify, MaxRuntime: benchMaxRuntime, LogFile: bareLog, WorkingDirectory: sb.paths.AgentDir}
+	}
+	spawnReq := func(id string) fleet.SpawnRequest {
+		return fleet.SpawnRequest{ID: id, Role: "bench", Cwd: sb.paths.AgentDir, Command: res.Command, MaxRuntime: benchMaxRuntime}
+	}
+
+	// One untimed round first, so that the binaries, the registry and the
+	// manager are warm for every timed one.
+	fmt.Fprintf(log, "bench spawn: warming up\n")
+	warm := "agent-fleet-bench-" + tag + "-warmup.service"
+	sb.bare[warm] = false
+	if _, err := fe.units.StartService(ctx, bareSpec(warm)); err != nil {
+		return fmt.Errorf("bench spawn: bare unit: %w", err)
+	}
+	if err := fe.units.StopUnit(ctx, warm); err != nil {
+		return fmt.Errorf("bench spawn: bare unit: %w", err)
+	}
+	sb.bare[warm] = true
+	warmShim := "agent-fleet-bench-" + tag + "-shim-warmup.service"
+	sb.bare[warmShim] = false
+	if _, err := fe.units.StartService(ctx, shimSpec(warmShim, "bench-"+tag+"-shim-warmup")); err != nil {
+		return fmt.Errorf("bench spawn: shim unit: %w", err)
+	}
+	if err := fe.units.StopUnit(ctx, warmShim); err != nil {
+		return fmt.Errorf("bench spawn: shim unit: %w", err)
+	}
+	sb.bare[warmShim] = true
+	if err := spawnAndTrack(ctx, sb, spawnReq("bench-"+tag+"-warmup")); err != nil {
+		return err
+	}
+	if _, err := fe.fleet.Stop(ctx, "bench-"+tag+"-warmup"); err != nil {
+		return fmt.Errorf("bench spawn: %w", err)
+	}
+	sb.stopped["bench-"+tag+"-warmup"] = true
+	if _, err := probe.run(ctx, "bench-"+tag+"-probe"); err != nil {
+		return err
+	}
+
+	// The three kinds alternate, so that each sees the same load of
+	// running units; operations run back to back (pausing between them
+	// lets the CPUs idle, and waking them costs more than the operation).
+	var spawnT, stopT, bareStartT, bareStopT, shimT, shimUnitStartT, shimUnitStopT []time.Duration
+	timed := func(into *[]time.Duration, op func() error) error {
+		began := time.Now()
+		if err := op(); err != nil {
+			return err
+		}
+		*into = append(*into, time.Since(began))
+		return nil
+	}
+	bareName := func(i int) string { return fmt.Sprintf("agent-fleet-bench-%s-%d.service", tag, i) }
+	shimName := func(i int) string { return fmt.Sprintf("agent-fleet-bench-%s-shim-%d.service", tag, i) }
+	workerID := func(i int) string { return fmt.Sprintf("bench-%s-%d", tag, i) }
+
+	fmt.Fprintf(log, "bench spawn: timing the worker shim's start-up %d times\n", opts.workers)
+	for i := range opts.workers {
+		d, err := probe.run(ctx, fmt.Sprintf("bench-%s-probe-%d", tag, i))
+		if err != nil {
+			return err
+		}
+		shimT = append(shimT, d)
+	}
+	fmt.Fprintf(log, "bench spawn: starting %d workers, %d bare units and %d shim units\n", opts.workers, opts.workers, opts.workers)
+	for i := range opts.workers {
+		sb.bare[bareName(i)] = false
+		if err := timed(&bareStartT, func() error {
+			_, err := fe.units.StartService(ctx, bareSpec(bareName(i)))
+			return err
+		}); err != nil {
+			return fmt.Errorf("bench spawn: bare unit: %w", err)
+		}
+		sb.bare[shimName(i)] = false
+		if err := timed(&shimUnitStartT, func() error {
+			_, err := fe.units.StartService(ctx, shimSpec(shimName(i), fmt.Sprintf("bench-%s-shim-%d", tag, i)))
+			return err
+		}); err != nil {
+			return fmt.Errorf("bench spawn: shim unit: %w", err)
+		}
+		if err := timed(&spawnT, func() error { return spawnAndTrack(ctx, sb, spawnReq(workerID(i))) }); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(log, "bench spawn: stopping them\n")
+	for i := range opts.workers {
+		if err := timed(&bareStopT, func() error { return fe.units.StopUnit(ctx, bareName(i)) }); err != nil {
+			return fmt.Errorf("bench spawn: bare unit: %w", err)
+		}
+		sb.bare[bareName(i)] = true
+		if err := timed(&shimUnitStopT, func() error { return fe.units.StopUnit(ctx, shimName(i)) }); err != nil {
+			return fmt.Errorf("bench spawn: shim unit: %w", err)
+		}
+		sb.bare[shimName(i)] = true
+		if err := timed(&stopT, func() error {
+			_, err := fe.fleet.Stop(ctx, workerID(i))
+			return err
+		}); err != nil {
+			return fmt.Errorf("bench spawn: %w", err)
+		}
+		sb.stopped[workerID(i)] = true
+	}
+
+	res.Spawn, res.Stop = summarize(spawnT), summarize(stopT)
+	res.BareStart, res.BareStop, res.ShimStartup = summarize(bareStartT), summarize(bareStopT), summarize(shimT)
+	res.ShimUnitStart, res.ShimUnitStop = summarize(shimUnitStartT), summarize(shimUnitStopT)
+	res.Ratios.SpawnToBare = ratio{res.Spawn.P50Ms / res.BareStart.P50Ms, res.Spawn.P99Ms / res.BareStart.P99Ms}
+	res.Ratios.SpawnToBarePlusStartup = ratio{res.Spawn.P50Ms / (res.BareStart.P50Ms + res.ShimStartup.P50Ms),
+		res.Spawn.P99Ms / (res.BareStart.P99Ms + res.ShimStartup.P99Ms)}
+	res.Ratios.SpawnToShimUnit = ratio{res.Spawn.P50Ms / res.ShimUnitStart.P50Ms, res.Spawn.P99Ms / res.ShimUnitStart.P99Ms}
+	res.Ratios.StopToBare = ratio{res.Stop.P50Ms / res.BareStop.P50Ms, res.Stop.P99Ms / res.BareStop.P99Ms}
+	res.Target.SpawnToBarePlusStartup = spawnTarget
+	res.Target.MetAtP50 = res.Ratios.SpawnToBarePlusStartup.P50 <= spawnTarget
+	res.Target.MetAtP99 = res.Ratios.SpawnToBarePlusStartup.P99 <= spawnTarget
+	if opts.asJSON {
+		return printJSON(s.Out, res)
+	}
+	printBenchSpawn(s.Out, res)
+	return nil
+}
+
+// spawnAndTrack spawns a worker and records it for cleanup.
+func spawnAndTrack(ctx context.Context, sb *sandbox, req fleet.SpawnRequest) error {
+	w, err := sb.fleet.fleet.Spawn(ctx, req)
+	if w != nil {
+		sb.workers = append(sb.workers, w)
+	}
+	if err != nil {
+		return fmt.Errorf("bench spawn: %w", err)
+	}
+	return nil
+}
+
+func printBenchSpawn(out io.Writer, r *benchSpawnResult) {
+	where := "your user manager"
+	if r.Manager == "private" {
+		where = "a private user manager booted for the run"
+	}
+	fmt.Fprintf(out, "Spawn benchmark: %d exec workers running %q, systemd %s (%s).\n\n", r.Workers, strings.Join(r.Command, " "), r.SystemdVersion, where)
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tp50\tp99\t")
+	row := func(name string, l latency) { fmt.Fprintf(tw, "%s\t%s\t%s\t\n", name, ms(l.P50Ms), ms(l.P99Ms)) }
+	times := func(name string, q ratio) { fmt.Fprintf(tw, "%s\t%.2f×\t%.2f×\t\n", name, q.P50, q.P99) }
+	row("bare unit start (Type=exec)", r.BareStart)
+	row("worker shim start-up, outside systemd", r.ShimStartup)
+	row("shim as a bare Type=notify unit", r.ShimUnitStart)
+	row("worker spawn until READY", r.Spawn)
+	times("spawn / bare", r.Ratios.SpawnToBare)
+	times("spawn / (bare + shim start-up)", r.Ratios.SpawnToBarePlusStartup)
+	times("spawn / shim unit", r.Ratios.SpawnToShimUnit)
+	fmt.Fprintln(tw, "\t\t\t")
+	row("bare unit stop", r.BareStop)
+	row("shim unit stop", r.ShimUnitStop)
+	row("worker stop until cgroup proven empty", r.Stop)
+	times("stop / bare", r.Ratios.StopToBare)
+	tw.Flush()
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "missed"
+	}
+	fmt.Fprintf(out, "\nTarget: spawn within %.1f× of the bare unit plus the command's own start-up — %s at p50, %s at p99.\n",
+		r.Target.SpawnToBarePlusStartup, verdict(r.Target.MetAtP50), verdict(r.Target.MetAtP99))
+	fmt.Fprintln(out, "\nWhat the figures include:")
+	for _, k := range []string{"bareStart", "shimStartup", "shimUnit", "spawn", "bareStop", "stop", "ratios"} {
+		fmt.Fprintf(out, "  %-11s %s\n", k+":", r.Includes[k])
+	}
+}
+
+func ms(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f ms", v)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+// summarize computes nearest-rank percentiles of ds.
+func summarize(ds []time.Duration) latency {
+	if len(ds) == 0 {
+		return latency{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	toMs := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
+	rank := func(p float64) time.Duration { return s[max(0, int(math.Ceil(p/100*float64(len(s))))-1)] }
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return latency{P50Ms: toMs(rank(50)), P99Ms: toMs(rank(99)), MinMs: toMs(s[0]), MaxMs: toMs(s[len(s)-1]),
+		MeanMs: toMs(sum / time.Duration(len(s))), N: len(s)}
+}
+
+func randomTag() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// shimProbe runs the worker shim outside systemd, with a notify socket of
+// its own, to time the command's own start-up until READY.
+type shimProbe struct {
+	exe     string
+	command []string
+	paths   intercom.Paths
+	sock    *net.UnixConn
+	path    string
+}
+
+func newShimProbe(p intercom.Paths, exe string, command []string) (*shimProbe, error) {
+	path := filepath.Join(p.AgentDir, "notify.sock")
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("bench spawn: notify socket: %w", err)
+	}
+	return &shimProbe{exe: exe, command: command, paths: p, sock: sock, path: path}, nil
+}
+
+func (sp *shimProbe) close() {
+	sp.sock.Close()
+	os.Remove(sp.path)
+}
+
+// run starts `agent-fleet worker-shim` as worker id, waits for READY=1,
+// then stops it (SIGTERM, which it forwards to the command) and reaps it.
+func (sp *shimProbe) run(ctx context.Context, id string) (time.Duration, error) {
+	argv := append([]string{"worker-shim", "--id", id, "--run", randomTag() + randomTag(), "--"}, sp.command...)
+	cmd := exec.Command(sp.exe, argv...)
+	cmd.Env = append(append(os.Environ(), childEnv...), "NOTIFY_SOCKET="+sp.path)
+	cmd.Dir = sp.paths.AgentDir
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("bench spawn: start the shim probe: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ready := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		_ = sp.sock.SetReadDeadline(time.Now().Add(fleet.DefaultStartTimeout))
+		for {
+			n, _, err := sp.sock.ReadFromUnix(buf)
+			if err != nil {
+				ready <- err
+				return
+			}
+			if strings.Contains(string(buf[:n]), "READY=1") {
+				ready <- nil
+				return
+			}
+		}
+	}()
+	var took time.Duration
+	var err error
+	select {
+	case err = <-ready:
+		took = time.Since(began)
+	case werr := <-exited:
+		_ = sp.sock.SetReadDeadline(time.Now()) // ends the reader
+		<-ready
+		return 0, fmt.Errorf("bench spawn: the shim probe exited before READY (%v): %s", werr, strings.TrimSpace(stderr.String()))
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		_ = sp.sock.SetReadDeadline(time.Now())
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bench spawn: the shim probe: %w", err)
+	}
+	return took, nil
+}

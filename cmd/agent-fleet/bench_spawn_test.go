@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
+)
+
+// TestBenchSpawn runs `bench spawn --workers 3 --json` on the shared user
+// manager: every figure is there and positive, and no unit of the run is
+// left.
+func TestBenchSpawn(t *testing.T) {
+	inst := unitstest.Require(t)
+	cmd := agentFleet(t, shortDir(t), "bench", "spawn", "--workers", "3", "--json")
+	cmd.Env = append(cmd.Env, inst.Env()...)
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", out)
+	t.Logf("%s", out)
+
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(out, &raw))
+	for _, k := range []string{"workers", "command", "manager", "systemdVersion", "spawn", "stop", "bareStart", "bareStop",
+		"shimStartup", "shimUnitStart", "shimUnitStop", "ratios", "target", "includes", "unitPatterns"} {
+		require.Contains(t, raw, k)
+	}
+	var res benchSpawnResult
+	require.NoError(t, json.Unmarshal(out, &res))
+	require.Equal(t, 3, res.Workers)
+	require.Equal(t, "user", res.Manager)
+	require.Equal(t, "300", res.Command[1])
+	for name, l := range map[string]latency{"spawn": res.Spawn, "stop": res.Stop, "bareStart": res.BareStart, "bareStop": res.BareStop,
+		"shimStartup": res.ShimStartup, "shimUnitStart": res.ShimUnitStart, "shimUnitStop": res.ShimUnitStop} {
+		require.Equal(t, 3, l.N, name)
+		require.Positive(t, l.P50Ms, name)
+		require.GreaterOrEqual(t, l.P99Ms, l.P50Ms, name)
+		require.GreaterOrEqual(t, l.MaxMs, l.P99Ms, name)
+		require.LessOrEqual(t, l.MinMs, l.P50Ms, name)
+	}
+	require.Positive(t, res.Ratios.SpawnToBare.P50)
+	require.InDelta(t, res.Spawn.P50Ms/(res.BareStart.P50Ms+res.ShimStartup.P50Ms), res.Ratios.SpawnToBarePlusStartup.P50, 1e-9)
+	require.Equal(t, spawnTarget, res.Target.SpawnToBarePlusStartup)
+	require.Equal(t, res.Ratios.SpawnToBarePlusStartup.P50 <= spawnTarget, res.Target.MetAtP50)
+	require.Len(t, res.UnitPatterns, 2)
+
+	m := unitstest.Connect(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	left, err := m.ListUnits(ctx, res.UnitPatterns...)
+	require.NoError(t, err)
+	require.Empty(t, left, "units left behind by the benchmark")
+}
+
+func TestSummarize(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	l := summarize(ds)
+	require.Equal(t, latency{P50Ms: 50, P99Ms: 99, MinMs: 1, MaxMs: 100, MeanMs: 50.5, N: 100}, l)
+	require.Equal(t, latency{P50Ms: 7, P99Ms: 7, MinMs: 7, MaxMs: 7, MeanMs: 7, N: 1}, summarize([]time.Duration{7 * time.Millisecond}))
+	require.Equal(t, latency{}, summarize(nil))
+}
