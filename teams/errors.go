@@ -1,0 +1,35 @@
+package teams
+
+import "errors"
+
+// Errors of team operations. Each maps to one CLI exit code in cmd.
+var (
+	// ErrRegistry: the fleet registry could not be read while the caller is
+	// a worker, so its team is unknown (never guessed from elsewhere).
+	ErrRegistry = errors.New("fleet registry unavailable")
+	// ErrManagedSession: a managed session (a fleet worker, an owned
+	// session, a TmuxDeck team member or a Boss participant) cannot join or
+	// create another team (spec §7.2).
+	ErrManagedSession = errors.New("a managed session cannot join another team")
+	// ErrInvalidTeamName: a team name that does not match TeamNamePattern.
+	ErrInvalidTeamName = errors.New("team name must match " + TeamNamePattern)
+	// ErrTeamNotFound: no named team has that exact name.
+	ErrTeamNotFound = errors.New("no named team with that name")
+	// ErrTeamExists: a named team with that name (in any letter case)
+	// already exists.
+	ErrTeamExists = errors.New("a named team with that name already exists")
+	// ErrStore: named-teams.json cannot be read as the §7.2 format; it is
+	// left untouched.
+	ErrStore = errors.New("named-teams.json is not in the expected format")
+	// ErrLocked: named-teams.lock stayed held past the 5 s deadline.
+	ErrLocked = errors.New("named teams are locked by another process")
+	// ErrNoSwitch: this process cannot move the session to another scope
+	// (no session holder runs for it here).
+	ErrNoSwitch = errors.New("no session holder to switch")
+	// ErrInspectionDenied: manager inbox inspection refused (spec §7.4).
+	ErrInspectionDenied = errors.New("pending-ask inbox inspection denied")
+	// ErrBossDenied: the Boss team scope refused a target or an operation
+	// (BOSS_TEAM_SCOPE_DENIED, BOSS_TEAM_METADATA_INVALID or
+	// BOSS_TEAM_TARGET_NOT_CONNECTED; see *BossError).
+	ErrBossDenied = errors.New("boss team scope denied")
+)

@@ -1,0 +1,145 @@
+package teams
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// The workers.json view is the legacy orchestrator registry form the
+// TypeScript adapters' intercom_team reads (spec §7 item 1), so Pi and
+// Claude-adapter workers of agent-fleet resolve the same team as its own
+// sessions:
+//
+//	{"version":1,"writer":"agent-fleet","workers":[{"id","runId","owned",
+//	  "managerSessionId","intercomTarget","state","harness"[,"role"]}]}
+//
+// It lists the live workers (provisioning, running, stopping; the readers'
+// live set also has idle and needs_attention, which fleet does not use).
+// The readers look only at "workers", so the "writer" mark is invisible to
+// them; it is how agent-fleet knows the file is its own. A file without
+// the mark belongs to a TypeScript orchestrator and is never touched.
+
+// WorkersViewWriter is the mark of a view agent-fleet wrote.
+const WorkersViewWriter = "agent-fleet"
+
+// WorkersViewPath is <agentDir>/intercom/orchestrator/workers.json.
+func WorkersViewPath(p intercom.Paths) string {
+	return filepath.Join(p.OrchestratorDir(), "workers.json")
+}
+
+// ViewState says who owns the workers.json file.
+type ViewState string
+
+const (
+	ViewAbsent     ViewState = "absent"      // no file: agent-fleet may write one
+	ViewOurs       ViewState = "agent-fleet" // written by agent-fleet
+	ViewForeign    ViewState = "foreign"     // a TypeScript orchestrator's registry: never touched
+	ViewUnreadable ViewState = "unreadable"  // cannot be read (left alone too)
+)
+
+// ViewStatus is what InspectWorkersView found.
+type ViewStatus struct {
+	State   ViewState
+	Path    string
+	Workers int // entries in the file when it is readable
+	Err     error
+}
+
+type viewWorker struct {
+	ID               string `json:"id"`
+	RunID            string `json:"runId"`
+	Owned            bool   `json:"owned"`
+	ManagerSessionID string `json:"managerSessionId"`
+	IntercomTarget   string `json:"intercomTarget"`
+	State            string `json:"state"`
+	Harness          string `json:"harness"`
+	Role             string `json:"role,omitempty"`
+}
+
+type viewFile struct {
+	Version int          `json:"version"`
+	Writer  string       `json:"writer"`
+	Workers []viewWorker `json:"workers"`
+}
+
+// InspectWorkersView reports who owns workers.json, for doctor.
+func InspectWorkersView(p intercom.Paths) ViewStatus {
+	path := WorkersViewPath(p)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return ViewStatus{State: ViewAbsent, Path: path}
+	case err != nil:
+		return ViewStatus{State: ViewUnreadable, Path: path, Err: err}
+	}
+	var top struct {
+		Writer  json.RawMessage   `json:"writer"`
+		Workers []json.RawMessage `json:"workers"`
+	}
+	if err := json.Unmarshal(data, &top); err != nil {
+		return ViewStatus{State: ViewUnreadable, Path: path, Err: err}
+	}
+	st := ViewStatus{State: ViewForeign, Path: path, Workers: len(top.Workers)}
+	var writer string
+	if json.Unmarshal(top.Writer, &writer) == nil && writer == WorkersViewWriter {
+		st.State = ViewOurs
+	}
+	return st
+}
+
+// RefreshWorkersView rewrites workers.json from the live workers that list
+// returns, atomically, unless the file belongs to someone else (then it
+// returns ViewForeign or ViewUnreadable and writes nothing). Refreshes of
+// all processes are serialized by a lock held across list and write, so the
+// file always ends with the newest registry state. An unchanged view is
+// not rewritten. Call it after every registry change.
+func RefreshWorkersView(ctx context.Context, p intercom.Paths, list func(context.Context) ([]WorkerRecord, error)) (ViewState, error) {
+	path := WorkersViewPath(p)
+	if err := intercom.EnsureDir(filepath.Dir(path)); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(path + ".agent-fleet.lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	st := InspectWorkersView(p)
+	if st.State == ViewForeign || st.State == ViewUnreadable {
+		return st.State, nil
+	}
+	workers, err := list(ctx)
+	if err != nil {
+		return st.State, fmt.Errorf("refresh %s: %w", path, err)
+	}
+	data := encodeView(workers)
+	if st.State == ViewOurs {
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			return ViewOurs, nil
+		}
+	}
+	if err := intercom.WriteFileAtomic(path, data); err != nil {
+		return st.State, err
+	}
+	return ViewOurs, nil
+}
+
+func encodeView(workers []WorkerRecord) []byte {
+	f := viewFile{Version: 1, Writer: WorkersViewWriter, Workers: []viewWorker{}}
+	for _, w := range workers {
+		if !w.Live {
+			continue
+		}
+		f.Workers = append(f.Workers, viewWorker{ID: w.ID, RunID: w.RunID, Owned: true, ManagerSessionID: w.Manager,
+			IntercomTarget: w.ID, State: w.State, Harness: w.Harness, Role: w.Role})
+	}
+	data, _ := json.MarshalIndent(f, "", "  ")
+	return append(data, '\n')
+}
