@@ -149,6 +149,8 @@ var benchIncludes = map[string]string{
 }
 
 func runBenchSpawn(ctx context.Context, s *streams, opts *benchSpawnOptions) (err error) {
+	ctx, stop := untilHangup(ctx)
+	defer stop()
 	log := s.Err
 	if opts.asJSON {
 		log = io.Discard

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -123,6 +125,8 @@ func (n *narrator) say(format string, args ...any) {
 }
 
 func runDemo(ctx context.Context, s *streams, opts *demoOptions) (err error) {
+	ctx, stop := untilHangup(ctx)
+	defer stop()
 	n := &narrator{w: s.Out}
 	fmt.Fprintln(s.Out, "agent-fleet demo: two workers, run by systemd, talk to each other through the intercom.")
 
@@ -379,6 +383,29 @@ func runIntercomDemo(ctx context.Context, n *narrator, sb *sandbox, opts *demoOp
 	}
 	n.say("demo-ping asked %d times and demo-pong answered every ask.", opts.pings)
 	return nil
+}
+
+// untilHangup is ctx, also cancelled when the terminal goes away (SIGHUP)
+// or stdout is a closed pipe (SIGPIPE, e.g. "agent-fleet demo | head"):
+// either would otherwise end the process before it cleaned up. After
+// SIGPIPE the narration's writes fail silently; the cleanup still runs.
+func untilHangup(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGPIPE)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }
 
 // sandbox is what the demo and the spawn benchmark run in: a fresh agent
