@@ -589,6 +589,11 @@ func (s *Session) Pending(_ context.Context, req PendingRequest) (*PendingResult
 	return res, nil
 }
 
+// AskViews renders pending asks (oldest first) as Pending lists them, with
+// their selectors and ages at now: for a foreign inbox read with
+// ReadPendingAsks (manager inspection).
+func AskViews(asks []*InboundMessage, now time.Time) []AskView { return askViews(asks, now) }
+
 // askViews renders pending asks, oldest first, with their selectors.
 func askViews(asks []*InboundMessage, now time.Time) []AskView {
 	out := make([]AskView, 0, len(asks))

@@ -1,0 +1,195 @@
+package teams
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+// stageInto stores messages in the inbox of sessionID as a receiver would.
+func stageInto(t *testing.T, p intercom.Paths, sessionID string, msgs ...struct {
+	from string
+	id   string
+	ask  bool
+	at   time.Time
+}) *intercom.Inbox {
+	t.Helper()
+	in, err := intercom.OpenInbox(p, sessionID)
+	require.NoError(t, err)
+	for _, m := range msgs {
+		from := wire.SessionInfo{ID: m.from, Name: m.from, HasName: true, Cwd: "/w", Model: "cli", Origin: "local"}
+		raw := wire.Message{ID: m.id, Timestamp: 1, Text: "question " + m.id + "   with   spaces", ExpectsReply: m.ask}
+		info, err := wire.ParseMessage(raw.AppendJSON(nil))
+		require.NoError(t, err)
+		in.Stage(from.AppendJSON(nil), from, info, float64(m.at.UnixMilli()))
+	}
+	require.NoError(t, in.Flush())
+	return in
+}
+
+type msg = struct {
+	from string
+	id   string
+	ask  bool
+	at   time.Time
+}
+
+// Every allowed and refused inspection case of spec §7.4.
+func TestAuthorizeInspection(t *testing.T) {
+	managerTeam := func() *Team {
+		return &Team{Source: SourceOrchestrator, TeamID: "boss", fromRegistry: true, Self: Self{ID: "boss", IsManager: true},
+			Manager:   &Endpoint{Target: "boss", Connected: true},
+			Coworkers: []Member{{ID: "w1", Target: "w1", Connected: true}, {ID: "w2", Target: "w2"}, {ID: "named", Target: "named", Connected: true}}}
+	}
+	sessions := []Session{{ID: "boss"}, {ID: "w1"}, {ID: "x9", Name: "named"}, {ID: "far", Origin: "remote"}}
+	cases := []struct {
+		name      string
+		team      func() *Team
+		requested string
+		sessions  []Session
+		broker    bool // the broker says the id is connected
+		allowed   bool
+	}{
+		{"manager, owned connected coworker", managerTeam, "w1", sessions, false, true},
+		{"manager, coworker connected in another scope", managerTeam, "w2", sessions, true, true},
+		{"manager, coworker not connected", managerTeam, "w2", sessions, false, false},
+		{"manager, coworker connected only by name", managerTeam, "named", sessions, false, false},
+		{"manager, not a coworker", managerTeam, "x9", sessions, true, false},
+		{"manager, itself", managerTeam, "boss", sessions, true, false},
+		{"manager, case-folded target", managerTeam, "W1", sessions, true, false},
+		{"manager, remote coworker", func() *Team {
+			t := managerTeam()
+			t.Coworkers = append(t.Coworkers, Member{ID: "far", Target: "far", Connected: true})
+			return t
+		}, "far", sessions, true, false},
+		{"a worker of the team", func() *Team {
+			t := managerTeam()
+			t.Self = Self{ID: "w2", WorkerID: "w2"}
+			return t
+		}, "w1", sessions, true, false},
+		{"a manifest lead", func() *Team {
+			t := managerTeam()
+			t.Source, t.fromRegistry = SourceManifest, false
+			return t
+		}, "w1", sessions, true, false},
+		{"a live-roster manager", func() *Team {
+			t := managerTeam()
+			t.Source, t.fromRegistry = SourceLiveRoster, false
+			return t
+		}, "w1", sessions, true, false},
+		{"a Boss manager", func() *Team {
+			t := managerTeam()
+			t.fromRegistry = false // source "orchestrator" from Boss metadata, not the registry
+			return t
+		}, "w1", sessions, true, false},
+		{"standalone", func() *Team { return &Team{Source: SourceStandalone, Self: Self{ID: "boss"}} }, "w1", sessions, true, false},
+		{"a team received from another process", func() *Team {
+			t := managerTeam()
+			t.fromRegistry = false
+			return t
+		}, "w1", sessions, true, false},
+		{"no team", func() *Team { return nil }, "w1", sessions, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			connected := func(_ context.Context, id string) bool { return c.broker && id == c.requested }
+			err := AuthorizeInspection(ctx, c.team(), c.sessions, c.requested, connected)
+			if c.allowed {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, ErrInspectionDenied)
+			}
+		})
+	}
+}
+
+func TestReadInbox(t *testing.T) {
+	p := intercom.NewPaths(t.TempDir())
+	now := time.UnixMilli(1760000000000)
+	stageInto(t, p, "w1",
+		msg{"boss", "q-old", true, now.Add(-11 * time.Minute)},
+		msg{"boss", "q1", true, now.Add(-2 * time.Minute)},
+		msg{"peer", "note", false, now.Add(-time.Minute)},
+		msg{"boss", "q2", true, now.Add(-time.Second)},
+	)
+	path := p.Inbox("w1")
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	st, _ := os.Stat(path)
+
+	got, err := ReadInbox(p, "w1", "", 10*time.Minute, now)
+	require.NoError(t, err)
+	require.Equal(t, "w1", got.InboxSessionID)
+	require.Len(t, got.Asks, 2, "asks only, the expired one dropped")
+	require.Equal(t, intercom.AskID("boss", "q1"), got.Asks[0].AskID)
+	require.Equal(t, "oldest", got.Asks[0].Selector)
+	require.Equal(t, "latest", got.Asks[1].Selector)
+	require.Equal(t, int64(120), got.Asks[0].ElapsedSeconds)
+	require.Equal(t, "question q1 with spaces", got.Asks[0].Preview)
+	require.Empty(t, got.Asks[0].Text)
+
+	one, err := ReadInbox(p, "w1", intercom.AskID("boss", "q2"), 10*time.Minute, now)
+	require.NoError(t, err)
+	require.Len(t, one.Asks, 1)
+	require.Equal(t, "question q2   with   spaces", one.Asks[0].Text)
+	_, err = ReadInbox(p, "w1", intercom.AskID("boss", "q-old"), 10*time.Minute, now)
+	require.ErrorIs(t, err, intercom.ErrNoPendingAsk)
+
+	after, _ := os.ReadFile(path)
+	st2, _ := os.Stat(path)
+	require.Equal(t, before, after, "read-only")
+	require.Equal(t, st.ModTime(), st2.ModTime())
+
+	empty, err := ReadInbox(p, "nobody", "", 10*time.Minute, now)
+	require.NoError(t, err)
+	require.Empty(t, empty.Asks, "no inbox is an empty one")
+	_, err = os.Stat(p.Inbox("nobody"))
+	require.True(t, os.IsNotExist(err), "and is not created")
+
+	// Any other version fails closed, untouched.
+	for name, content := range map[string]string{
+		"version 2":       `{"version":2,"nextSequence":1,"entries":[],"pendingAsks":[],"seen":[]}`,
+		"version 4":       `{"version":4,"nextSequence":1,"entries":[],"pendingAsks":[],"seen":[]}`,
+		"version as text": `{"version":"3","nextSequence":1,"entries":[],"pendingAsks":[],"seen":[]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			id := "v-" + filepath.Base(name)
+			require.NoError(t, os.MkdirAll(filepath.Dir(p.Inbox(id)), 0o700))
+			require.NoError(t, os.WriteFile(p.Inbox(id), []byte(content), 0o600))
+			_, err := ReadInbox(p, id, "", 10*time.Minute, now)
+			require.True(t, errors.Is(err, intercom.ErrInboxVersion), "%v", err)
+			data, _ := os.ReadFile(p.Inbox(id))
+			require.Equal(t, content, string(data))
+		})
+	}
+}
+
+// PurgeInbox drops what arrived from senders the contract refuses.
+func TestPurgeInbox(t *testing.T) {
+	p := intercom.NewPaths(t.TempDir())
+	now := time.Now()
+	in := stageInto(t, p, bWorker,
+		msg{bManager, "m1", false, now}, msg{"outsider", "m2", false, now},
+		msg{"outsider", "a1", true, now}, msg{bScout, "a2", true, now})
+	n, err := PurgeInbox(in, ReadBoss(bossEnv("worker")), bWorker)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "two unread messages and one ask of the outsider")
+	var from []string
+	for _, m := range in.Unread() {
+		from = append(from, m.From.ID)
+	}
+	require.Equal(t, []string{bManager, bScout}, from)
+	require.Len(t, in.PendingAsks(), 1)
+	require.Equal(t, bScout, in.PendingAsks()[0].From.ID)
+	n, err = PurgeInbox(in, &Boss{}, bWorker)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
