@@ -566,6 +566,7 @@ func (r *Registry) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	if r.onChange != nil {
 		r.onChange(context.WithoutCancel(ctx), r)
 	}
+	runChangeHook(context.WithoutCancel(ctx), r)
 	return nil
 }
 
