@@ -1,0 +1,11 @@
+//go:build !windows
+
+package main
+
+import "syscall"
+
+// execInTeam replaces this process with the command (as env(1) does), so
+// the command gets the terminal, its signals and its own exit status.
+func execInTeam(_ *streams, path string, argv, env []string) error {
+	return syscall.Exec(path, argv, env)
+}

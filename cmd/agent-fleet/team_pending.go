@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agent-fleet/agent-fleet/teams"
+)
+
+// runInboxOf is `agent-fleet intercom pending --inbox-of TARGET`: a
+// manager's read-only look at an owned coworker's pending asks (spec §7.4).
+// It runs in the session's holder when one runs (which resolves the team
+// with its own scope), else in this process.
+func runInboxOf(ctx context.Context, s *streams, target, askID string, asJSON bool) error {
+	st, release, err := openTeamSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	insp, err := st.svc.InspectInbox(ctx, teams.InspectRequest{Session: target, AskID: askID})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(s.Out, insp)
+	}
+	_, err = fmt.Fprintln(s.Out, inspectionText(insp, askID != ""))
+	return err
+}

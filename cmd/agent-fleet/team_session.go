@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+	"github.com/agent-fleet/agent-fleet/teams"
+)
+
+// sessionTeam is what teams adds to a process acting as a session: the
+// Boss contract of its environment (spec §7.3) and the team operations
+// (intercom_team, named teams, inbox inspection). Session holders (mcp,
+// listen) build it around the session they hold; other processes around
+// the holder they act through.
+type sessionTeam struct {
+	id   intercom.Identity
+	boss *teams.Boss
+	reg  *teamRegistry
+	svc  teams.Teams
+}
+
+// newSessionTeam reads the Boss contract for id. A contract that is present
+// but not usable (invalid, or naming another session) is returned as the
+// error: the process must then take no part at all (deny-all).
+func newSessionTeam(p intercom.Paths, id intercom.Identity) (*sessionTeam, error) {
+	st := &sessionTeam{id: id, boss: teams.ReadBoss(nil), reg: newTeamRegistry(p)}
+	if err := st.boss.Usable(id.SessionID); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// filter and replay go into the SessionConfig of a Boss session: refused
+// senders never reach the inbox, and the outbox is not replayed.
+func (st *sessionTeam) filter() func(from wire.SessionInfo, msg *wire.MessageInfo) string {
+	return st.boss.Filter(st.id.SessionID)
+}
+
+func (st *sessionTeam) replay() func(to string) bool { return st.boss.ReplayFilter() }
+
+// hold attaches the team to a session this process holds: what refused
+// senders left in its inbox is dropped, and the team service can move the
+// session between named teams. It returns the session's operations with
+// the Boss send rules applied, and the holder's extra operations.
+func (st *sessionTeam) hold(p intercom.Paths, sess *intercom.Session, log *slog.Logger) (intercom.Ops, func(context.Context, string, json.RawMessage) (any, bool, error)) {
+	if n, err := teams.PurgeInbox(sess.Inbox(), st.boss, st.id.SessionID); err != nil {
+		log.Warn("could not drop messages the Boss contract refuses", "err", err)
+	} else if n > 0 {
+		log.Info("dropped messages the Boss contract refuses", "count", n)
+	}
+	st.svc = teams.NewService(teams.ServiceConfig{Paths: p, Ops: sess, Switch: sess.SwitchScope,
+		Registry: st.reg, Connected: brokerConnected(p), Boss: st.boss, AskTTL: askTTL()})
+	return teams.GuardOps(sess, st.boss, st.id.SessionID), teams.HolderExtra(st.svc)
+}
+
+// through attaches the team to a session held by another process: team
+// operations go to that holder, or run here when it serves none (a worker
+// shim's holder; such sessions cannot switch scope).
+func (st *sessionTeam) through(p intercom.Paths, hc *intercom.HolderClient) intercom.Ops {
+	local := teams.NewService(teams.ServiceConfig{Paths: p, Ops: hc, Registry: st.reg,
+		Connected: brokerConnected(p), Boss: st.boss, AskTTL: askTTL()})
+	st.svc = viaHolder{remote: teams.HolderTeams{Client: hc}, local: local}
+	return teams.GuardOps(hc, st.boss, st.id.SessionID)
+}
+
+// own attaches the team to a session a one-shot command registered itself:
+// it lasts one command, so it cannot switch scope.
+func (st *sessionTeam) own(p intercom.Paths, sess *intercom.Session) intercom.Ops {
+	_, _ = teams.PurgeInbox(sess.Inbox(), st.boss, st.id.SessionID)
+	st.svc = teams.NewService(teams.ServiceConfig{Paths: p, Ops: sess, Registry: st.reg,
+		Connected: brokerConnected(p), Boss: st.boss, AskTTL: askTTL()})
+	return teams.GuardOps(sess, st.boss, st.id.SessionID)
+}
+
+func (st *sessionTeam) close() { st.reg.close() }
+
+// brokerConnected asks agent-fleet's broker whether an exact session id is
+// connected in any scope (a TypeScript broker has no local API: false).
+func brokerConnected(p intercom.Paths) func(context.Context, string) bool {
+	api := &intercom.LocalAPIClient{Path: p.LocalAPISocket()}
+	return func(ctx context.Context, id string) bool {
+		peer, err := api.Peer(ctx, id)
+		return err == nil && peer != nil && peer.Connected
+	}
+}
+
+// viaHolder runs team operations in the session's holder, falling back to
+// this process for a holder that serves none.
+type viaHolder struct {
+	remote teams.HolderTeams
+	local  *teams.Service
+}
+
+func (v viaHolder) Team(ctx context.Context) (*teams.Team, error) {
+	t, err := v.remote.Team(ctx)
+	if errors.Is(err, teams.ErrUnsupported) {
+		return v.local.Team(ctx)
+	}
+	return t, err
+}
+
+func (v viaHolder) Join(ctx context.Context, req teams.JoinRequest) (*teams.JoinResult, error) {
+	r, err := v.remote.Join(ctx, req)
+	if errors.Is(err, teams.ErrUnsupported) {
+		return v.local.Join(ctx, req)
+	}
+	return r, err
+}
+
+func (v viaHolder) NamedTeams(ctx context.Context) ([]teams.NamedTeam, error) {
+	r, err := v.remote.NamedTeams(ctx)
+	if errors.Is(err, teams.ErrUnsupported) {
+		return v.local.NamedTeams(ctx)
+	}
+	return r, err
+}
+
+func (v viaHolder) InspectInbox(ctx context.Context, req teams.InspectRequest) (*teams.Inspection, error) {
+	r, err := v.remote.InspectInbox(ctx, req)
+	if errors.Is(err, teams.ErrUnsupported) {
+		return v.local.InspectInbox(ctx, req)
+	}
+	return r, err
+}
