@@ -1,10 +1,14 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -24,7 +28,7 @@ type CleanupOptions struct {
 
 // CleanupAction is one thing the janitor did or would do.
 type CleanupAction struct {
-	Kind   string `json:"kind"` // checkpoint, stop, prune, recover, fence, untracked
+	Kind   string `json:"kind"` // checkpoint, stop, prune, recover, fence, untracked, cap-log, remove-file
 	ID     string `json:"id,omitempty"`
 	RunID  string `json:"runId,omitempty"`
 	Reason string `json:"reason"`
@@ -123,7 +127,91 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%d ended records older than %s", n, f.cfg.Leases.Retention), Done: true})
 		}
 	}
+	for _, a := range f.tidyFiles(ctx, opts.Execute) {
+		add(a)
+	}
 	return rep, nil
+}
+
+// Worker log files are capped: past LogCap bytes, all but the last
+// LogKeep bytes are dropped.
+const (
+	LogCap  = 16 << 20
+	LogKeep = 1 << 20
+)
+
+// tidyFiles caps worker log files and removes the log files and exit
+// records, untouched for the retention period, of incarnations the registry
+// no longer has (pruned, forgotten).
+func (f *Fleet) tidyFiles(ctx context.Context, execute bool) []CleanupAction {
+	var out []CleanupAction
+	for _, dir := range []struct{ path, ext string }{{LogDir(f.cfg.Paths), ".log"}, {exitDir(f.cfg.Paths), ".exit"}} {
+		entries, err := os.ReadDir(dir.path)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name, ok := strings.CutSuffix(e.Name(), dir.ext)
+			i := strings.LastIndexByte(name, '-')
+			if !ok || i <= 0 || !e.Type().IsRegular() {
+				continue
+			}
+			path := filepath.Join(dir.path, e.Name())
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			old := fi.ModTime().Before(f.cfg.Now().Add(-f.cfg.Leases.Retention))
+			if _, err := f.cfg.Registry.GetRun(ctx, name[:i], name[i+1:]); errors.Is(err, ErrNotFound) && old {
+				a := CleanupAction{Kind: "remove-file", ID: name[:i], RunID: name[i+1:], Reason: path + " belongs to a record that is gone"}
+				if execute {
+					a.Done = os.Remove(path) == nil
+				}
+				out = append(out, a)
+				continue
+			}
+			if dir.ext == ".log" && fi.Size() > LogCap {
+				a := CleanupAction{Kind: "cap-log", ID: name[:i], RunID: name[i+1:], Reason: fmt.Sprintf("%s is %d MiB; keep its last %d MiB", path, fi.Size()>>20, LogKeep>>20)}
+				if execute {
+					if err := capLog(path); err != nil {
+						a.Error = err.Error()
+					} else {
+						a.Done = true
+					}
+				}
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// capLog keeps the last LogKeep bytes of a log file in place (the worker's
+// unit appends to the same inode, so it cannot be replaced by a rename).
+func capLog(path string) error {
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	tail := make([]byte, LogKeep)
+	n, err := fh.ReadAt(tail, fi.Size()-LogKeep)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	tail = tail[:n]
+	if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:] // start at a line
+	}
+	head := []byte(fmt.Sprintf("[agent-fleet: log capped at %s; %d earlier bytes dropped]\n", time.Now().UTC().Format(time.RFC3339), fi.Size()-int64(len(tail))))
+	if _, err := fh.WriteAt(append(head, tail...), 0); err != nil {
+		return err
+	}
+	return fh.Truncate(int64(len(head) + len(tail)))
 }
 
 func stampOr(t time.Time) string {

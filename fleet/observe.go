@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -18,6 +19,11 @@ type Status struct {
 	// argv), at most 64; ProcessCount is the full count.
 	Processes    []units.Process
 	ProcessCount int
+	// LeaseActivity says how the worker's activity is judged while it has
+	// an idle lease: ActivityVerified (the broker's local API confirms the
+	// sending pid's cgroup) or ActivitySenderID (no local API answers, e.g.
+	// a foreign broker); "" without a lease.
+	LeaseActivity string
 }
 
 // settle reconciles one record with systemd (level-triggered): a live
@@ -109,6 +115,9 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 	}
 	w, st := f.settle(ctx, w)
 	s := &Status{Worker: w, Unit: st}
+	if w.State.Live() && !w.LeaseDeadline.IsZero() {
+		s.LeaseActivity = f.activityMode(ctx, w.ID)
+	}
 	cgroup := st.ControlGroup
 	if cgroup == "" && w.State.Live() {
 		cgroup = w.ControlGroup
@@ -123,6 +132,19 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 		}
 	}
 	return s, nil
+}
+
+// activityMode is how lease activity of worker id is judged now.
+func (f *Fleet) activityMode(ctx context.Context, id string) string {
+	if f.cfg.Peers == nil {
+		return ActivitySenderID
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := f.cfg.Peers.Peer(cctx, id); err != nil {
+		return ActivitySenderID
+	}
+	return ActivityVerified
 }
 
 // Logs returns the last n lines a worker wrote: from its log file, or from

@@ -463,13 +463,25 @@ func TestRespawnOfARunningWorkerIsRefusedAcrossManagerRestarts(t *testing.T) {
 func TestAmbiguousUnitsMakeTheFleetReadOnly(t *testing.T) {
 	w := newWorld(t)
 	a := w.spawn("w1", "sleep", "300")
-	// A second live unit claiming the same worker id.
-	twin := fleet.UnitPrefix + "w1-" + strings.Repeat("b", 12) + ".service"
-	_, err := w.m.StartService(ctx, units.ServiceSpec{Name: twin, Argv: []string{"/bin/sleep", "300"},
-		Env: []string{fleet.EnvWorkerID + "=w1", fleet.EnvRunID + "=" + strings.Repeat("b", 12), fleet.EnvManagerID + "=boss"}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.m.StopUnit(context.Background(), twin) })
+	unit := func(run, agentDir string) string {
+		name := fleet.UnitPrefix + "w1-" + run + ".service"
+		_, err := w.m.StartService(ctx, units.ServiceSpec{Name: name, Argv: []string{"/bin/sleep", "300"},
+			Env: []string{fleet.EnvWorkerID + "=w1", fleet.EnvRunID + "=" + run, fleet.EnvManagerID + "=boss", fleet.EnvAgentDir + "=" + agentDir}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = w.m.StopUnit(context.Background(), name) })
+		return name
+	}
+	// The same worker id in another agent directory sharing the manager is
+	// not ours: no conflict.
+	unit(strings.Repeat("c", 12), shortDir(t))
 	rep, err := w.f.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Ambiguous)
+	require.Empty(t, rep.Recovered)
+
+	// A second live unit claiming the same worker id here.
+	twin := unit(strings.Repeat("b", 12), w.p.AgentDir)
+	rep, err = w.f.Reconcile(ctx)
 	require.NoError(t, err)
 	require.Len(t, rep.Ambiguous, 1)
 	require.Contains(t, rep.Ambiguous[0], "both run worker w1")
@@ -487,4 +499,79 @@ func TestAmbiguousUnitsMakeTheFleetReadOnly(t *testing.T) {
 	require.Empty(t, fleet.Degraded(w.p))
 	_, err = w.f.Stop(ctx, a.ID)
 	require.NoError(t, err)
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "w1", Command: []string{"sleep", "300"}})
+	require.NoError(t, err, "another agent directory's w1 does not block this one's")
+}
+
+func TestJanitorCapsLogsAndRemovesFilesOfGoneRecords(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("w1", "sleep", "300")
+	require.NotEmpty(t, wk.LogPath)
+	fh, err := os.OpenFile(wk.LogPath, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	require.NoError(t, fh.Truncate(fleet.LogCap+5))
+	_, err = fh.WriteString("\nearlier\nthe last line\n")
+	require.NoError(t, err)
+	fh.Close()
+	logs := filepath.Dir(wk.LogPath)
+	stale := filepath.Join(logs, "gone-"+strings.Repeat("a", 12)+".log")
+	fresh := filepath.Join(logs, "gone-"+strings.Repeat("b", 12)+".log")
+	for _, p := range []string{stale, fresh} {
+		require.NoError(t, os.WriteFile(p, []byte("old output\n"), 0o600))
+	}
+	month := time.Now().Add(-30 * 24 * time.Hour)
+	require.NoError(t, os.Chtimes(stale, month, month))
+
+	prev, err := w.f.Cleanup(ctx, fleet.CleanupOptions{})
+	require.NoError(t, err)
+	require.Len(t, prev.Actions, 2)
+	require.FileExists(t, stale, "a preview removes nothing")
+
+	rep, err := w.f.Cleanup(ctx, fleet.CleanupOptions{Execute: true})
+	require.NoError(t, err)
+	kinds := map[string]bool{}
+	for _, a := range rep.Actions {
+		require.True(t, a.Done, "%+v", a)
+		kinds[a.Kind] = true
+	}
+	require.Equal(t, map[string]bool{"cap-log": true, "remove-file": true}, kinds)
+	require.NoFileExists(t, stale)
+	require.FileExists(t, fresh, "files of gone records are kept for the retention period")
+	data, err := os.ReadFile(wk.LogPath)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(data), fleet.LogKeep+200)
+	require.True(t, strings.HasPrefix(string(data), "[agent-fleet: log capped"))
+	require.True(t, strings.HasSuffix(string(data), "earlier\nthe last line\n"))
+}
+
+func TestStateComesFromSystemdAndTheRegistry(t *testing.T) {
+	w := newWorld(t)
+	// A record whose unit is gone, with no word of how it ended (a user
+	// manager restarted under it): lost.
+	ghost := &fleet.Worker{ID: "ghost", RunID: strings.Repeat("d", 12), Generation: 1, Kind: "exec", Cwd: "/",
+		Command: []string{"/bin/true"}, Unit: fleet.UnitPrefix + "ghost-" + strings.Repeat("d", 12) + ".service",
+		State: fleet.StateRunning, Manager: "boss", FirstManager: "boss"}
+	require.NoError(t, w.reg.Insert(ctx, ghost))
+	st, err := w.f.Status(ctx, "ghost")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateLost, st.Worker.State)
+	require.Equal(t, "unit-gone", st.Worker.StateReason)
+
+	// A stopped record whose unit runs (a queued start that materialised
+	// after the stop request) has its unit stopped, not revived.
+	wk := w.spawn("late", "sleep", "300")
+	_, err = w.reg.Update(ctx, wk.ID, wk.RunID, func(r *fleet.Worker) error {
+		r.State, r.StopRequestedAt, r.EndedAt = fleet.StateStopped, time.Now(), time.Now()
+		return nil
+	})
+	require.NoError(t, err)
+	rep, err := w.f.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{wk.Unit}, rep.Fenced)
+	u, err := w.m.Unit(ctx, wk.Unit)
+	require.NoError(t, err)
+	require.False(t, u.Running())
+	rec, err := w.reg.Get(ctx, "late")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, rec.State)
 }

@@ -110,8 +110,7 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		}
 		id, run, ok := ParseUnitName(u.Name)
 		if !ok {
-			rep.Ambiguous = append(rep.Ambiguous, u.Name+" (not an agent-fleet worker name)")
-			continue
+			continue // not named as agent-fleet names workers: not ours
 		}
 		w, err := f.cfg.Registry.GetRun(ctx, id, run)
 		switch {
@@ -125,6 +124,9 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		case err == nil:
 			orphans = append(orphans, orphan{u.Name, id, run, true})
 		case errors.Is(err, ErrNotFound):
+			if mine, err := f.ownUnit(ctx, u.Name); err != nil || !mine {
+				continue // another agent directory's worker (or gone meanwhile)
+			}
 			orphans = append(orphans, orphan{u.Name, id, run, false})
 		default:
 			return rep, fmt.Errorf("reconcile: %w", err)
@@ -158,6 +160,21 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// ownUnit reports whether a worker unit belongs to this fleet's agent
+// directory: several agent directories may share one user manager.
+func (f *Fleet) ownUnit(ctx context.Context, unit string) (bool, error) {
+	env, err := f.cfg.Units.ServiceEnvironment(ctx, unit)
+	if err != nil {
+		return false, err
+	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, EnvAgentDir+"="); ok {
+			return v == f.cfg.Paths.AgentDir, nil
+		}
+	}
+	return false, nil
 }
 
 // recoverUnit rebuilds the record of a live unit from its environment.

@@ -59,11 +59,9 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 	if err != nil {
 		return fail(ShimExitNoSession, "identity: %v", err)
 	}
+	// The registry is opened when first needed, off the way to READY.
 	regs := &shimRegistry{path: RegistryPath(cfg.Paths)}
 	defer regs.close()
-	if _, err := regs.get(ctx); err != nil {
-		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
-	}
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
 		Paths: cfg.Paths, Identity: id, Start: cfg.Start, Reconnect: true, Logger: log,
 	})
@@ -118,7 +116,11 @@ wait:
 		}
 	}
 	code, exitCode, status := exitOf(cmd.ProcessState, waitErr)
-	if reg, _ := regs.get(ctx); reg != nil {
+	reg, err := regs.get(ctx)
+	if err != nil {
+		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
+	}
+	if reg != nil {
 		_, err := reg.Update(context.WithoutCancel(ctx), cfg.WorkerID, cfg.RunID, func(r *Worker) error {
 			r.HasExit, r.ExitCode, r.ExitStatus = true, exitCode, status
 			r.EndedAt = time.Now()

@@ -136,13 +136,8 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		LogFile:          w.LogPath,
 		ExitRecord:       f.exitRecordPath(w),
 	}
-	if _, err := f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
-		r.LogPath = w.LogPath
-		return nil
-	}); err != nil {
-		return nil, f.abandon(ctx, w, err)
-	}
-
+	// LogPath is recorded with the outcome below (one write fewer on the
+	// way to READY); it follows from id and run in the meantime.
 	sctx, cancel := context.WithTimeout(ctx, f.cfg.StartTimeout+10*time.Second)
 	st, err := f.cfg.Units.StartService(sctx, spec)
 	cancel()
@@ -152,7 +147,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	now := f.cfg.Now()
 	updated, err := f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
 		r.MainPID, r.ControlGroup, r.InvocationID = int(st.MainPID), st.ControlGroup, st.InvocationID
-		r.ReadyAt = now
+		r.ReadyAt, r.LogPath = now, w.LogPath
 		renewed(r, now)
 		if r.State == StateProvisioning {
 			r.State = StateRunning
@@ -240,7 +235,7 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 	}
 	rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
 	updated, err := f.cfg.Registry.Update(sctx, w.ID, w.RunID, func(r *Worker) error {
-		r.StopRequestedAt = f.cfg.Now()
+		r.StopRequestedAt, r.LogPath = f.cfg.Now(), w.LogPath
 		if recErr == nil {
 			applyExitRecord(r, rec)
 		}
@@ -275,6 +270,9 @@ func (f *Fleet) refuseRunningUnit(ctx context.Context, id string) error {
 		}
 		switch u.ActiveState {
 		case "active", "activating", "reloading", "deactivating":
+			if mine, err := f.ownUnit(ctx, u.Name); err == nil && !mine {
+				continue // the same id in another agent directory
+			}
 			return fmt.Errorf("spawn %s: %w: its unit %s is %s; stop it first (agent-fleet list --all shows its manager)", id, ErrConflict, u.Name, u.ActiveState)
 		}
 	}

@@ -1,6 +1,7 @@
 package units
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -111,4 +112,21 @@ func uidBusHint(runtimeDir string) string {
 		return path
 	}
 	return ""
+}
+
+// UserUnitDir is where a user's own unit files live:
+// $XDG_CONFIG_HOME/systemd/user, else ~/.config/systemd/user. A user
+// manager reads it only if it started with the same XDG_CONFIG_HOME.
+func UserUnitDir(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if dir := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "systemd", "user"), nil
+	}
+	home := getenv("HOME")
+	if !filepath.IsAbs(home) {
+		return "", errors.New("cannot locate user unit files: neither XDG_CONFIG_HOME nor HOME is an absolute path")
+	}
+	return filepath.Join(home, ".config", "systemd", "user"), nil
 }

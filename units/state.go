@@ -46,6 +46,9 @@ type UnitState struct {
 	InvocationID string
 	// Description is the unit's description.
 	Description string
+	// UnitFileState is an installed unit's enablement ("enabled",
+	// "disabled", "static", …); "" for transient units.
+	UnitFileState string
 }
 
 // Gone reports whether systemd has no unit of this name loaded (never

@@ -370,6 +370,7 @@ func stateFromProperties(name string, p map[string]any) UnitState {
 		ExecMainCode:   num("ExecMainCode"),
 		ExecMainStatus: num("ExecMainStatus"),
 		Description:    str("Description"),
+		UnitFileState:  str("UnitFileState"),
 	}
 	if id, ok := p["InvocationID"].([]byte); ok && len(id) > 0 {
 		st.InvocationID = hex.EncodeToString(id)

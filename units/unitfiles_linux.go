@@ -1,0 +1,68 @@
+package units
+
+import (
+	"context"
+	"fmt"
+)
+
+// Unit files: installed units (not transient ones) that `agent-fleet
+// install` writes below UserUnitDir and enables here. These are not part of
+// Manager: the fleet never needs them.
+
+// Reload makes the user manager re-read unit files (daemon-reload).
+func (s *Systemd) Reload(ctx context.Context) error {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	_, err := s.call(ctx, "reload the user manager", func(c *conn) error {
+		return c.sd.ReloadContext(ctx)
+	})
+	return err
+}
+
+// EnableUnitFiles enables installed unit files by name (the symlinks their
+// [Install] sections ask for), replacing conflicting links.
+func (s *Systemd) EnableUnitFiles(ctx context.Context, names ...string) error {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	_, err := s.call(ctx, fmt.Sprintf("enable %v", names), func(c *conn) error {
+		_, _, err := c.sd.EnableUnitFilesContext(ctx, names, false, true)
+		return err
+	})
+	return err
+}
+
+// DisableUnitFiles removes the links EnableUnitFiles made.
+func (s *Systemd) DisableUnitFiles(ctx context.Context, names ...string) error {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	_, err := s.call(ctx, fmt.Sprintf("disable %v", names), func(c *conn) error {
+		_, err := c.sd.DisableUnitFilesContext(ctx, names, false)
+		return err
+	})
+	return err
+}
+
+// StartUnit starts a loaded unit and waits for its start job.
+func (s *Systemd) StartUnit(ctx context.Context, name string) error {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	what := "start unit " + name
+	ch := make(chan string, 1)
+	var used *conn
+	if _, err := s.call(ctx, what, func(c *conn) error {
+		used = c
+		_, err := c.sd.StartUnitContext(ctx, name, "replace", ch)
+		return err
+	}); err != nil {
+		return err
+	}
+	result, err := s.waitJob(ctx, what, used, ch)
+	if err != nil {
+		return err
+	}
+	if result != "done" {
+		st, _ := s.Unit(ctx, name)
+		return &JobError{Unit: name, Job: "start", Result: result, State: st}
+	}
+	return nil
+}
