@@ -33,6 +33,7 @@ ok, warn or fail, with a one-line fix. Exits 1 when anything fails.`,
 				return err
 			}
 			checks := fleet.Doctor(cmd.Context(), fleet.DoctorConfig{Paths: p, Journal: journaldRuns()})
+			checks = append(checks, workersViewCheck(p))
 			failed := false
 			for _, c := range checks {
 				failed = failed || c.Status == fleet.CheckFail

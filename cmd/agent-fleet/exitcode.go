@@ -7,6 +7,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
+	"github.com/agent-fleet/agent-fleet/teams"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
@@ -64,6 +65,12 @@ func exitCode(err error) int {
 	case errors.Is(err, intercom.ErrBrokerUnavailable), errors.Is(err, intercom.ErrIncompatibleBroker),
 		errors.Is(err, intercom.ErrNotConnected):
 		return exitUnavailable
+	case errors.Is(err, teams.ErrInvalidTeamName), errors.Is(err, teams.ErrNoSwitch):
+		return exitUsage
+	case errors.Is(err, teams.ErrTeamNotFound):
+		return exitNotFound
+	case errors.Is(err, teams.ErrTeamExists), errors.Is(err, teams.ErrManagedSession), errors.Is(err, teams.ErrLocked):
+		return exitConflict
 	default:
 		return exitFailure
 	}

@@ -94,16 +94,21 @@ func openOneShot(ctx context.Context) (*oneShot, error) {
 	if err != nil {
 		return nil, err
 	}
+	team, err := newSessionTeam(p, id) // the Boss contract, if any (spec §7.3)
+	if err != nil {
+		return nil, err
+	}
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
-		return &oneShot{ops: hc, holder: true}, nil
+		return &oneShot{ops: team.through(p, hc), holder: true}, nil
 	}
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
 		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(),
+		Filter: team.filter(), ReplayFilter: team.replay(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &oneShot{ops: sess, session: sess}, nil
+	return &oneShot{ops: team.own(p, sess), session: sess}, nil
 }
 
 // messageText takes the text from the argument, or from stdin when the

@@ -115,6 +115,7 @@ func sessionLine(v intercom.SessionView) string {
 
 func newPendingCmd(s *streams) *cobra.Command {
 	var asJSON bool
+	var inboxOf string
 	req := intercom.PendingRequest{}
 	cmd := &cobra.Command{
 		Use:   "pending",
@@ -124,6 +125,9 @@ func newPendingCmd(s *streams) *cobra.Command {
   agent-fleet intercom pending --mark-read --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if inboxOf != "" {
+				return runInboxOf(cmd.Context(), s, inboxOf, req, asJSON)
+			}
 			o, err := openOneShot(cmd.Context())
 			if err != nil {
 				return err
@@ -143,6 +147,7 @@ func newPendingCmd(s *streams) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
 	cmd.Flags().StringVar(&req.AskID, "ask-id", "", "show one pending ask in full")
 	cmd.Flags().BoolVar(&req.MarkRead, "mark-read", false, "mark the listed messages read")
+	cmd.Flags().StringVar(&inboxOf, "inbox-of", "", "a manager's read-only look at an owned coworker's pending asks (its exact target from agent-fleet team)")
 	return cmd
 }
 

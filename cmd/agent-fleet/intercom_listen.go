@@ -53,18 +53,25 @@ func runListen(ctx context.Context, s *streams, opts *listenOptions) error {
 		return printMessage(s, m)
 	}
 	req := intercom.ListenRequest{KeepUnread: opts.keepUnread}
+	team, err := newSessionTeam(p, id)
+	if err != nil {
+		return err
+	}
+	defer team.close()
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
 		return hc.Listen(ctx, req, emit)
 	}
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
 		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(), Reconnect: true,
+		Filter: team.filter(), ReplayFilter: team.replay(),
 		Logger: newLogger(s.Err, "warn"),
 	})
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
-	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: sess, Logger: newLogger(s.Err, "warn")})
+	ops, extra := team.hold(p, sess, newLogger(s.Err, "warn"))
+	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: ops, Logger: newLogger(s.Err, "warn"), Extra: extra})
 	if err != nil && !errors.Is(err, intercom.ErrHeld) {
 		return err
 	}

@@ -65,6 +65,7 @@ type mcpSession struct {
 	session *intercom.Session
 	id      string // the session id, the manager of what it spawns
 	stop    func()
+	team    *sessionTeam // the Boss contract and the team operations
 }
 
 // openMCPSession holds the session, or acts through its live holder.
@@ -77,14 +78,19 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 	if err != nil {
 		return nil, &usageError{err}
 	}
+	team, err := newSessionTeam(p, id)
+	if err != nil {
+		return deniedMCPSession(log, id, err), nil // an unusable Boss contract: take no part
+	}
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
 		log.Info("session already held; acting through its holder", "session", id.SessionID)
-		return &mcpSession{ops: hc, id: id.SessionID, stop: func() {}}, nil
+		return &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: team.close}, nil
 	}
 	var sess *intercom.Session
 	for attempt := 0; ; attempt++ {
 		sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{
 			Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(), Reconnect: true, Logger: log,
+			Filter: team.filter(), ReplayFilter: team.replay(),
 		})
 		if err == nil {
 			break
@@ -92,7 +98,8 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 		if errors.Is(err, intercom.ErrSessionIDInUse) {
 			// Perhaps a holder appeared meanwhile.
 			if hc, herr := intercom.DialHolder(ctx, p, id.SessionID); herr == nil {
-				return &mcpSession{ops: hc, id: id.SessionID, stop: func() {}}, nil
+				ms := &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: team.close}
+				return ms, nil
 			}
 		}
 		if attempt >= 2 || ctx.Err() != nil {
@@ -100,9 +107,10 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	ops, extra := team.hold(p, sess, log)
 	hctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: sess, Logger: log})
+	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: ops, Logger: log, Extra: extra})
 	if err != nil {
 		log.Warn("cannot serve the holder socket", "err", err)
 		close(done)
@@ -112,7 +120,8 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 			close(done)
 		}()
 	}
-	return &mcpSession{ops: sess, session: sess, id: id.SessionID, stop: func() {
+	return &mcpSession{ops: ops, session: sess, team: team, id: id.SessionID, stop: func() {
+		defer team.close()
 		cancel()
 		<-done
 		_ = sess.Close() // keeps the outbox and defers open asks
@@ -128,6 +137,7 @@ func runMCP(ctx context.Context, s *streams, opts *mcpOptions) error {
 	defer ms.stop()
 	server := newMCPServer(ms.ops, log)
 	addFleetTool(server, ms.id)
+	addTeamTools(server, ms.ops, ms.team)
 	err = server.Run(ctx, &mcp.IOTransport{Reader: nopCloser{s.In}, Writer: nopWriteCloser{s.Out}})
 	if err != nil && ctx.Err() == nil && !isClosing(err) {
 		return fmt.Errorf("mcp: %w", err)

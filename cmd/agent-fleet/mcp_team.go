@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -153,4 +154,13 @@ func askLine(a intercom.AskView) string {
 		line += " · async"
 	}
 	return line + " · " + a.Preview
+}
+
+// deniedMCPSession is the MCP session of a process whose Boss contract is
+// present but unusable: it never registers, and every intercom tool answers
+// with the contract's error (spec §7.3, deny-all).
+func deniedMCPSession(log *slog.Logger, id intercom.Identity, err error) *mcpSession {
+	log.Error("not registering: the Boss team contract is unusable", "err", err)
+	who := intercom.WhoamiResult{SessionID: id.SessionID, Name: id.Name, Cwd: id.Cwd, Model: id.Model}
+	return &mcpSession{ops: teams.DeniedOps(who, err), id: id.SessionID, stop: func() {}}
 }

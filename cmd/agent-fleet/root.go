@@ -36,6 +36,7 @@ systemd user services.`,
 	root.AddCommand(newVersionCmd(s), newBrokerCmd(s), newIntercomCmd(s), newMCPCmd(s),
 		newSpawnCmd(s), newListWorkersCmd(s), newStatusWorkerCmd(s), newStopCmd(s), newLogsCmd(s), newWorkerShimCmd(s), newDoctorCmd(s), newCapabilitiesCmd(s))
 	root.AddCommand(newDemoCmd(s), newBenchCmd(s))
+	root.AddCommand(newTeamCmd(s), newTeamsCmd(s))
 	return root
 }
 

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
 
@@ -11,7 +13,11 @@ import (
 // manager's read-only look at an owned coworker's pending asks (spec §7.4).
 // It runs in the session's holder when one runs (which resolves the team
 // with its own scope), else in this process.
-func runInboxOf(ctx context.Context, s *streams, target, askID string, asJSON bool) error {
+func runInboxOf(ctx context.Context, s *streams, target string, req intercom.PendingRequest, asJSON bool) error {
+	if req.MarkRead {
+		return &usageError{errors.New("--mark-read cannot be used with --inbox-of: inspecting another session's inbox is read-only")}
+	}
+	askID := req.AskID
 	st, release, err := openTeamSession(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
+)
+
+// named runs agent-fleet as session id with a display name.
+func named(t *testing.T, dir, id, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := as(t, dir, id, args...)
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_NAME="+name)
+	return cmd.CombinedOutput()
+}
+
+func listIDs(t *testing.T, dir, id string) []string {
+	t.Helper()
+	out, err := as(t, dir, id, "intercom", "list", "--include-self", "--json").Output()
+	require.NoError(t, err, "%s", out)
+	var res intercom.ListResult
+	require.NoError(t, json.Unmarshal(out, &res))
+	var ids []string
+	for _, s := range res.Sessions {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+func teamOf(t *testing.T, dir, id string, env ...string) teams.Team {
+	t.Helper()
+	cmd := as(t, dir, id, "team", "--json")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", out)
+	var team teams.Team
+	require.NoError(t, json.Unmarshal(out, &team), "%s", out)
+	return team
+}
+
+// Two sessions that create and join a named team see only each other; an
+// unscoped session cannot find them by name; the scope never prints.
+func TestNamedTeamsWithRealProcesses(t *testing.T) {
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	startNamedListener(t, dir, "alpha", "Alice")
+	startNamedListener(t, dir, "beta", "Bob")
+	startNamedListener(t, dir, "gamma", "Gus")
+	require.ElementsMatch(t, []string{"alpha", "beta", "gamma"}, listIDs(t, dir, "gamma"))
+
+	out, err := as(t, dir, "alpha", "teams", "create", "billing").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "Created team billing and joined it as manager (manager: alpha).")
+	out, err = as(t, dir, "beta", "teams", "join", "billing", "--json").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.JSONEq(t, `{"ok":true,"team":"billing","role":"teammate","manager":"alpha"}`, string(out))
+
+	// The scope is in the store, and nowhere in any output.
+	data, err := os.ReadFile(filepath.Join(dir, "intercom", "named-teams.json"))
+	require.NoError(t, err)
+	scope := regexp.MustCompile(`"scopeId": "([0-9a-f]{48})"`).FindStringSubmatch(string(data))
+	require.Len(t, scope, 2, "%s", data)
+	secret := scope[1]
+
+	require.ElementsMatch(t, []string{"alpha", "beta"}, listIDs(t, dir, "alpha"))
+	require.ElementsMatch(t, []string{"alpha", "beta"}, listIDs(t, dir, "beta"))
+	require.ElementsMatch(t, []string{"gamma"}, listIDs(t, dir, "gamma"), "the unscoped session no longer sees them")
+
+	a := teamOf(t, dir, "alpha")
+	require.Equal(t, teams.SourceLiveRoster, a.Source)
+	require.True(t, a.Self.IsManager)
+	require.Equal(t, []teams.Member{{ID: "beta", Target: "beta", Connected: true}}, a.Coworkers)
+	b := teamOf(t, dir, "beta")
+	require.Equal(t, &teams.Endpoint{Target: "alpha", Connected: true}, b.Manager)
+	require.Empty(t, b.Coworkers)
+	out, err = as(t, dir, "beta", "team").CombinedOutput()
+	require.NoError(t, err)
+	require.Equal(t, "Manager: alpha [connected]\nYou: beta\nCoworkers: none\n", string(out))
+
+	// Inside the team names resolve; from outside they do not.
+	out, err = named(t, dir, "beta", "Bob", "intercom", "send", "alice", "hi manager")
+	require.NoError(t, err, "%s", out)
+	out, err = named(t, dir, "gamma", "Gus", "intercom", "send", "Alice", "hello?")
+	requireExit(t, err, exitNotFound)
+	out, err = named(t, dir, "gamma", "Gus", "intercom", "send", "Bob", "hello?")
+	requireExit(t, err, exitNotFound)
+
+	for _, id := range []string{"alpha", "gamma"} {
+		out, err = as(t, dir, id, "teams", "list").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "- billing (manager: alpha)")
+		require.NotContains(t, string(out), secret)
+	}
+	out, _ = as(t, dir, "alpha", "teams", "list").CombinedOutput()
+	require.Contains(t, string(out), "[joined]")
+	out, _ = as(t, dir, "gamma", "teams", "list", "--json").CombinedOutput()
+	require.NotContains(t, string(out), secret)
+	require.NotContains(t, string(out), "joined")
+
+	// A command run in the team is in its scope, with its manager.
+	cmd := as(t, dir, "delta", "teams", "join", "billing", "--", "sh", "-c",
+		`test "$AGENT_INTERCOM_MANAGER_TARGET" = alpha && agent-fleet intercom list --include-self --json`)
+	cmd.Env = append(cmd.Env, "PATH="+binDir(t)+":"+os.Getenv("PATH"))
+	out, err = cmd.Output()
+	require.NoError(t, err, "%s", out)
+	var inTeam intercom.ListResult
+	require.NoError(t, json.Unmarshal(out, &inTeam), "%s", out)
+	var seen []string
+	for _, s := range inTeam.Sessions {
+		seen = append(seen, s.ID)
+	}
+	require.ElementsMatch(t, []string{"alpha", "beta", "delta"}, seen)
+	cmd = as(t, dir, "delta", "teams", "join", "billing", "--", "sh", "-c", "exit 7")
+	_, err = cmd.Output()
+	requireExit(t, err, 7)
+
+	// Refusals, each with its exit code.
+	_, err = as(t, dir, "gamma", "teams", "create", "billing").CombinedOutput()
+	requireExit(t, err, exitConflict)
+	_, err = as(t, dir, "gamma", "teams", "join", "nope").CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	_, err = as(t, dir, "nobody-holds-me", "teams", "join", "billing").CombinedOutput()
+	requireExit(t, err, exitUsage)
+	_, err = as(t, dir, "gamma", "teams", "join", "bad name").CombinedOutput()
+	requireExit(t, err, exitUsage)
+	for _, env := range []string{"AGENT_INTERCOM_WORKER_ID=w1", "AGENT_INTERCOM_OWNED=1", "AGENT_INTERCOM_TEAM_MANIFEST=/x/team.json"} {
+		cmd := as(t, dir, "gamma", "teams", "join", "billing")
+		cmd.Env = append(cmd.Env, env)
+		out, err := cmd.CombinedOutput()
+		requireExit(t, err, exitConflict)
+		require.Contains(t, string(out), "cannot join", env)
+	}
+	require.ElementsMatch(t, []string{"gamma"}, listIDs(t, dir, "gamma"), "nothing moved")
+
+	// Creating without a holder records the team and says how to enter it.
+	out, err = as(t, dir, "epsilon", "teams", "create", "ops").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "agent-fleet teams join ops -- CMD")
+}
+
+func startNamedListener(t *testing.T, dir, id, name string) {
+	t.Helper()
+	cmd := as(t, dir, id, "intercom", "listen", "--json")
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_NAME="+name)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("%s listener stderr: %s", id, stderr.String())
+		}
+	})
+	require.Eventually(t, func() bool { return intercom.HolderAlive(intercom.NewPaths(dir), id) }, 10*time.Second, 10*time.Millisecond,
+		"listen holds the session: %s", stderr.String())
+}
+
+// A stale scope in the environment is replaced, not doubled, in a
+// command's environment.
+func TestTeamEnv(t *testing.T) {
+	env := teamEnv([]string{"A=1", teams.EnvScope + "=old-scope-value-x", teams.EnvManagerTarget + "=old", "B=2"}, teams.Scope{}, "boss")
+	require.Equal(t, []string{"A=1", "B=2", teams.EnvScope + "=", teams.EnvManagerTarget + "=boss"}, env)
+	require.False(t, strings.Contains(strings.Join(env, " "), "old"))
+}
