@@ -44,9 +44,10 @@ func exitCode(err error) int {
 	case errors.Is(err, units.ErrUnsupported), errors.Is(err, fleet.ErrUnsupportedKind):
 		return exitUnsupported
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
-		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner):
+		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
+		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly):
 		return exitConflict
-	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest):
+	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge):
 		return exitUsage
 	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound):
 		return exitNotFound

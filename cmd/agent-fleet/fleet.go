@@ -61,7 +61,16 @@ func openFleetAs(ctx context.Context, p intercom.Paths, caller string) (*fleetEn
 		return nil, fmt.Errorf("%w: %v", errNoSystemd, err)
 	}
 	env.units = m
-	env.reg, err = fleet.OpenRegistry(ctx, fleet.RegistryPath(p))
+	reg, note, err := fleet.OpenRegistryOrRecover(ctx, fleet.RegistryPath(p), fleet.RegistryOptions{OnChange: registryChanged(p)})
+	if err != nil {
+		env.close()
+		return nil, err
+	}
+	env.reg = reg
+	if note != "" {
+		fmt.Fprintln(os.Stderr, "agent-fleet:", note)
+	}
+	policy, err := leasePolicy()
 	if err != nil {
 		env.close()
 		return nil, err
@@ -75,13 +84,57 @@ func openFleetAs(ctx context.Context, p intercom.Paths, caller string) (*fleetEn
 		Paths: p, Registry: env.reg, Units: m, Caller: caller,
 		Shim: []string{exe, "worker-shim"}, ShimEnv: childEnv,
 		Journal: journaldRuns(),
+		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
+		Notify:  checkpointNotifier(p),
+		Leases:  policy,
 		Logger:  newLogger(os.Stderr, "warn"),
 	})
 	if err != nil {
 		env.close()
 		return nil, err
 	}
+	// State comes from systemd plus the registry: attribute units the
+	// registry does not know (a lost registry is rebuilt here).
+	if rep, err := env.fleet.Reconcile(ctx); err == nil {
+		for _, w := range rep.Recovered {
+			fmt.Fprintf(os.Stderr, "agent-fleet: rebuilt the record of live worker %s (manager %s) from its unit\n", w.ID, w.Manager)
+		}
+	}
 	return env, nil
+}
+
+// registryChanged runs after every registry write; other views of the
+// registry (the teams issue's workers.json) hook in here.
+var registryViews []func(ctx context.Context, p intercom.Paths, reg *fleet.Registry)
+
+func registryChanged(p intercom.Paths) func(context.Context, *fleet.Registry) {
+	return func(ctx context.Context, reg *fleet.Registry) {
+		for _, view := range registryViews {
+			view(ctx, p, reg)
+		}
+	}
+}
+
+// checkpointNotifier sends the janitor's checkpoint messages as the
+// session "agent-fleet" (DESIGN.md "Leases").
+func checkpointNotifier(p intercom.Paths) func(ctx context.Context, workerID, text string) error {
+	return func(ctx context.Context, workerID, text string) error {
+		id := intercom.Identity{SessionID: "agent-fleet", Name: "agent-fleet", Model: "agent-fleet", Cwd: "/",
+			PID: os.Getpid(), StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()}
+		sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: brokerStarter()})
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		res, err := sess.Send(ctx, intercom.SendRequest{To: workerID, Text: text})
+		if err != nil {
+			return err
+		}
+		if !res.OK {
+			return fmt.Errorf("checkpoint to %s not delivered: %s", workerID, res.Reason)
+		}
+		return nil
+	}
 }
 
 // journaldRuns reports whether journald takes logs on this host.

@@ -61,10 +61,12 @@ func runListen(ctx context.Context, s *streams, opts *listenOptions) error {
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
 		return hc.Listen(ctx, req, emit)
 	}
+	activity := startActivity(p, id.SessionID, newLogger(s.Err, "warn"))
+	defer activity.Close()
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
 		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(), Reconnect: true,
 		Filter: team.filter(), ReplayFilter: team.replay(),
-		Logger: newLogger(s.Err, "warn"),
+		Logger: newLogger(s.Err, "warn"), OnMessage: activity.OnMessage,
 	})
 	if err != nil {
 		return err

@@ -87,10 +87,12 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 		return &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: team.close}, nil
 	}
 	var sess *intercom.Session
+	activity := startActivity(p, id.SessionID, log)
 	for attempt := 0; ; attempt++ {
 		sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{
 			Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(), Reconnect: true, Logger: log,
 			Filter: team.filter(), ReplayFilter: team.replay(),
+			OnMessage: activity.OnMessage,
 		})
 		if err == nil {
 			break
@@ -99,10 +101,12 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 			// Perhaps a holder appeared meanwhile.
 			if hc, herr := intercom.DialHolder(ctx, p, id.SessionID); herr == nil {
 				ms := &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: team.close}
+				activity.Close()
 				return ms, nil
 			}
 		}
 		if attempt >= 2 || ctx.Err() != nil {
+			activity.Close()
 			return nil, err
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -120,11 +124,18 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 			close(done)
 		}()
 	}
+	janitorDone := make(chan struct{})
+	go func() {
+		defer close(janitorDone)
+		runHolderJanitor(hctx, p, id.SessionID, log)
+	}()
 	return &mcpSession{ops: ops, session: sess, team: team, id: id.SessionID, stop: func() {
 		defer team.close()
 		cancel()
 		<-done
+		<-janitorDone
 		_ = sess.Close() // keeps the outbox and defers open asks
+		activity.Close()
 	}}, nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,43 +16,49 @@ import (
 )
 
 // fleetActions are the agent_fleet actions this build implements.
-var fleetActions = []any{"spawn", "list", "status", "stop", "logs", "doctor", "capabilities"}
+var fleetActions = []any{"spawn", "list", "status", "stop", "logs", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
 
 // fleetArgs are agent_fleet's arguments (DESIGN.md "CLI").
 type fleetArgs struct {
-	Action     string            `json:"action"`
-	ID         string            `json:"id,omitempty"`
-	Kind       string            `json:"kind,omitempty"`
-	Role       string            `json:"role,omitempty"`
-	Cwd        string            `json:"cwd,omitempty"`
-	Task       string            `json:"task,omitempty"`
-	Command    []string          `json:"command,omitempty"`
-	Env        map[string]string `json:"env,omitempty"`
-	Model      string            `json:"model,omitempty"`
-	Effort     string            `json:"effort,omitempty"`
-	Permission string            `json:"permission,omitempty"`
-	Lease      string            `json:"lease,omitempty"`
-	All        bool              `json:"all,omitempty"`
-	Lines      int               `json:"lines,omitempty"`
+	Action      string            `json:"action"`
+	ID          string            `json:"id,omitempty"`
+	Kind        string            `json:"kind,omitempty"`
+	Role        string            `json:"role,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Task        string            `json:"task,omitempty"`
+	Command     []string          `json:"command,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Model       string            `json:"model,omitempty"`
+	Effort      string            `json:"effort,omitempty"`
+	Permission  string            `json:"permission,omitempty"`
+	Lease       string            `json:"lease,omitempty"`
+	All         bool              `json:"all,omitempty"`
+	Force       bool              `json:"force,omitempty"`
+	Acknowledge bool              `json:"acknowledge,omitempty"`
+	Execute     bool              `json:"execute,omitempty"`
+	Lines       int               `json:"lines,omitempty"`
 }
 
 var fleetSchema = map[string]any{
 	"type": "object", "additionalProperties": false, "required": []any{"action"},
 	"properties": map[string]any{
-		"action":     map[string]any{"type": "string", "enum": fleetActions},
-		"id":         map[string]any{"type": "string", "pattern": intercom.SessionIDPattern, "description": "worker id (spawn, status, stop, logs)"},
-		"kind":       map[string]any{"type": "string", "enum": []any{"exec"}, "description": "worker kind (default exec)"},
-		"role":       map[string]any{"type": "string", "maxLength": 64},
-		"cwd":        map[string]any{"type": "string", "description": "working directory (default: this session's)"},
-		"task":       map[string]any{"type": "string", "maxLength": 8000},
-		"command":    map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "description": "argv of an exec worker; argv[0] is looked up on PATH"},
-		"env":        map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "extra environment; values are never recorded"},
-		"model":      map[string]any{"type": "string"},
-		"effort":     map[string]any{"type": "string"},
-		"permission": map[string]any{"type": "string"},
-		"lease":      map[string]any{"type": "string", "description": "idle lease as a Go duration, e.g. 30m"},
-		"all":        map[string]any{"type": "boolean", "description": "list every manager's workers"},
-		"lines":      map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "description": "log lines (default 50)"},
+		"action":      map[string]any{"type": "string", "enum": fleetActions},
+		"id":          map[string]any{"type": "string", "pattern": intercom.SessionIDPattern, "description": "worker id (spawn, status, stop, logs, adopt, forget; renew: omit for all yours)"},
+		"kind":        map[string]any{"type": "string", "enum": []any{"exec"}, "description": "worker kind (default exec)"},
+		"role":        map[string]any{"type": "string", "maxLength": 64},
+		"cwd":         map[string]any{"type": "string", "description": "working directory (default: this session's)"},
+		"task":        map[string]any{"type": "string", "maxLength": 8000},
+		"command":     map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "description": "argv of an exec worker; argv[0] is looked up on PATH"},
+		"env":         map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "extra environment; values are never recorded"},
+		"model":       map[string]any{"type": "string"},
+		"effort":      map[string]any{"type": "string"},
+		"permission":  map[string]any{"type": "string"},
+		"lease":       map[string]any{"type": "string", "description": "idle lease as a Go duration, e.g. 30m"},
+		"all":         map[string]any{"type": "boolean", "description": "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records"},
+		"force":       map[string]any{"type": "boolean", "description": "adopt even though the worker's manager is connected"},
+		"acknowledge": map[string]any{"type": "boolean", "description": "forget/prune delete history: must be true"},
+		"execute":     map[string]any{"type": "boolean", "description": "cleanup: act instead of previewing"},
+		"lines":       map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "description": "log lines (default 50)"},
 	},
 }
 
@@ -59,7 +66,7 @@ var fleetSchema = map[string]any{
 // services, managed by this session.
 func addFleetTool(server *mcp.Server, caller string) {
 	mcp.AddTool(server, &mcp.Tool{Name: "agent_fleet", InputSchema: fleetSchema,
-		Description: "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes), stop (verified: nothing it started survives), logs, doctor, capabilities. Workers talk to you over the intercom; you are their manager."},
+		Description: "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives), logs, adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and a worker's messages to you keep its idle lease alive."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, a fleetArgs) (*mcp.CallToolResult, any, error) {
 			return runFleetAction(ctx, caller, a), nil, nil
 		})
@@ -87,7 +94,7 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 		data, _ := json.MarshalIndent(c, "", "  ")
 		return result(string(data), c, false)
 	}
-	needID := a.Action != "list"
+	needID := a.Action != "list" && a.Action != "renew" && a.Action != "prune" && a.Action != "cleanup" && !(a.Action == "adopt" && a.All)
 	if needID && a.ID == "" {
 		return result(fmt.Sprintf("agent_fleet %s needs an id.", a.Action), map[string]any{"ok": false}, true)
 	}
@@ -165,6 +172,90 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 			return fleetFailure(err)
 		}
 		return result(strings.Join(lines, "\n"), map[string]any{"lines": lines}, false)
+	case "adopt":
+		var ws []*fleet.Worker
+		if a.All {
+			ws, err = env.fleet.AdoptOrphans(ctx)
+		} else {
+			var w *fleet.Worker
+			if w, err = env.fleet.Adopt(ctx, a.ID, a.Force); err == nil {
+				ws = append(ws, w)
+			}
+		}
+		if err != nil {
+			return fleetFailure(err)
+		}
+		var ids []string
+		for _, w := range ws {
+			ids = append(ids, w.ID)
+		}
+		text := "No orphaned workers to adopt."
+		if len(ids) > 0 {
+			text = "You now manage " + strings.Join(ids, ", ") + "; leases renewed. Their messages now reach you."
+		}
+		return result(text, map[string]any{"workers": viewWorkers(ws)}, false)
+	case "renew":
+		var ws []*fleet.Worker
+		if a.ID != "" {
+			var w *fleet.Worker
+			if w, err = env.fleet.Renew(ctx, a.ID); err == nil {
+				ws = append(ws, w)
+			}
+		} else {
+			ws, err = env.fleet.RenewAll(ctx)
+		}
+		if err != nil {
+			return fleetFailure(err)
+		}
+		var b strings.Builder
+		for _, w := range ws {
+			if w.LeaseDeadline.IsZero() {
+				fmt.Fprintf(&b, "%s has no idle lease.\n", w.ID)
+			} else {
+				fmt.Fprintf(&b, "%s renewed until %s.\n", w.ID, w.LeaseDeadline.UTC().Format(time.RFC3339))
+			}
+		}
+		text := strings.TrimSuffix(b.String(), "\n")
+		if text == "" {
+			text = "You have no live workers."
+		}
+		return result(text, map[string]any{"workers": viewWorkers(ws)}, false)
+	case "forget":
+		n, err := env.fleet.Forget(ctx, a.ID, a.Acknowledge)
+		if err != nil {
+			return fleetFailure(err)
+		}
+		return result(fmt.Sprintf("Forgot %d ended records of %s.", n, a.ID), map[string]any{"deleted": n}, false)
+	case "prune":
+		n, err := env.fleet.Prune(ctx, time.Now(), a.All, a.Acknowledge)
+		if err != nil {
+			return fleetFailure(err)
+		}
+		return result(fmt.Sprintf("Pruned %d ended records.", n), map[string]any{"deleted": n}, false)
+	case "cleanup":
+		rep, err := env.fleet.Cleanup(ctx, fleet.CleanupOptions{Execute: a.Execute})
+		if errors.Is(err, fleet.ErrCleanupInProgress) {
+			return result("A cleanup is in progress in another process.", map[string]any{"skipped": "in progress"}, false)
+		}
+		if err != nil {
+			return fleetFailure(err)
+		}
+		var b strings.Builder
+		for _, act := range rep.Actions {
+			state := "would do"
+			if act.Done {
+				state = "done"
+			}
+			if act.Error != "" {
+				state = "failed: " + act.Error
+			}
+			fmt.Fprintf(&b, "- %s %s: %s (%s)\n", act.Kind, act.ID, act.Reason, state)
+		}
+		text := strings.TrimSuffix(b.String(), "\n")
+		if text == "" {
+			text = "Nothing to clean up."
+		}
+		return result(text, rep, false)
 	}
 	return result("unknown action "+a.Action, map[string]any{"ok": false}, true)
 }

@@ -34,7 +34,8 @@ systemd user services.`,
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(newVersionCmd(s), newBrokerCmd(s), newIntercomCmd(s), newMCPCmd(s),
-		newSpawnCmd(s), newListWorkersCmd(s), newStatusWorkerCmd(s), newStopCmd(s), newLogsCmd(s), newWorkerShimCmd(s), newDoctorCmd(s), newCapabilitiesCmd(s))
+		newSpawnCmd(s), newListWorkersCmd(s), newStatusWorkerCmd(s), newStopCmd(s), newLogsCmd(s), newWorkerShimCmd(s), newDoctorCmd(s), newCapabilitiesCmd(s),
+		newAdoptCmd(s), newRenewCmd(s), newForgetCmd(s), newPruneCmd(s), newCleanupCmd(s), newInstallCmd(s), newUninstallCmd(s))
 	root.AddCommand(newDemoCmd(s), newBenchCmd(s))
 	root.AddCommand(newTeamCmd(s), newTeamsCmd(s))
 	return root

@@ -18,6 +18,7 @@ var allowedImports = map[string][]string{
 	"manifest": {"manifest"},
 	"fleet":    {"fleet", "units", "intercom"},
 	"teams":    {"teams", "intercom", "manifest"},
+	"contrib":  {"contrib"},
 }
 
 func goList(t *testing.T, env []string, args ...string) []string {

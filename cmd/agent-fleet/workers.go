@@ -32,6 +32,10 @@ type workerView struct {
 	Manager       string   `json:"manager"`
 	FirstManager  string   `json:"firstManager"`
 	LeaseDeadline string   `json:"leaseDeadline,omitempty"`
+	LeaseSeconds  int64    `json:"leaseSeconds,omitempty"`
+	LastActivity  string   `json:"lastActivity,omitempty"`
+	Checkpoints   int      `json:"checkpointsSent,omitempty"`
+	GraceDeadline string   `json:"graceDeadline,omitempty"`
 	CreatedAt     string   `json:"createdAt"`
 	ReadyAt       string   `json:"readyAt,omitempty"`
 	EndedAt       string   `json:"endedAt,omitempty"`
@@ -53,7 +57,8 @@ func viewWorker(w *fleet.Worker) workerView {
 	v := workerView{ID: w.ID, RunID: w.RunID, Generation: w.Generation, Kind: w.Kind, Role: w.Role, Task: w.Task,
 		Cwd: w.Cwd, Command: w.Command, EnvKeys: w.EnvKeys, Unit: w.Unit, MainPID: w.MainPID, ControlGroup: w.ControlGroup,
 		State: string(w.State), StateReason: w.StateReason, Manager: w.Manager, FirstManager: w.FirstManager,
-		LeaseDeadline: stamp(w.LeaseDeadline), CreatedAt: stamp(w.CreatedAt), ReadyAt: stamp(w.ReadyAt), EndedAt: stamp(w.EndedAt),
+		LeaseDeadline: stamp(w.LeaseDeadline), LeaseSeconds: int64(w.LeaseDuration / time.Second), LastActivity: stamp(w.LastActivity),
+		Checkpoints: w.CheckpointAttempts, GraceDeadline: stamp(w.GraceDeadline), CreatedAt: stamp(w.CreatedAt), ReadyAt: stamp(w.ReadyAt), EndedAt: stamp(w.EndedAt),
 		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath}
 	if w.HasExit {
 		status := w.ExitStatus
@@ -229,6 +234,9 @@ func newStatusWorkerCmd(s *streams) *cobra.Command {
 			}
 			fmt.Fprintf(s.Out, "  state:    %s\n", state)
 			fmt.Fprintf(s.Out, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
+			if l := leaseText(st); l != "" {
+				fmt.Fprintf(s.Out, "  lease:    %s\n", l)
+			}
 			fmt.Fprintf(s.Out, "  unit:     %s (%s)\n", w.Unit, unitText(st.Unit))
 			if w.ControlGroup != "" {
 				fmt.Fprintf(s.Out, "  cgroup:   %s\n", w.ControlGroup)
@@ -256,6 +264,31 @@ func newStatusWorkerCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
+// leaseText describes a live worker's idle lease for people.
+func leaseText(st *fleet.Status) string {
+	w := st.Worker
+	if !w.State.Live() {
+		return ""
+	}
+	if w.LeaseDeadline.IsZero() {
+		return "none (no idle expiry)"
+	}
+	t := fmt.Sprintf("%s idle lease, until %s", w.LeaseDuration, w.LeaseDeadline.Local().Format(time.RFC3339))
+	if !w.LastActivity.IsZero() {
+		t += ", last activity " + w.LastActivity.Local().Format(time.RFC3339)
+	}
+	if w.CheckpointAttempts > 0 {
+		t += fmt.Sprintf(", %d checkpoint(s) sent, stop at %s", w.CheckpointAttempts, w.GraceDeadline.Local().Format(time.RFC3339))
+	}
+	switch st.LeaseActivity {
+	case fleet.ActivityVerified:
+		t += "; renewed by its messages to its manager (verified by cgroup)"
+	case fleet.ActivitySenderID:
+		t += "; renewed by messages carrying its id (no agent-fleet local API: sender ids are not verified)"
+	}
+	return t
+}
+
 func unitText(u units.UnitState) string {
 	if u.Gone() {
 		return "not loaded"
@@ -269,6 +302,8 @@ type statusJSON struct {
 	UnitSub      string        `json:"unitSubState,omitempty"`
 	Processes    []processJSON `json:"processes"`
 	ProcessCount int           `json:"processCount"`
+	// LeaseActivity: "verified" or "sender-id" (see fleet.Status).
+	LeaseActivity string `json:"leaseActivity,omitempty"`
 }
 
 type processJSON struct {
@@ -278,7 +313,7 @@ type processJSON struct {
 
 func statusView(st *fleet.Status) statusJSON {
 	v := statusJSON{Worker: viewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
-		ProcessCount: st.ProcessCount, Processes: []processJSON{}}
+		ProcessCount: st.ProcessCount, Processes: []processJSON{}, LeaseActivity: st.LeaseActivity}
 	if st.Unit.Gone() {
 		v.UnitActive = "not-loaded"
 	}

@@ -1,0 +1,275 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
+)
+
+// fleetAs runs a fleet verb as session id, with agent-fleet on PATH.
+func fleetAs(t *testing.T, dir, id string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := as(t, dir, id, args...)
+	cmd.Env = append(cmd.Env, unitstest.Require(t).Env()...)
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+func listAll(t *testing.T, dir, id string, env []string) (map[string]workerView, string) {
+	t.Helper()
+	cmd := fleetAs(t, dir, id, env, "list", "--all", "--json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s%s", out, stderr.String())
+	var ws []workerView
+	require.NoError(t, json.Unmarshal(out, &ws), "%s", out)
+	live := map[string]workerView{}
+	for _, w := range ws {
+		if w.State == "running" {
+			live[w.ID] = w
+		}
+	}
+	return live, stderr.String()
+}
+
+func TestOwnershipCLI(t *testing.T) {
+	unitstest.Require(t)
+	dir := shortDir(t)
+	env := []string{"PATH=" + binDir(t) + ":" + os.Getenv("PATH")}
+	run := func(id string, args ...string) (string, error) {
+		out, err := fleetAs(t, dir, id, env, args...).CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		for _, w := range []string{"own-a", "own-b", "own-c"} {
+			_, _ = run("agent-m2", "stop", w)
+			_, _ = run("agent-m1", "stop", w)
+		}
+		stopBroker(t, dir)
+	})
+	for _, id := range []string{"own-a", "own-b"} {
+		out, err := run("agent-m1", "spawn", "--id", id, "--", "sleep", "300")
+		require.NoError(t, err, out)
+	}
+
+	out, err := run("agent-m2", "stop", "own-b")
+	requireExit(t, err, exitConflict)
+	require.Contains(t, out, "adopt it first")
+	out, err = run("agent-m2", "adopt", "own-b")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "You now manage own-b")
+	out, err = run("agent-m2", "renew", "own-b", "--json")
+	require.NoError(t, err, out)
+	out, err = run("agent-m1", "renew", "own-b")
+	requireExit(t, err, exitConflict)
+
+	// fleet.db deleted under running workers: list --all rebuilds their
+	// records, with the adoption kept.
+	reg := fleet.RegistryPath(intercom.NewPaths(dir))
+	require.NoError(t, os.Remove(reg))
+	live, stderr := listAll(t, dir, "agent-m2", env)
+	require.Contains(t, stderr, "rebuilt the record of live worker own-a")
+	require.Equal(t, "agent-m1", live["own-a"].Manager)
+	require.Equal(t, "agent-m2", live["own-b"].Manager, "adoptions survive a lost registry")
+	require.Equal(t, "agent-m1", live["own-b"].FirstManager)
+
+	// A corrupt fleet.db is kept aside, reported, and rebuilt.
+	garbage := []byte("this is not a database, but someone's data all the same\n")
+	require.NoError(t, os.WriteFile(reg, garbage, 0o600))
+	live, stderr = listAll(t, dir, "agent-m2", env)
+	require.Contains(t, stderr, "the registry was corrupt: kept aside as")
+	aside, _ := filepath.Glob(reg + ".corrupt-*")
+	require.NotEmpty(t, aside)
+	var kept bool
+	for _, p := range aside {
+		data, _ := os.ReadFile(p)
+		kept = kept || string(data) == string(garbage)
+	}
+	require.True(t, kept, "the corrupt file's bytes are kept")
+	require.Len(t, live, 2)
+	require.Equal(t, "agent-m2", live["own-b"].Manager)
+
+	// Respawning a running worker is refused, also for a restarted manager.
+	_, err = run("agent-m1", "spawn", "--id", "own-a", "--", "sleep", "1")
+	requireExit(t, err, exitConflict)
+
+	// forget/prune delete only ended records, and only when acknowledged.
+	_, err = run("agent-m1", "forget", "own-a")
+	requireExit(t, err, exitUsage)
+	out, err = run("agent-m1", "forget", "own-a", "--acknowledge")
+	requireExit(t, err, exitConflict)
+	require.Contains(t, out, "stop it first")
+	out, err = run("agent-m1", "stop", "own-a")
+	require.NoError(t, err, out)
+	out, err = run("agent-m1", "forget", "own-a", "--acknowledge")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "Forgot 1 ended records")
+	out, err = run("agent-m1", "status", "own-a")
+	requireExit(t, err, exitNotFound)
+	out, err = run("agent-m2", "prune", "--acknowledge")
+	require.NoError(t, err, out)
+	out, err = run("agent-m2", "stop", "own-b")
+	require.NoError(t, err, out)
+}
+
+// Two janitors at once: one acts, the other says one is in progress.
+func TestConcurrentCleanups(t *testing.T) {
+	unitstest.Require(t)
+	dir := shortDir(t)
+	// A worker whose lease is long expired and that ignores SIGTERM, so its
+	// verified stop (SIGTERM, wait, SIGKILL) keeps the first janitor busy.
+	env := []string{"AGENT_FLEET_LEASE_WARNING=1ms", "AGENT_FLEET_LEASE_GRACE=1ms"}
+	t.Cleanup(func() { stopBroker(t, dir) })
+	out, err := fleetAs(t, dir, "agent-m1", env, "spawn", "--id", "stubborn", "--lease", "1ms", "--",
+		"sh", "-c", `trap "" TERM; while :; do sleep 1; done`).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = fleetAs(t, dir, "agent-m1", env, "stop", "stubborn").Run() })
+
+	first := fleetAs(t, dir, "agent-janitor", env, "cleanup", "--execute", "--json")
+	var firstOut strings.Builder
+	first.Stdout, first.Stderr = &firstOut, &firstOut
+	require.NoError(t, first.Start())
+	require.Eventually(t, func() bool {
+		out, err := fleetAs(t, dir, "agent-m1", env, "status", "stubborn", "--json").Output()
+		var st statusJSON
+		return err == nil && json.Unmarshal(out, &st) == nil && st.Worker.State == "stopping"
+	}, 20*time.Second, 50*time.Millisecond, "the first janitor is stopping the worker")
+	out, err = fleetAs(t, dir, "agent-janitor", env, "cleanup", "--execute").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "Cleanup in progress in another process")
+
+	require.NoError(t, first.Wait(), firstOut.String())
+	var rep fleet.CleanupReport
+	require.NoError(t, json.Unmarshal([]byte(firstOut.String()), &rep), firstOut.String())
+	require.Len(t, rep.Actions, 1)
+	require.Equal(t, "stop", rep.Actions[0].Kind)
+	require.True(t, rep.Actions[0].Done, rep.Actions[0].Error)
+	out, err = fleetAs(t, dir, "agent-m1", env, "status", "stubborn", "--json").Output()
+	require.NoError(t, err)
+	var st statusJSON
+	require.NoError(t, json.Unmarshal(out, &st))
+	require.Equal(t, "stopped", st.Worker.State)
+	require.Equal(t, "lease-expired", st.Worker.StopReason)
+	require.Zero(t, st.ProcessCount)
+}
+
+// A long-running `agent-fleet mcp` of a manager records its workers'
+// activity (only messages the broker confirms came from the worker's
+// cgroup) and runs the janitor: the silent worker is stopped when its lease
+// and grace run out, the chatty one lives on.
+func TestMCPHolderRenewsActiveWorkersAndStopsSilentOnes(t *testing.T) {
+	inst := unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	cmd := as(t, dir, "mcp-boss", "mcp")
+	cmd.Env = append(cmd.Env, inst.Env()...)
+	cmd.Env = append(cmd.Env, "PATH="+binDir(t)+":"+os.Getenv("PATH"),
+		"AGENT_FLEET_JANITOR_INTERVAL=300ms", "AGENT_FLEET_LEASE_WARNING=1s", "AGENT_FLEET_LEASE_RETRY=1s", "AGENT_FLEET_LEASE_GRACE=1s")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	call := func(args map[string]any) toolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
+		require.NoError(t, err)
+		return decodeResult(t, res)
+	}
+	t.Cleanup(func() {
+		call(map[string]any{"action": "stop", "id": "chatty"})
+		call(map[string]any{"action": "stop", "id": "silent"})
+	})
+	r := call(map[string]any{"action": "spawn", "id": "silent", "lease": "3s", "command": []any{"sleep", "300"}})
+	require.False(t, r.isError, r.text)
+	r = call(map[string]any{"action": "spawn", "id": "chatty", "lease": "3s", "command": []any{"sh", "-c",
+		`while :; do agent-fleet intercom send mcp-boss "still working" >/dev/null || exit 9; sleep 0.3; done`}})
+	require.False(t, r.isError, r.text)
+
+	var silent map[string]any
+	require.Eventually(t, func() bool {
+		r := call(map[string]any{"action": "status", "id": "silent"})
+		silent = r.structured
+		return !r.isError && silent["worker"].(map[string]any)["state"] == "stopped"
+	}, 30*time.Second, 100*time.Millisecond, "the janitor stops the silent worker")
+	require.Equal(t, "lease-expired", silent["worker"].(map[string]any)["stopReason"])
+
+	r = call(map[string]any{"action": "status", "id": "chatty"})
+	require.False(t, r.isError, r.text)
+	w := r.structured["worker"].(map[string]any)
+	require.Equal(t, "running", w["state"], "activity kept it alive: %s", r.text)
+	require.Equal(t, "verified", r.structured["leaseActivity"])
+	deadline, err := time.Parse(time.RFC3339Nano, w["leaseDeadline"].(string))
+	require.NoError(t, err)
+	require.True(t, deadline.After(time.Now()), "its lease was renewed by its messages")
+	require.NotEmpty(t, w["lastActivity"])
+}
+
+// The ownership actions of the agent_fleet MCP tool.
+func TestMCPFleetOwnershipActions(t *testing.T) {
+	unitstest.Setenv(t)
+	dir := shortDir(t)
+	t.Setenv("PI_CODING_AGENT_DIR", dir)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	out, err := fleetAs(t, dir, "mcp-old", nil, "spawn", "--id", "handed", "--", "sleep", "300").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = fleetAs(t, dir, "mcp-new", nil, "stop", "handed").Run() })
+
+	server := newMCPServer(nil, newLogger(io.Discard, "error"))
+	addFleetTool(server, "mcp-new")
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(context.Background(), st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	call := func(args map[string]any) toolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
+		require.NoError(t, err)
+		return decodeResult(t, res)
+	}
+
+	r := call(map[string]any{"action": "stop", "id": "handed"})
+	require.True(t, r.isError)
+	require.Contains(t, r.text, "adopt it first")
+	r = call(map[string]any{"action": "adopt", "all": true})
+	require.False(t, r.isError, r.text)
+	require.Equal(t, "No orphaned workers to adopt.", r.text, "its lease has not expired")
+	r = call(map[string]any{"action": "adopt", "id": "handed"})
+	require.False(t, r.isError, r.text)
+	require.Contains(t, r.text, "You now manage handed")
+	r = call(map[string]any{"action": "renew"})
+	require.False(t, r.isError, r.text)
+	require.Contains(t, r.text, "handed renewed until", "an agent manager's worker has an idle lease")
+	r = call(map[string]any{"action": "cleanup"})
+	require.False(t, r.isError, r.text)
+	require.Equal(t, "Nothing to clean up.", r.text)
+	r = call(map[string]any{"action": "forget", "id": "handed", "acknowledge": true})
+	require.True(t, r.isError)
+	require.Contains(t, r.text, "stop it first")
+	r = call(map[string]any{"action": "stop", "id": "handed"})
+	require.False(t, r.isError, r.text)
+	r = call(map[string]any{"action": "forget", "id": "handed"})
+	require.True(t, r.isError)
+	require.Contains(t, r.text, "--acknowledge")
+	r = call(map[string]any{"action": "forget", "id": "handed", "acknowledge": true})
+	require.False(t, r.isError, r.text)
+	require.Equal(t, "Forgot 1 ended records of handed.", r.text)
+	r = call(map[string]any{"action": "prune", "acknowledge": true})
+	require.False(t, r.isError, r.text)
+}
