@@ -22,6 +22,8 @@ const mcpInstructions = `agent-fleet intercom: message other agent sessions on t
   stays open and the reply appears later in intercom_pending.
 - intercom_pending shows unread messages and asks waiting for your reply;
   answer an ask with intercom_reply (choose it with askId, or to/which).
+- intercom_team shows your manager and coworkers with the targets to use:
+  start there when you work in a team or for a manager.
 - Address sessions by full id (from intercom_list or intercom_whoami), a unique
   name, or a unique id prefix of at least 4 characters. You cannot message
   yourself. Every result ends with a note when messages or asks are waiting.`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -173,4 +175,54 @@ func TestTeamEnv(t *testing.T) {
 	env := teamEnv([]string{"A=1", teams.EnvScope + "=old-scope-value-x", teams.EnvManagerTarget + "=old", "B=2"}, teams.Scope{}, "boss")
 	require.Equal(t, []string{"A=1", "B=2", teams.EnvScope + "=", teams.EnvManagerTarget + "=boss"}, env)
 	require.False(t, strings.Contains(strings.Join(env, " "), "old"))
+}
+
+// Two agent-fleet mcp processes form a named team with intercom_join and
+// then list only each other.
+func TestMCPJoinWithRealProcesses(t *testing.T) {
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	startNamedListener(t, dir, "outsider", "Outsider")
+	connect := func(id string) func(name string, args map[string]any) toolResult {
+		cmd := as(t, dir, id, "mcp")
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { cs.Close() })
+		return func(name string, args map[string]any) toolResult {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+			require.NoError(t, err)
+			return decodeResult(t, res)
+		}
+	}
+	a, b := connect("mcp-lead"), connect("mcp-mate")
+	r := a("intercom_list", nil)
+	require.Contains(t, r.text, "outsider")
+
+	r = a("intercom_join", map[string]any{"name": "crew", "create": true})
+	require.False(t, r.isError, r.text)
+	require.Equal(t, "Created team crew and joined it as manager (manager: mcp-lead). You now see only this team's sessions; intercom_team lists them.", r.text)
+	r = b("intercom_join", nil)
+	require.Contains(t, r.text, "- crew (manager: mcp-lead)")
+	require.NotContains(t, r.text, "[joined]")
+	r = b("intercom_join", map[string]any{"name": "crew"})
+	require.False(t, r.isError, r.text)
+	require.Equal(t, map[string]any{"ok": true, "team": "crew", "role": "teammate", "manager": "mcp-lead"}, r.structured)
+
+	r = a("intercom_list", nil)
+	require.Contains(t, r.text, "mcp-mate")
+	require.NotContains(t, r.text, "outsider")
+	r = b("intercom_team", nil)
+	require.True(t, strings.HasPrefix(r.text, "Manager: mcp-lead [connected]\nYou: mcp-mate\nCoworkers: none"), r.text)
+	r = a("intercom_team", nil)
+	require.True(t, strings.HasPrefix(r.text, "Manager: mcp-lead [connected]\nYou: mcp-lead [manager]\nCoworkers:\n- mcp-mate target=mcp-mate [connected]"), r.text)
+	r = b("intercom_send", map[string]any{"to": "mcp-lead", "message": "in"})
+	require.False(t, r.isError, r.text)
+	require.ElementsMatch(t, []string{"outsider"}, listIDs(t, dir, "outsider"))
+
+	// The CLI under a held id acts through the holder, which is in the team.
+	require.ElementsMatch(t, []string{"mcp-lead", "mcp-mate"}, listIDs(t, dir, "mcp-mate"))
+	out, err := as(t, dir, "mcp-mate", "teams", "list").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "- crew (manager: mcp-lead) [joined]")
 }
