@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -107,8 +106,9 @@ func TestTeamOfSpawnedWorkers(t *testing.T) {
 	_, err = as(t, dir, "someone-else", "intercom", "pending", "--inbox-of", "tw1").CombinedOutput()
 	requireExit(t, err, exitFailure)
 
-	// Adoption: tw1 changes manager in the registry (as fleet's adopt does).
-	adopt(t, p, "tw1", "operator-heir")
+	// Adoption: another manager takes tw1 over.
+	o, err = teamFleet(t, dir, bin, "operator-heir", "adopt", "tw1")
+	require.NoError(t, err, "%s", o)
 	managers["tw1"] = "operator-heir"
 	require.Eventually(t, func() bool {
 		w1 = workerTeam("tw1")
@@ -135,19 +135,6 @@ func TestTeamOfSpawnedWorkers(t *testing.T) {
 	require.NoError(t, err, "%s", o)
 	delete(managers, "tw1")
 	require.Len(t, readView(t, p).Workers, 1)
-}
-
-// adopt moves the live incarnation of id to manager in the registry.
-func adopt(t *testing.T, p intercom.Paths, id, manager string) {
-	t.Helper()
-	ctx := context.Background()
-	reg, err := fleet.OpenRegistry(ctx, fleet.RegistryPath(p))
-	require.NoError(t, err)
-	defer reg.Close()
-	w, err := reg.Get(ctx, id)
-	require.NoError(t, err)
-	_, err = reg.Update(ctx, id, w.RunID, func(r *fleet.Worker) error { r.Manager = manager; return nil })
-	require.NoError(t, err)
 }
 
 type workersView struct {
