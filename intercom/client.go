@@ -268,14 +268,14 @@ func (c *Client) register(ctx context.Context) (net.Conn, *bufio.Reader, error) 
 
 // install makes nc the live connection, replays the outbox and starts the
 // reader.
-func (c *Client) install(nc net.Conn, br *bufio.Reader) {
+func (c *Client) install(nc net.Conn, br *bufio.Reader) (installed bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		nc.Close()
-		return
+		return false
 	}
-	c.nc = nc
+	c.nc = nc // a replaced connection's reader ends when the broker closes it
 	c.sessionID = c.cfg.Identity.SessionID
 	ready := c.ready
 	c.mu.Unlock()
@@ -291,6 +291,7 @@ func (c *Client) install(nc net.Conn, br *bufio.Reader) {
 	if c.cfg.OnRegistered != nil {
 		c.cfg.OnRegistered()
 	}
+	return true
 }
 
 // markReady closes ready (the registered signal) unless a concurrent
@@ -728,25 +729,8 @@ func (c *Client) SetScope(ctx context.Context, scope string) error {
 		c.mu.Unlock()
 		return err
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		nc.Close()
+	if !c.install(nc, br) {
 		return ErrClosed
-	}
-	c.nc = nc // the old connection's reader ends when the broker closes it
-	ready := c.ready
-	c.mu.Unlock()
-	c.replayOutbox()
-	c.markReady(ready)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.readLoop(nc, br)
-		c.lost(nc)
-	}()
-	if c.cfg.OnRegistered != nil {
-		c.cfg.OnRegistered()
 	}
 	return nil
 }
