@@ -405,8 +405,12 @@ func openSession(t *testing.T, w *world, id, name string) *intercom.Session {
 func TestRegistryLossIsRebuiltWithCurrentManagers(t *testing.T) {
 	w := newWorld(t)
 	w.spawn("w1", "sleep", "300")
-	w.spawn("w2", "sleep", "300")
+	_, poke := w.reporter(w.f, "w2", 0)
+	boss := w.manager("boss", nil)
+	poke("before") // the shim opens the registry
+	boss.receive(t, "w2", "before")
 	f2 := w.fleet("boss2")
+	boss.close()
 	_, err := f2.Adopt(ctx, "w2", false)
 	require.NoError(t, err)
 
@@ -435,7 +439,16 @@ func TestRegistryLossIsRebuiltWithCurrentManagers(t *testing.T) {
 
 	_, err = f1.Spawn(ctx, fleet.SpawnRequest{ID: "w1", Command: []string{"sleep", "300"}})
 	require.ErrorIs(t, err, fleet.ErrConflict)
-	res, err := f2.Stop(ctx, "w2")
+
+	// The worker's shim noticed the replaced file: it reads the rebuilt
+	// registry (where boss3 adopts w2), not the deleted one.
+	f3 := w.fleet("boss3")
+	_, err = f3.Adopt(ctx, "w2", false)
+	require.NoError(t, err)
+	boss3 := w.manager("boss3", nil)
+	poke("after")
+	boss3.receive(t, "w2", "after")
+	res, err := f3.Stop(ctx, "w2")
 	require.NoError(t, err)
 	require.Empty(t, res.Survivors)
 }
