@@ -45,11 +45,29 @@ func connectMCP(t *testing.T, server *mcp.Server) func(name string, args map[str
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { cs.Close() })
+	return toolCaller(t, cs)
+}
+
+// toolCaller calls tools on an MCP client session and decodes the results.
+func toolCaller(t *testing.T, cs *mcp.ClientSession) func(name string, args map[string]any) toolResult {
 	return func(name string, args map[string]any) toolResult {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 		require.NoError(t, err)
 		return decodeResult(t, res)
 	}
+}
+
+// openTestMCP opens the MCP session of the process environment through
+// openMCPSession and serves it with the team tools.
+func openTestMCP(t *testing.T) (*mcpSession, *mcp.Server) {
+	t.Helper()
+	log := newLogger(io.Discard, "error")
+	ms, err := openMCPSession(context.Background(), log, "")
+	require.NoError(t, err)
+	t.Cleanup(ms.stop)
+	server := newMCPServer(ms.ops, log)
+	addTeamTools(server, ms.ops, ms.team)
+	return ms, server
 }
 
 func toolNames(t *testing.T, server *mcp.Server) []string {
@@ -225,12 +243,7 @@ func TestMCPBossTeamOnly(t *testing.T) {
 	_, err = o.Enqueue(manager, info)
 	require.NoError(t, err)
 
-	log := newLogger(io.Discard, "error")
-	ms, err := openMCPSession(context.Background(), log, "")
-	require.NoError(t, err)
-	t.Cleanup(ms.stop)
-	server := newMCPServer(ms.ops, log)
-	addTeamTools(server, ms.ops, ms.team)
+	_, server := openTestMCP(t)
 	names := toolNames(t, server)
 	require.NotContains(t, names, "intercom_list")
 	require.Contains(t, names, "intercom_team")
@@ -283,12 +296,7 @@ func TestMCPBossUnusable(t *testing.T) {
 	t.Setenv(intercom.SessionIDEnv, "impostor")
 	setBossEnv(t, "worker", "")
 	watcher := sessionFor(t, p, "watcher")
-	log := newLogger(io.Discard, "error")
-	ms, err := openMCPSession(context.Background(), log, "")
-	require.NoError(t, err)
-	t.Cleanup(ms.stop)
-	server := newMCPServer(ms.ops, log)
-	addTeamTools(server, ms.ops, ms.team)
+	_, server := openTestMCP(t)
 	call := connectMCP(t, server)
 	for _, tool := range []string{"intercom_list", "intercom_status", "intercom_pending"} {
 		r := call(tool, nil)
@@ -305,9 +313,7 @@ func TestMCPBossUnusable(t *testing.T) {
 
 	t.Setenv(intercom.SessionIDEnv, "boss-worker-"+tSuffix)
 	t.Setenv(teams.EnvBossVisibility, "everyone")
-	ms2, err := openMCPSession(context.Background(), log, "")
-	require.NoError(t, err)
-	t.Cleanup(ms2.stop)
+	ms2, _ := openTestMCP(t)
 	_, err = ms2.ops.Send(context.Background(), intercom.SendRequest{To: "watcher", Text: "x"})
 	require.ErrorIs(t, err, teams.ErrBossDenied)
 }

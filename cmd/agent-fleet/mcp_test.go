@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
-	"github.com/agent-fleet/agent-fleet/intercom/broker"
 )
 
 // mcpWorld is an in-process broker with sessions and an MCP client
@@ -49,17 +48,7 @@ func sessionFor(t *testing.T, p intercom.Paths, id string) *intercom.Session {
 func newMCPWorld(t *testing.T) *mcpWorld {
 	t.Helper()
 	p := intercom.NewPaths(shortDir(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, func() bool {
-		h, _ := intercom.ProbeBroker(context.Background(), p)
-		return h == intercom.Compatible
-	}, 5*time.Second, 5*time.Millisecond)
+	startTestBroker(t, p)
 	w := &mcpWorld{p: p, alpha: sessionFor(t, p, "alpha"), beta: sessionFor(t, p, "beta")}
 	server := newMCPServer(w.alpha, newLogger(io.Discard, "error"))
 	st, ct := mcp.NewInMemoryTransports()

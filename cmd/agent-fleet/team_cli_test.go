@@ -189,11 +189,7 @@ func TestMCPJoinWithRealProcesses(t *testing.T) {
 			Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { cs.Close() })
-		return func(name string, args map[string]any) toolResult {
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-			require.NoError(t, err)
-			return decodeResult(t, res)
-		}
+		return toolCaller(t, cs)
 	}
 	a, b := connect("mcp-lead"), connect("mcp-mate")
 	r := a("intercom_list", nil)
