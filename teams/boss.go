@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -95,7 +96,7 @@ func ReadBoss(env Env) *Boss {
 	}
 	suffix := runID[len(runID)-12:]
 	role, _ := env.LookupEnv(EnvBossRole)
-	if !contains(bossRoles, role) {
+	if !slices.Contains(bossRoles, role) {
 		return invalid(EnvBossRole + " must be manager, worker, scout, or adversary")
 	}
 	controller, _ := env.LookupEnv(EnvBossController)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -208,7 +209,7 @@ func writeObject(b *bytes.Buffer, fields map[string]json.RawMessage, order []str
 	}
 	var rest []string
 	for k := range fields {
-		if !contains(order, k) {
+		if !slices.Contains(order, k) {
 			rest = append(rest, k)
 		}
 	}
@@ -233,17 +234,9 @@ func compact(raw json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// List returns the well-formed teams, in file order, without scopes.
-func (s *Store) List() ([]NamedTeam, error) {
+// List returns the well-formed teams, in file order, without scopes; the
+// team whose scope is current ("" = none) is marked Joined.
+func (s *Store) List(current string) ([]NamedTeam, error) {
 	f, err := s.read()
 	if err != nil {
 		return nil, err
@@ -251,7 +244,9 @@ func (s *Store) List() ([]NamedTeam, error) {
 	out := []NamedTeam{}
 	for _, e := range f.entries {
 		if e.usable {
-			out = append(out, e.NamedTeam)
+			t := e.NamedTeam
+			t.Joined = current != "" && e.scope == current
+			out = append(out, t)
 		}
 	}
 	return out, nil
@@ -282,24 +277,6 @@ func lookup(f *storeFile, name string) (NamedTeam, Scope, error) {
 		}
 	}
 	return NamedTeam{}, Scope{}, fmt.Errorf("%w: %q%s", ErrTeamNotFound, name, hint)
-}
-
-// ScopeTeam returns the team whose scope is scope (to tell a session which
-// team it is in), if any.
-func (s *Store) ScopeTeam(scope string) (NamedTeam, bool) {
-	if scope == "" {
-		return NamedTeam{}, false
-	}
-	f, err := s.read()
-	if err != nil {
-		return NamedTeam{}, false
-	}
-	for _, e := range f.entries {
-		if e.usable && e.scope == scope {
-			return e.NamedTeam, true
-		}
-	}
-	return NamedTeam{}, false
 }
 
 // Create adds a team with a fresh private scope and manager as its manager,
@@ -355,7 +332,7 @@ func (s *Store) AddMember(ctx context.Context, name, sessionID string) error {
 			if !e.usable || e.Name != name {
 				continue
 			}
-			if _, kept := e.fields["memberSessionIds"]; !kept || contains(e.Members, sessionID) {
+			if _, kept := e.fields["memberSessionIds"]; !kept || slices.Contains(e.Members, sessionID) {
 				return false, nil
 			}
 			e.Members = append(e.Members, sessionID)

@@ -27,7 +27,7 @@ func storeAt(t *testing.T) (*Store, intercom.Paths) {
 
 func TestNamedTeamsCreateJoinList(t *testing.T) {
 	s, _ := storeAt(t)
-	list, err := s.List()
+	list, err := s.List("")
 	require.NoError(t, err)
 	require.Empty(t, list, "no file is no teams")
 
@@ -61,14 +61,12 @@ func TestNamedTeamsCreateJoinList(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, scope.Value(), second.Value())
 
-	list, err = s.List()
+	list, err = s.List("")
 	require.NoError(t, err)
 	require.Equal(t, []string{"billing", "frontend"}, []string{list[0].Name, list[1].Name})
-	cur, ok := s.ScopeTeam(second.Value())
-	require.True(t, ok)
-	require.Equal(t, "frontend", cur.Name)
-	_, ok = s.ScopeTeam("")
-	require.False(t, ok)
+	list, err = s.List(second.Value())
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true}, []bool{list[0].Joined, list[1].Joined}, "the team of the current scope is marked")
 }
 
 func TestTeamNames(t *testing.T) {
@@ -98,7 +96,7 @@ func TestScopeNeverPrints(t *testing.T) {
 	}
 	_, err = json.Marshal(scope)
 	require.Error(t, err)
-	list, _ := s.List()
+	list, _ := s.List("")
 	data, _ := json.Marshal(list)
 	require.NotContains(t, string(data), scope.Value())
 	require.NotContains(t, string(data), "scopeId")
@@ -113,7 +111,7 @@ func TestNamedTeamsKeepForeignData(t *testing.T) {
 	require.NoError(t, os.WriteFile(s.Path(), []byte(`{"version":1,"owner":"opencode","teams":[
 		{"name":"ops","scopeId":"`+scope+`","managerSessionId":"oc-1","createdAt":1,"memberSessionIds":["oc-1"],"work":"triage","color":"red"},
 		{"name":"9bad","scopeId":"x","managerSessionId":"y","createdAt":2}]}`), 0o600))
-	list, err := s.List()
+	list, err := s.List("")
 	require.NoError(t, err)
 	require.Equal(t, []NamedTeam{{Name: "ops", ManagerSessionID: "oc-1", CreatedAt: 1, Members: []string{"oc-1"}, Work: "triage"}}, list)
 
@@ -155,7 +153,7 @@ func TestNamedTeamsRefuseAForeignFormat(t *testing.T) {
 			s, p := storeAt(t)
 			require.NoError(t, intercom.EnsureDir(p.Dir))
 			require.NoError(t, os.WriteFile(s.Path(), []byte(content), 0o600))
-			_, err := s.List()
+			_, err := s.List("")
 			require.ErrorIs(t, err, ErrStore)
 			_, _, err = s.Create(ctx, "billing", "alpha")
 			require.ErrorIs(t, err, ErrStore)
@@ -214,7 +212,7 @@ func TestNamedTeamsConcurrentCreates(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	list, err := NewStore(p).List()
+	list, err := NewStore(p).List("")
 	require.NoError(t, err)
 	require.Len(t, list, 20)
 }

@@ -213,16 +213,7 @@ func (s *Service) Join(ctx context.Context, req JoinRequest) (*JoinResult, error
 
 // NamedTeams implements Teams, marking the team the session is in.
 func (s *Service) NamedTeams(context.Context) ([]NamedTeam, error) {
-	list, err := s.store.List()
-	if err != nil {
-		return nil, err
-	}
-	if cur, ok := s.store.ScopeTeam(getenv(s.cfg.Env, EnvScope)); ok {
-		for i := range list {
-			list[i].Joined = list[i].Name == cur.Name
-		}
-	}
-	return list, nil
+	return s.store.List(getenv(s.cfg.Env, EnvScope))
 }
 
 // InspectInbox implements Teams (spec §7.4).

@@ -72,27 +72,32 @@ type viewFile struct {
 
 // InspectWorkersView reports who owns workers.json, for doctor.
 func InspectWorkersView(p intercom.Paths) ViewStatus {
-	path := WorkersViewPath(p)
+	st, _ := inspectView(WorkersViewPath(p))
+	return st
+}
+
+// inspectView reads the file at path once: who owns it, and its bytes.
+func inspectView(path string) (ViewStatus, []byte) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return ViewStatus{State: ViewAbsent, Path: path}
+		return ViewStatus{State: ViewAbsent, Path: path}, nil
 	case err != nil:
-		return ViewStatus{State: ViewUnreadable, Path: path, Err: err}
+		return ViewStatus{State: ViewUnreadable, Path: path, Err: err}, nil
 	}
 	var top struct {
 		Writer  json.RawMessage   `json:"writer"`
 		Workers []json.RawMessage `json:"workers"`
 	}
 	if err := json.Unmarshal(data, &top); err != nil {
-		return ViewStatus{State: ViewUnreadable, Path: path, Err: err}
+		return ViewStatus{State: ViewUnreadable, Path: path, Err: err}, data
 	}
 	st := ViewStatus{State: ViewForeign, Path: path, Workers: len(top.Workers)}
 	var writer string
 	if json.Unmarshal(top.Writer, &writer) == nil && writer == WorkersViewWriter {
 		st.State = ViewOurs
 	}
-	return st
+	return st, data
 }
 
 // RefreshWorkersView rewrites workers.json from the live workers that list
@@ -111,7 +116,7 @@ func RefreshWorkersView(ctx context.Context, p intercom.Paths, list func(context
 		return "", err
 	}
 	defer unlock()
-	st := InspectWorkersView(p)
+	st, old := inspectView(path)
 	if st.State == ViewForeign || st.State == ViewUnreadable {
 		return st.State, nil
 	}
@@ -120,10 +125,8 @@ func RefreshWorkersView(ctx context.Context, p intercom.Paths, list func(context
 		return st.State, fmt.Errorf("refresh %s: %w", path, err)
 	}
 	data := encodeView(workers)
-	if st.State == ViewOurs {
-		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-			return ViewOurs, nil
-		}
+	if st.State == ViewOurs && bytes.Equal(old, data) {
+		return ViewOurs, nil
 	}
 	if err := intercom.WriteFileAtomic(path, data); err != nil {
 		return st.State, err
