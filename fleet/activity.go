@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -43,7 +42,7 @@ type ActivityRecorder struct {
 	kick    chan struct{}
 	done    chan struct{}
 	cancel  context.CancelFunc
-	reg     *Registry
+	reg     *RegistryHandle
 }
 
 // StartActivityRecorder starts a recorder; Close stops it.
@@ -59,7 +58,7 @@ func StartActivityRecorder(cfg ActivityConfig) *ActivityRecorder {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &ActivityRecorder{cfg: cfg, pending: map[string]struct{}{}, kick: make(chan struct{}, 1),
-		done: make(chan struct{}), cancel: cancel}
+		done: make(chan struct{}), cancel: cancel, reg: NewRegistryHandle(RegistryPath(cfg.Paths), false)}
 	go a.run(ctx)
 	return a
 }
@@ -82,9 +81,7 @@ func (a *ActivityRecorder) OnMessage(m *intercom.InboundMessage) { a.Seen(m.From
 func (a *ActivityRecorder) Close() {
 	a.cancel()
 	<-a.done
-	if a.reg != nil {
-		a.reg.Close()
-	}
+	a.reg.Close()
 }
 
 func (a *ActivityRecorder) run(ctx context.Context) {
@@ -112,7 +109,7 @@ func (a *ActivityRecorder) run(ctx context.Context) {
 }
 
 func (a *ActivityRecorder) check(ctx context.Context, from string) (string, error) {
-	reg, err := a.registry(ctx)
+	reg, err := a.reg.Get(ctx)
 	if reg == nil || err != nil {
 		return "", err
 	}
@@ -121,25 +118,4 @@ func (a *ActivityRecorder) check(ctx context.Context, from string) (string, erro
 		return "", nil // forgotten meanwhile
 	}
 	return how, err
-}
-
-// registry returns the open registry, nil while none exists.
-func (a *ActivityRecorder) registry(ctx context.Context) (*Registry, error) {
-	if a.reg != nil && !a.reg.Stale() {
-		return a.reg, nil
-	}
-	if a.reg != nil {
-		a.reg.Close()
-		a.reg = nil
-	}
-	path := RegistryPath(a.cfg.Paths)
-	if _, err := os.Stat(path); err != nil {
-		return nil, nil // no fleet here: no workers to renew
-	}
-	reg, err := OpenRegistry(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	a.reg = reg
-	return reg, nil
 }

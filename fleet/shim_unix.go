@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -60,8 +59,8 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 		return fail(ShimExitNoSession, "identity: %v", err)
 	}
 	// The registry is opened when first needed, off the way to READY.
-	regs := &shimRegistry{path: RegistryPath(cfg.Paths)}
-	defer regs.close()
+	regs := NewRegistryHandle(RegistryPath(cfg.Paths), true)
+	defer regs.Close()
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
 		Paths: cfg.Paths, Identity: id, Start: cfg.Start, Reconnect: true, Logger: log,
 	})
@@ -116,7 +115,7 @@ wait:
 		}
 	}
 	code, exitCode, status := exitOf(cmd.ProcessState, waitErr)
-	reg, err := regs.get(ctx)
+	reg, err := regs.Get(ctx)
 	if err != nil {
 		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
 	}
@@ -150,12 +149,12 @@ type Manager struct {
 
 // shimOps serves ShimOpManager from the registry, so that a worker learns
 // its current manager without restarting.
-func shimOps(regs *shimRegistry, id, run string) func(context.Context, string, json.RawMessage) (any, bool, error) {
+func shimOps(regs *RegistryHandle, id, run string) func(context.Context, string, json.RawMessage) (any, bool, error) {
 	return func(ctx context.Context, op string, _ json.RawMessage) (any, bool, error) {
 		if op != ShimOpManager {
 			return nil, false, nil
 		}
-		reg, err := regs.get(ctx)
+		reg, err := regs.Get(ctx)
 		if err != nil {
 			return nil, true, err
 		}
@@ -164,41 +163,6 @@ func shimOps(regs *shimRegistry, id, run string) func(context.Context, string, j
 			return nil, true, err
 		}
 		return Manager{WorkerID: w.ID, RunID: w.RunID, Manager: w.Manager, FirstManager: w.FirstManager}, true, nil
-	}
-}
-
-// shimRegistry is the shim's registry handle, reopened when the file was
-// replaced or deleted (a rebuilt registry) instead of writing to an
-// unlinked file.
-type shimRegistry struct {
-	path string
-	mu   sync.Mutex
-	reg  *Registry
-}
-
-func (s *shimRegistry) get(ctx context.Context) (*Registry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reg != nil && !s.reg.Stale() {
-		return s.reg, nil
-	}
-	if s.reg != nil {
-		s.reg.Close()
-		s.reg = nil
-	}
-	reg, err := OpenRegistry(ctx, s.path)
-	if err != nil {
-		return nil, err
-	}
-	s.reg = reg
-	return reg, nil
-}
-
-func (s *shimRegistry) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reg != nil {
-		s.reg.Close()
 	}
 }
 

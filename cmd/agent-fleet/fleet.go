@@ -61,7 +61,7 @@ func openFleetAs(ctx context.Context, p intercom.Paths, caller string) (*fleetEn
 		return nil, fmt.Errorf("%w: %v", errNoSystemd, err)
 	}
 	env.units = m
-	reg, note, err := fleet.OpenRegistryOrRecover(ctx, fleet.RegistryPath(p), fleet.RegistryOptions{OnChange: registryChanged(p)})
+	reg, note, err := fleet.OpenRegistryOrRecover(ctx, fleet.RegistryPath(p), fleet.RegistryOptions{})
 	if err != nil {
 		env.close()
 		return nil, err
@@ -101,18 +101,6 @@ func openFleetAs(ctx context.Context, p intercom.Paths, caller string) (*fleetEn
 		}
 	}
 	return env, nil
-}
-
-// registryChanged runs after every registry write; other views of the
-// registry (the teams issue's workers.json) hook in here.
-var registryViews []func(ctx context.Context, p intercom.Paths, reg *fleet.Registry)
-
-func registryChanged(p intercom.Paths) func(context.Context, *fleet.Registry) {
-	return func(ctx context.Context, reg *fleet.Registry) {
-		for _, view := range registryViews {
-			view(ctx, p, reg)
-		}
-	}
 }
 
 // checkpointNotifier sends the janitor's checkpoint messages as the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -24,45 +23,17 @@ func init() {
 // One handle is kept open and reopened when the file is replaced. Safe for
 // concurrent use.
 type teamRegistry struct {
-	path string
-	mu   sync.Mutex
-	reg  *fleet.Registry
+	h *fleet.RegistryHandle
 }
 
 func newTeamRegistry(p intercom.Paths) *teamRegistry {
-	return &teamRegistry{path: fleet.RegistryPath(p)}
+	return &teamRegistry{h: fleet.NewRegistryHandle(fleet.RegistryPath(p), false)}
 }
 
 // open returns the registry, nil while there is none.
-func (r *teamRegistry) open(ctx context.Context) (*fleet.Registry, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.reg != nil && !r.reg.Stale() {
-		return r.reg, nil
-	}
-	if r.reg != nil {
-		r.reg.Close()
-		r.reg = nil
-	}
-	if _, err := os.Stat(r.path); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	reg, err := fleet.OpenRegistry(ctx, r.path)
-	if err != nil {
-		return nil, err
-	}
-	r.reg = reg
-	return reg, nil
-}
+func (r *teamRegistry) open(ctx context.Context) (*fleet.Registry, error) { return r.h.Get(ctx) }
 
-func (r *teamRegistry) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.reg != nil {
-		r.reg.Close()
-		r.reg = nil
-	}
-}
+func (r *teamRegistry) close() { r.h.Close() }
 
 // Worker implements teams.Registry.
 func (r *teamRegistry) Worker(ctx context.Context, id, runID string) (*teams.WorkerRecord, error) {
