@@ -42,7 +42,15 @@ type DoctorConfig struct {
 	Getenv func(string) string
 	// Journal says whether workers log to the journal (else to files).
 	Journal bool
+	// GOOS is the operating system to check for; "" is runtime.GOOS. Off
+	// Linux only the broker, intercom and file checks run: worker
+	// lifecycle needs Linux with a systemd user manager.
+	GOOS string
 }
+
+// BrokerOnlyNote is what doctor, capabilities and the fleet surfaces say on
+// a host without worker lifecycle.
+const BrokerOnlyNote = "worker lifecycle (spawn, list, stop, …) needs Linux with a systemd user manager; the broker, the intercom CLI verbs and the MCP intercom tools work here"
 
 // Doctor checks what the host offers agent-fleet and returns every
 // finding; it never changes anything.
@@ -55,9 +63,22 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 		out = append(out, Check{Name: name, Status: st, Detail: detail, Fix: fix})
 	}
 
-	add("platform", map[bool]CheckStatus{true: CheckOK, false: CheckFail}[runtime.GOOS == "linux"],
-		runtime.GOOS+"/"+runtime.GOARCH, fixUnless(runtime.GOOS == "linux",
-			"worker lifecycle needs Linux with a systemd user manager; the broker and intercom tools work here"))
+	goos := cfg.GOOS
+	if goos == "" {
+		goos = runtime.GOOS
+	}
+	if goos != "linux" {
+		// Broker-only: nothing systemd-related applies, and its absence is
+		// this platform's normal state, not a failure.
+		add("platform", CheckWarn, goos+"/"+runtime.GOARCH+": broker and intercom only", BrokerOnlyNote)
+		add(brokerCheck(ctx, cfg.Paths))
+		if goos != "windows" { // Windows: the broker is a named pipe, modes are ACLs
+			add(socketPathCheck(cfg.Paths))
+			add(permissionsCheck(cfg.Paths))
+		}
+		return out
+	}
+	add("platform", CheckOK, goos+"/"+runtime.GOARCH, "")
 
 	// The user manager.
 	rt := cfg.Getenv("XDG_RUNTIME_DIR")
@@ -108,15 +129,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 
 	// The broker.
 	add(brokerCheck(ctx, cfg.Paths))
-	for _, sock := range []string{cfg.Paths.BrokerSocket(), cfg.Paths.HolderSocket(strings.Repeat("x", 64))} {
-		if err := intercom.CheckSocketPath(sock); err != nil {
-			add("socket paths", CheckFail, err.Error(), "set PI_CODING_AGENT_DIR to a shorter directory")
-			break
-		}
-	}
-	if len(out) > 0 && out[len(out)-1].Name != "socket paths" {
-		add("socket paths", CheckOK, fmt.Sprintf("%d bytes for broker.sock (limit %d)", len(cfg.Paths.BrokerSocket()), intercom.MaxSocketPathBytes), "")
-	}
+	add(socketPathCheck(cfg.Paths))
 	add(permissionsCheck(cfg.Paths))
 
 	// The registry and the units it should know.
@@ -129,11 +142,13 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 	return out
 }
 
-func fixUnless(ok bool, fix string) string {
-	if ok {
-		return ""
+func socketPathCheck(p intercom.Paths) (string, CheckStatus, string, string) {
+	for _, sock := range []string{p.BrokerSocket(), p.HolderSocket(strings.Repeat("x", 64))} {
+		if err := intercom.CheckSocketPath(sock); err != nil {
+			return "socket paths", CheckFail, err.Error(), "set PI_CODING_AGENT_DIR to a shorter directory"
+		}
 	}
-	return fix
+	return "socket paths", CheckOK, fmt.Sprintf("%d bytes for broker.sock (limit %d)", len(p.BrokerSocket()), intercom.MaxSocketPathBytes), ""
 }
 
 // lingerStatus asks logind whether the user lingers; without logind the

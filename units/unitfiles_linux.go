@@ -3,6 +3,8 @@ package units
 import (
 	"context"
 	"fmt"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
 )
 
 // Unit files: installed units (not transient ones) that `agent-fleet
@@ -65,4 +67,41 @@ func (s *Systemd) StartUnit(ctx context.Context, name string) error {
 		return &JobError{Unit: name, Job: "start", Result: result, State: st}
 	}
 	return nil
+}
+
+// SocketListen returns the addresses a socket unit listens on (its Listen
+// property: paths for Unix sockets), or ErrUnitNotFound when no such unit
+// is loaded.
+func (s *Systemd) SocketListen(ctx context.Context, name string) ([]string, error) {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	st, err := s.Unit(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Gone() {
+		return nil, fmt.Errorf("read the addresses of %s: %w", name, ErrUnitNotFound)
+	}
+	var prop *sdbus.Property
+	if _, err := s.call(ctx, "read the addresses of "+name, func(c *conn) error {
+		var err error
+		prop, err = c.sd.GetUnitTypePropertyContext(ctx, name, "Socket", "Listen")
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var out []string
+	switch v := prop.Value.Value().(type) {
+	case [][]any: // a(ss): (type, address)
+		for _, pair := range v {
+			if len(pair) == 2 {
+				if addr, ok := pair[1].(string); ok {
+					out = append(out, addr)
+				}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("read the addresses of %s: unexpected Listen value %T", name, v)
+	}
+	return out, nil
 }

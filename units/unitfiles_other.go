@@ -15,3 +15,8 @@ func (s *Systemd) DisableUnitFiles(context.Context, ...string) error { return Er
 
 // StartUnit returns ErrUnsupported off Linux.
 func (s *Systemd) StartUnit(context.Context, string) error { return ErrUnsupported }
+
+// SocketListen returns ErrUnsupported off Linux.
+func (s *Systemd) SocketListen(context.Context, string) ([]string, error) {
+	return nil, ErrUnsupported
+}

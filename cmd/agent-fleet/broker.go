@@ -25,6 +25,7 @@ type brokerOptions struct {
 	rateCapacity float64
 	rateRefill   float64
 	logLevel     string
+	logToFile    bool
 	detach       bool
 }
 
@@ -40,7 +41,12 @@ the agent-fleet local API beside it on agent-fleet.sock.
 Clients start a broker on demand, so running one by hand is for debugging and
 for service managers. It exits 5 s after the last session leaves unless
 --no-idle-exit is given, and cleanly on SIGTERM or SIGINT. A second broker on
-the same directory exits with status 4 and leaves the first untouched.`,
+the same directory exits with status 4 and leaves the first untouched.
+
+Started by systemd socket activation (agent-fleet-broker.socket, see
+"agent-fleet install"), it serves the socket systemd passes it, never unlinks
+or replaces it, and exits 5 s after its last session leaves (or after the
+connection that woke it, if no session registers); systemd keeps listening.`,
 		Example: `  agent-fleet broker
   PI_CODING_AGENT_DIR=$(mktemp -d) agent-fleet broker --no-idle-exit --log-level debug`,
 		Args: cobra.NoArgs,
@@ -55,6 +61,7 @@ the same directory exits with status 4 and leaves the first untouched.`,
 	f.Float64Var(&opts.rateCapacity, "rate-capacity", broker.DefaultRateCapacity, "per-connection token bucket size (1 token per started 8 KiB frame)")
 	f.Float64Var(&opts.rateRefill, "rate-refill", broker.DefaultRateRefill, "per-connection token refill, tokens per second")
 	f.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&opts.logToFile, "log-to-file", false, "log to broker.log in the intercom directory (trimmed past 1 MiB at start) instead of stderr")
 	f.BoolVar(&opts.detach, "detach", false, "start the broker in the background, detached from this process, and return")
 	return cmd
 }
@@ -73,9 +80,21 @@ func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
 		})
 		return launchDetachedBroker(paths, args)
 	}
+	logw := s.Err
+	if opts.logToFile {
+		if err := intercom.EnsureDir(paths.Dir); err != nil {
+			return err
+		}
+		f, err := intercom.PrepareBrokerLog(paths)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logw = f
+	}
 	cfg := broker.Config{
 		Paths:        paths,
-		Logger:       newLogger(s.Err, opts.logLevel),
+		Logger:       newLogger(logw, opts.logLevel),
 		MaxSessions:  opts.maxSessions,
 		IdleExit:     opts.idleExit,
 		RateCapacity: opts.rateCapacity,
@@ -96,5 +115,9 @@ func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
 	if opts.maxSessions < 1 || opts.rateCapacity < 1 || opts.rateRefill <= 0 {
 		return &usageError{fmt.Errorf("--max-sessions, --rate-capacity and --rate-refill must be positive")}
 	}
-	return broker.ListenAndServe(cmd.Context(), cfg)
+	err = broker.ListenAndServe(cmd.Context(), cfg)
+	if err != nil && opts.logToFile {
+		cfg.Logger.Error("broker failed", "err", err) // for the log tail a client quotes
+	}
+	return err
 }

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
+	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -20,9 +22,11 @@ import (
 var childEnv []string
 
 // brokerStarter starts a broker that does not live in the caller's process
-// tree or cgroup (DESIGN.md "Broker placement"): as its own transient unit
-// when a user manager is reachable, else with a double fork and setsid. Its
-// output goes to the bounded broker.log either way.
+// tree or cgroup (DESIGN.md "Broker placement"): through the installed
+// socket unit (socket activation) when there is one for this agent
+// directory, else as its own transient unit when a user manager is
+// reachable, else with a double fork and setsid. Its output goes to the
+// bounded broker.log in every case.
 func brokerStarter() intercom.BrokerStarter {
 	return func(ctx context.Context, p intercom.Paths) error {
 		err := startBrokerUnit(ctx, p)
@@ -62,6 +66,9 @@ func startBrokerUnit(ctx context.Context, p intercom.Paths) error {
 	if err := m.Ping(ctx); err != nil {
 		return fmt.Errorf("%w: %v", errNoUserManager, err)
 	}
+	if installed, err := startBrokerSocket(ctx, m, p); installed || err != nil {
+		return err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("locate agent-fleet: %w", err)
@@ -94,6 +101,33 @@ func startBrokerUnit(ctx context.Context, p intercom.Paths) error {
 		return nil // already running: EnsureBroker waits for it to answer
 	}
 	return err
+}
+
+// startBrokerSocket starts the broker's socket unit when `agent-fleet
+// install` put one in place for this agent directory: the connection that
+// follows starts the broker by socket activation. installed is false when no
+// socket unit listens on p's broker socket. With the socket unit present
+// nothing else may bind that path (it would replace systemd's socket), so a
+// socket that listens while no broker answers is only reset and waited for.
+func startBrokerSocket(ctx context.Context, m *units.Systemd, p intercom.Paths) (installed bool, err error) {
+	sock, svc := contribsystemd.BrokerSocket, contribsystemd.BrokerService
+	st, err := m.Unit(ctx, sock)
+	if err != nil || st.LoadState != "loaded" {
+		return false, nil
+	}
+	listen, err := m.SocketListen(ctx, sock)
+	if err != nil || !slices.Contains(listen, p.BrokerSocket()) {
+		return false, nil
+	}
+	_ = m.ResetFailed(ctx, svc) // a failed broker must not block the next activation
+	if st.Running() {
+		return true, nil
+	}
+	_ = m.ResetFailed(ctx, sock)
+	if err := m.StartUnit(ctx, sock); err != nil {
+		return true, fmt.Errorf("start %s: %w", sock, err)
+	}
+	return true, nil
 }
 
 // hasUserBus is the quick test before any D-Bus dial: a bus address in

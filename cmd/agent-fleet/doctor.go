@@ -32,8 +32,7 @@ ok, warn or fail, with a one-line fix. Exits 1 when anything fails.`,
 			if err != nil {
 				return err
 			}
-			checks := fleet.Doctor(cmd.Context(), fleet.DoctorConfig{Paths: p, Journal: journaldRuns()})
-			checks = append(checks, workersViewCheck(p))
+			checks := doctorChecks(cmd.Context(), fleet.DoctorConfig{Paths: p})
 			failed := false
 			for _, c := range checks {
 				failed = failed || c.Status == fleet.CheckFail
@@ -68,7 +67,7 @@ func newCapabilitiesCmd(s *streams) *cobra.Command {
 		Example: "  agent-fleet capabilities --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := fleet.ProbeCapabilities(cmd.Context(), journaldRuns())
+			c := capabilities(cmd.Context())
 			if asJSON {
 				return printJSON(s.Out, c)
 			}

@@ -47,6 +47,9 @@ func openFleet(ctx context.Context) (*fleetEnv, error) {
 
 // openFleetAs is openFleet for a given caller (the MCP server's session).
 func openFleetAs(ctx context.Context, p intercom.Paths, caller string) (*fleetEnv, error) {
+	if err := requireWorkerPlatform(); err != nil {
+		return nil, err
+	}
 	env := &fleetEnv{paths: p, caller: caller}
 	if err := intercom.EnsureDir(p.OrchestratorDir()); err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,29 +25,55 @@ func newInstallCmd(s *streams) *cobra.Command {
 	opts := &installOptions{}
 	cmd := &cobra.Command{
 		Use:   "install [--dry-run] [--binary PATH]",
-		Short: "Install the janitor's systemd user timer (agent-fleet-cleanup.timer)",
-		Long: `Write agent-fleet-cleanup.service and agent-fleet-cleanup.timer (kept in
-contrib/systemd) to your user unit directory ($XDG_CONFIG_HOME/systemd/user,
-else ~/.config/systemd/user), reload the user manager, and enable and start the
-timer: every five minutes it runs "agent-fleet cleanup --execute" on this agent
-directory. Running it again updates the files. --dry-run shows what would change.`,
-		Example: "  agent-fleet install --dry-run\n  agent-fleet install",
-		Args:    cobra.NoArgs,
+		Short: "Install the broker's socket activation and the janitor's timer as systemd user units",
+		Long: `Write agent-fleet's systemd user units (kept in contrib/systemd) to your user
+unit directory ($XDG_CONFIG_HOME/systemd/user, else ~/.config/systemd/user),
+reload the user manager, and enable and start two of them:
+
+  agent-fleet-broker.socket   systemd listens on the intercom broker socket of
+                              this agent directory ($PI_CODING_AGENT_DIR, else
+                              ~/.pi/agent: <dir>/intercom/broker.sock, mode 0600
+                              in a 0700 directory) and starts
+                              agent-fleet-broker.service on the first connection.
+                              The broker exits 5 s after its last session leaves;
+                              systemd keeps listening.
+  agent-fleet-cleanup.timer   runs agent-fleet-cleanup.service, the janitor
+                              ("agent-fleet cleanup --execute"), every 5 minutes.
+
+The units run this executable (or --binary PATH) on this agent directory.
+Running install again updates what changed and leaves the rest; "agent-fleet
+uninstall" removes everything install added. --dry-run shows what would be
+written and done and changes nothing.
+
+If a broker already serves the socket (one started on demand), install does
+not disturb its sessions: the socket unit is enabled now and takes over when
+that broker exits (the next client that finds no broker starts the socket).
+Needs Linux with a systemd user manager (exit 5 elsewhere, 6 without one).`,
+		Example: `  agent-fleet install --dry-run
+  agent-fleet install
+  agent-fleet install --binary ~/go/bin/agent-fleet
+  systemctl --user status agent-fleet-broker.socket agent-fleet-cleanup.timer`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runInstall(cmd.Context(), s, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "show what would be written and done, change nothing")
-	cmd.Flags().StringVar(&opts.binary, "binary", "", "the agent-fleet executable the timer runs (default: this one)")
+	cmd.Flags().StringVar(&opts.binary, "binary", "", "the agent-fleet executable the units run (default: this one)")
 	return cmd
 }
 
 func newUninstallCmd(s *streams) *cobra.Command {
 	opts := &installOptions{}
 	cmd := &cobra.Command{
-		Use:     "uninstall [--dry-run]",
-		Short:   "Stop, disable and remove the janitor's systemd user timer",
-		Example: "  agent-fleet uninstall",
+		Use:   "uninstall [--dry-run]",
+		Short: "Stop, disable and remove the systemd user units that install added",
+		Long: `Stop agent-fleet-broker.socket, agent-fleet-broker.service,
+agent-fleet-cleanup.timer and agent-fleet-cleanup.service, disable them,
+remove their unit files and reload the user manager. A broker that runs under
+the socket stops; its sessions reconnect and start a broker on demand, as
+before install. Workers and the agent directory are not touched.`,
+		Example: "  agent-fleet uninstall --dry-run\n  agent-fleet uninstall",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUninstall(cmd.Context(), s, opts)
@@ -58,9 +83,9 @@ func newUninstallCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
-var errNeedsLinux = errors.New("the janitor timer is a systemd user unit: install needs Linux with systemd")
+var errNeedsLinux = errors.New("agent-fleet's units are systemd user units: install needs Linux with systemd")
 
-// installBinary is the executable the timer runs: --binary, else this one,
+// installBinary is the executable the units run: --binary, else this one,
 // refusing a throwaway build (go run, go test).
 func installBinary(flag string) (string, error) {
 	bin := flag
@@ -88,7 +113,7 @@ func installBinary(flag string) (string, error) {
 }
 
 func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
-	if runtime.GOOS != "linux" {
+	if hostOS != "linux" {
 		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
 	}
 	bin, err := installBinary(opts.binary)
@@ -99,13 +124,20 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := intercom.CheckSocketPath(p.BrokerSocket()); err != nil {
+		return &usageError{err}
+	}
+	params := contribsystemd.Params{Binary: bin, AgentDir: p.AgentDir, BrokerSocket: p.BrokerSocket()}
+	if err := params.Check(); err != nil {
+		return &usageError{err}
+	}
 	dir, err := units.UserUnitDir(os.Getenv)
 	if err != nil {
 		return err
 	}
-	files := contribsystemd.Render(bin, p.AgentDir)
+	files := contribsystemd.Render(params)
 	verb := map[bool]string{true: "would ", false: ""}[opts.dryRun]
-	var changed []string
+	changed := map[string]bool{}
 	for _, name := range contribsystemd.Names {
 		path := filepath.Join(dir, name)
 		old, err := os.ReadFile(path)
@@ -118,7 +150,7 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 		default:
 			fmt.Fprintf(s.Out, "%s: %screate\n", path, verb)
 		}
-		changed = append(changed, name)
+		changed[name] = true
 		if opts.dryRun {
 			fmt.Fprintf(s.Out, "---\n%s---\n", files[name])
 			continue
@@ -130,9 +162,9 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 			return err
 		}
 	}
-	fmt.Fprintf(s.Out, "%sreload the user manager, enable and start %s (runs %s cleanup --execute on %s every 5 min)\n",
-		map[bool]string{true: "Would ", false: "Done: "}[opts.dryRun], contribsystemd.CleanupTimer, bin, p.AgentDir)
 	if opts.dryRun {
+		fmt.Fprintf(s.Out, "Would reload the user manager, enable and start %s (listening on %s) and %s (runs %s cleanup --execute on %s every 5 min).\n",
+			contribsystemd.BrokerSocket, p.BrokerSocket(), contribsystemd.CleanupTimer, bin, p.AgentDir)
 		return nil
 	}
 	m, err := connectManager(ctx)
@@ -143,18 +175,81 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 	if err := m.Reload(ctx); err != nil {
 		return err
 	}
-	if err := m.EnableUnitFiles(ctx, contribsystemd.CleanupTimer); err != nil {
+	if err := m.EnableUnitFiles(ctx, contribsystemd.Enabled...); err != nil {
 		return err
 	}
-	if len(changed) > 0 {
+	if err := installBrokerSocket(ctx, s, m, p, changed); err != nil {
+		return err
+	}
+	if changed[contribsystemd.CleanupTimer] || changed[contribsystemd.CleanupService] {
 		// A running timer keeps its old schedule until restarted.
 		_ = m.StopUnit(ctx, contribsystemd.CleanupTimer)
 	}
-	return m.StartUnit(ctx, contribsystemd.CleanupTimer)
+	if err := m.StartUnit(ctx, contribsystemd.CleanupTimer); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "%s: enabled and active (runs %s cleanup --execute on %s every 5 min)\n",
+		contribsystemd.CleanupTimer, bin, p.AgentDir)
+	return nil
+}
+
+// installBrokerSocket starts the broker's socket unit, or says why it waits.
+// A running socket whose unit changed is restarted (with the broker it
+// started: its sessions reconnect); a broker that serves the socket without
+// it (started on demand, or a TypeScript one) is never disturbed: the
+// enabled socket takes over once it exits, through brokerStarter.
+func installBrokerSocket(ctx context.Context, s *streams, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
+	sock, svc := contribsystemd.BrokerSocket, contribsystemd.BrokerService
+	st, err := m.Unit(ctx, sock)
+	if err != nil {
+		return err
+	}
+	if st.Running() {
+		svcState, _ := m.Unit(ctx, svc)
+		switch {
+		case changed[sock]:
+			// A new address needs a new socket; the broker serving the old one
+			// goes with it.
+			if err := m.StopUnit(ctx, sock); err != nil {
+				return err
+			}
+			if err := m.StopUnit(ctx, svc); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+				return err
+			}
+		case changed[svc] && svcState.Running():
+			fmt.Fprintf(s.Out, "%s: the running broker (pid %d) keeps its old settings until it exits; the next activation uses the new ones\n",
+				svc, svcState.MainPID)
+		}
+	}
+	if st, err = m.Unit(ctx, sock); err != nil {
+		return err
+	}
+	if !st.Running() {
+		if h, detail := intercom.ProbeBroker(ctx, p); h != intercom.Unreachable {
+			who := "an incompatible broker (" + detail + ")"
+			if h == intercom.Compatible {
+				if stats, err := (&intercom.LocalAPIClient{Path: p.LocalAPISocket()}).Stats(ctx); err == nil {
+					who = fmt.Sprintf("agent-fleet's broker (pid %d, %d sessions)", stats.PID, stats.Sessions)
+				} else {
+					who = "a compatible broker without agent-fleet's local API (a TypeScript adapter's)"
+				}
+			}
+			fmt.Fprintf(s.Out, "%s: enabled; not started yet because %s serves %s: the socket takes over when it exits (5 s after its last session leaves), when the next client starts a broker\n",
+				sock, who, p.BrokerSocket())
+			return nil
+		}
+		_ = m.ResetFailed(ctx, svc)
+		_ = m.ResetFailed(ctx, sock)
+		if err := m.StartUnit(ctx, sock); err != nil {
+			return fmt.Errorf("start %s: %w", sock, err)
+		}
+	}
+	fmt.Fprintf(s.Out, "%s: enabled and listening on %s (the broker starts on the first connection)\n", sock, p.BrokerSocket())
+	return nil
 }
 
 func runUninstall(ctx context.Context, s *streams, opts *installOptions) error {
-	if runtime.GOOS != "linux" {
+	if hostOS != "linux" {
 		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
 	}
 	dir, err := units.UserUnitDir(os.Getenv)
@@ -163,16 +258,20 @@ func runUninstall(ctx context.Context, s *streams, opts *installOptions) error {
 	}
 	var present []string
 	for _, name := range contribsystemd.Names {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			present = append(present, filepath.Join(dir, name))
 		}
 	}
 	if len(present) == 0 {
-		fmt.Fprintln(s.Out, "The janitor timer is not installed.")
+		fmt.Fprintf(s.Out, "agent-fleet's units are not installed in %s.\n", dir)
 		return nil
 	}
+	// Socket before service: a connection in between would start the
+	// broker again. Timer before the janitor it runs.
+	stopOrder := []string{contribsystemd.BrokerSocket, contribsystemd.BrokerService, contribsystemd.CleanupTimer, contribsystemd.CleanupService}
 	if opts.dryRun {
-		fmt.Fprintf(s.Out, "Would stop and disable %s and remove:\n  %s\n", contribsystemd.CleanupTimer, strings.Join(present, "\n  "))
+		fmt.Fprintf(s.Out, "Would stop %s, disable %s, remove:\n  %s\nand reload the user manager.\n",
+			strings.Join(stopOrder, ", "), strings.Join(contribsystemd.Enabled, " and "), strings.Join(present, "\n  "))
 		return nil
 	}
 	m, err := connectManager(ctx)
@@ -180,12 +279,13 @@ func runUninstall(ctx context.Context, s *streams, opts *installOptions) error {
 		return err
 	}
 	defer m.Close()
-	for _, name := range []string{contribsystemd.CleanupTimer, contribsystemd.CleanupService} {
+	for _, name := range stopOrder {
 		if err := m.StopUnit(ctx, name); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
 			return err
 		}
+		fmt.Fprintf(s.Out, "stopped %s\n", name)
 	}
-	if err := m.DisableUnitFiles(ctx, contribsystemd.CleanupTimer); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+	if err := m.DisableUnitFiles(ctx, contribsystemd.Enabled...); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
 		return err
 	}
 	for _, path := range present {
@@ -194,7 +294,13 @@ func runUninstall(ctx context.Context, s *streams, opts *installOptions) error {
 		}
 		fmt.Fprintf(s.Out, "removed %s\n", path)
 	}
-	return m.Reload(ctx)
+	if err := m.Reload(ctx); err != nil {
+		return err
+	}
+	for _, name := range stopOrder {
+		_ = m.ResetFailed(ctx, name) // leave no failed unit behind
+	}
+	return nil
 }
 
 // writeUnitFile writes a unit file atomically, 0644 as systemctl does.

@@ -66,10 +66,20 @@ var fleetSchema = map[string]any{
 // services, managed by this session.
 func addFleetTool(server *mcp.Server, caller string) {
 	mcp.AddTool(server, &mcp.Tool{Name: "agent_fleet", InputSchema: fleetSchema,
-		Description: "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives), logs, adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and a worker's messages to you keep its idle lease alive."},
+		Description: fleetToolDescription()},
 		func(ctx context.Context, _ *mcp.CallToolRequest, a fleetArgs) (*mcp.CallToolResult, any, error) {
 			return runFleetAction(ctx, caller, a), nil, nil
 		})
+}
+
+// fleetToolDescription is agent_fleet's description; off Linux it says
+// first that only doctor and capabilities work there.
+func fleetToolDescription() string {
+	d := "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives), logs, adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and a worker's messages to you keep its idle lease alive."
+	if hostOS != "linux" {
+		d = "Unavailable on this host (" + hostOS + ") except doctor and capabilities: " + fleet.BrokerOnlyNote + ". " + d
+	}
+	return d
 }
 
 func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallToolResult {
@@ -79,7 +89,7 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 	}
 	switch a.Action {
 	case "doctor":
-		checks := fleet.Doctor(ctx, fleet.DoctorConfig{Paths: p, Journal: journaldRuns()})
+		checks := doctorChecks(ctx, fleet.DoctorConfig{Paths: p})
 		var lines []string
 		for _, c := range checks {
 			line := fmt.Sprintf("%s %s: %s", strings.ToUpper(string(c.Status)), c.Name, c.Detail)
@@ -90,9 +100,12 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 		}
 		return result(strings.Join(lines, "\n"), map[string]any{"checks": checks}, false)
 	case "capabilities":
-		c := fleet.ProbeCapabilities(ctx, journaldRuns())
+		c := capabilities(ctx)
 		data, _ := json.MarshalIndent(c, "", "  ")
 		return result(string(data), c, false)
+	}
+	if err := requireWorkerPlatform(); err != nil {
+		return fleetFailure(err)
 	}
 	needID := a.Action != "list" && a.Action != "renew" && a.Action != "prune" && a.Action != "cleanup" && !(a.Action == "adopt" && a.All)
 	if needID && a.ID == "" {

@@ -1,30 +1,72 @@
-// Package systemd holds the systemd user units agent-fleet installs (the
-// janitor's service and timer) as templates, for `agent-fleet install` and
-// for people installing them by hand.
+// Package systemd holds the systemd user units agent-fleet installs as
+// templates, for `agent-fleet install` and for people installing them by
+// hand: the intercom broker's socket and service (socket activation) and
+// the janitor's service and timer.
 package systemd
 
 import (
 	"embed"
+	"fmt"
 	"strings"
+	"unicode"
 )
 
-//go:embed agent-fleet-cleanup.service agent-fleet-cleanup.timer
+//go:embed agent-fleet-broker.socket agent-fleet-broker.service agent-fleet-cleanup.service agent-fleet-cleanup.timer
 var files embed.FS
 
-// Janitor units, in the order they are written and enabled.
+// The installed units.
 const (
+	// BrokerSocket listens on the broker socket and starts BrokerService on
+	// the first connection.
+	BrokerSocket  = "agent-fleet-broker.socket"
+	BrokerService = "agent-fleet-broker.service"
+	// CleanupTimer runs CleanupService, the janitor, every five minutes.
 	CleanupService = "agent-fleet-cleanup.service"
 	CleanupTimer   = "agent-fleet-cleanup.timer"
 )
 
-// Names are the installed units' names.
-var Names = []string{CleanupService, CleanupTimer}
+// Names are the installed units' names, in the order they are written.
+var Names = []string{BrokerSocket, BrokerService, CleanupService, CleanupTimer}
 
-// Render fills the templates in: binary is the absolute path of the
-// agent-fleet executable, agentDir the absolute agent directory the janitor
-// works on. Paths with spaces are quoted for systemd.
-func Render(binary, agentDir string) map[string][]byte {
-	r := strings.NewReplacer("@BINARY@", word(binary), "@AGENT_DIR@", escape(agentDir))
+// Enabled are the units that are enabled and started; the services are
+// started by them.
+var Enabled = []string{BrokerSocket, CleanupTimer}
+
+// Params fill the templates in.
+type Params struct {
+	// Binary is the absolute path of the agent-fleet executable.
+	Binary string
+	// AgentDir is the absolute agent directory the units serve.
+	AgentDir string
+	// BrokerSocket is the absolute path of that directory's broker socket
+	// (intercom.Paths.BrokerSocket).
+	BrokerSocket string
+}
+
+// Check refuses values no unit file can carry: relative paths and control
+// characters (a newline would end the setting).
+func (p Params) Check() error {
+	for _, v := range []struct{ what, path string }{{"binary", p.Binary}, {"agent directory", p.AgentDir}, {"broker socket", p.BrokerSocket}} {
+		if !strings.HasPrefix(v.path, "/") {
+			return fmt.Errorf("%s %q is not an absolute path", v.what, v.path)
+		}
+		if strings.ContainsFunc(v.path, unicode.IsControl) {
+			return fmt.Errorf("%s %q contains a control character, which a unit file cannot hold", v.what, v.path)
+		}
+	}
+	return nil
+}
+
+// Render fills the templates in (call Check first). Paths with spaces are
+// quoted for systemd where the setting is split into words, and '%' is
+// escaped everywhere (it starts a specifier).
+func Render(p Params) map[string][]byte {
+	r := strings.NewReplacer(
+		"@BINARY@", word(p.Binary),
+		"@AGENT_DIR@", escape(p.AgentDir),
+		"@BROKER_SOCKET@", specifiers(p.BrokerSocket),
+		"@BROKER_SOCKET_DESC@", specifiers(p.BrokerSocket),
+	)
 	out := map[string][]byte{}
 	for _, name := range Names {
 		data, err := files.ReadFile(name)
@@ -35,6 +77,10 @@ func Render(binary, agentDir string) map[string][]byte {
 	}
 	return out
 }
+
+// specifiers protects a value that systemd takes verbatim but for '%'
+// specifiers (ListenStream=, Description=).
+func specifiers(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
 // escape protects a value inside a quoted systemd string: '\\', '"', and
 // '%' (a specifier).
@@ -49,4 +95,36 @@ func word(s string) string {
 		return `"` + s + `"`
 	}
 	return s
+}
+
+// Binary returns the executable an installed service file runs: the first
+// word of its ExecStart=, unquoted and unescaped as Render wrote it. ok is
+// false when the file has no ExecStart=.
+func Binary(service []byte) (path string, ok bool) {
+	for _, line := range strings.Split(string(service), "\n") {
+		v, found := strings.CutPrefix(strings.TrimSpace(line), "ExecStart=")
+		if !found {
+			continue
+		}
+		quoted := strings.HasPrefix(v, `"`)
+		if quoted {
+			v = v[1:]
+		}
+		var b strings.Builder
+	scan:
+		for i := 0; i < len(v); i++ {
+			c := v[i]
+			switch {
+			case c == '\\' && i+1 < len(v):
+				i++
+				b.WriteByte(v[i])
+			case quoted && c == '"', !quoted && (c == ' ' || c == '\t'):
+				break scan
+			default:
+				b.WriteByte(c)
+			}
+		}
+		return strings.NewReplacer("%%", "%", "$$", "$").Replace(b.String()), true
+	}
+	return "", false
 }

@@ -83,6 +83,12 @@ type Config struct {
 	// RateClock is the clock of the rate limiter; nil is time.Now. Tests
 	// freeze it to make the bucket deterministic.
 	RateClock func() time.Time
+
+	// idleFromStart arms the idle exit when Run starts, not only when a
+	// session leaves: set under socket activation, where the connection
+	// that started the broker is already queued, so a broker woken by a
+	// probe alone exits again and leaves the socket to systemd.
+	idleFromStart bool
 }
 
 func (c *Config) setDefaults() {
@@ -185,6 +191,9 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener, api net.Listener) err
 	ctx, cancel := context.WithCancel(ctx)
 	b.mu.Lock()
 	b.stop = cancel
+	if b.cfg.idleFromStart {
+		b.scheduleIdleCheck()
+	}
 	b.mu.Unlock()
 	defer cancel()
 

@@ -17,6 +17,10 @@ import (
 // is left untouched.
 var ErrAlreadyRunning = errors.New("intercom broker already running")
 
+// ErrActivation means systemd socket-activated the broker with sockets that
+// do not include its endpoint (a socket unit for another agent directory).
+var ErrActivation = errors.New("socket activation without the broker socket")
+
 // OwnerError names the live process that owns broker.owner.
 type OwnerError struct {
 	PID  int
@@ -34,7 +38,15 @@ func (e *OwnerError) Unwrap() error { return ErrAlreadyRunning }
 // take broker.owner exclusively, replace a stale broker.sock, listen on it
 // and on the local API socket (both 0600), write broker.pid, serve until ctx
 // ends or the broker goes idle, and remove those files on the way out —
-// only while broker.owner still names this process.
+// only while broker.owner still names this process, and broker.sock only
+// while it is still the socket this broker bound.
+//
+// Under systemd socket activation (LISTEN_FDS naming broker.sock) the broker
+// serves the inherited listener instead: it never unlinks or replaces that
+// socket, and when it exits (idle exit included) systemd keeps listening and
+// starts the next broker on the next connection. Ownership works as without
+// activation: a live broker.owner of another process makes it exit with
+// ErrAlreadyRunning.
 func ListenAndServe(ctx context.Context, cfg Config) error {
 	p := cfg.Paths
 	if err := intercom.EnsureDir(p.Dir); err != nil {
@@ -45,18 +57,33 @@ func ListenAndServe(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if err := acquireOwner(p.OwnerFile()); err != nil {
+	inherited, err := inheritedListener(p)
+	if err != nil {
 		return err
 	}
-	defer releaseOwner(p)
+	if err := acquireOwner(p.OwnerFile()); err != nil {
+		if inherited != nil {
+			_ = inherited.Close()
+		}
+		return err
+	}
+	removeSocket := func() {}
+	defer func() { releaseOwner(p, removeSocket) }()
 
+	cfg.idleFromStart = inherited != nil
 	b, err := New(cfg)
 	if err != nil {
+		if inherited != nil {
+			_ = inherited.Close()
+		}
 		return err
 	}
-	ln, err := listenEndpoint(p)
-	if err != nil {
-		return err
+	ln := inherited
+	if ln == nil {
+		ln, removeSocket, err = listenEndpoint(p)
+		if err != nil {
+			return err
+		}
 	}
 	api, err := listenUnix(p.LocalAPISocket())
 	if err != nil {
@@ -70,7 +97,7 @@ func ListenAndServe(ctx context.Context, cfg Config) error {
 	}
 	_ = os.Chmod(p.PIDFile(), intercom.FileMode)
 	b.log.Info(fmt.Sprintf("Intercom broker started (pid: %d, remote-access-v1)", os.Getpid()),
-		"socket", endpointName(p), "api", p.LocalAPISocket())
+		"socket", endpointName(p), "api", p.LocalAPISocket(), "socketActivated", inherited != nil)
 	return b.Run(ctx, ln, api)
 }
 
@@ -139,11 +166,13 @@ func readPID(path string) int {
 
 // releaseOwner removes the broker's files if broker.owner still names this
 // process; a broker that lost ownership leaves its successor's files alone.
-func releaseOwner(p intercom.Paths) {
+// removeSocket removes the endpoint this broker bound (nothing under socket
+// activation).
+func releaseOwner(p intercom.Paths, removeSocket func()) {
 	if readPID(p.OwnerFile()) != os.Getpid() {
 		return
 	}
-	removeEndpoint(p)
+	removeSocket()
 	for _, f := range []string{p.LocalAPISocket(), p.PIDFile(), p.OwnerFile()} {
 		_ = os.Remove(f)
 	}

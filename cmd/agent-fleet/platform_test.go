@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// pretendOS makes the fleet surfaces answer as on goos, for this test.
+func pretendOS(t *testing.T, goos string) {
+	old := hostOS
+	hostOS = goos
+	t.Cleanup(func() { hostOS = old })
+}
+
+// runCLI runs agent-fleet in process with args.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRootCmd(&streams{In: bytes.NewReader(nil), Out: &out, Err: &out})
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// What macOS and Windows users get from the fleet surfaces, checked on
+// Linux: every worker verb and agent_fleet action answers plainly that
+// worker lifecycle needs Linux with a systemd user manager (exit 5) and
+// touches nothing; doctor and capabilities say the same and pass.
+func TestBrokerOnlyPlatformsAnswerUnsupported(t *testing.T) {
+	for _, goos := range []string{"darwin", "windows"} {
+		t.Run(goos, func(t *testing.T) {
+			pretendOS(t, goos)
+			dir := shortDir(t)
+			t.Setenv("PI_CODING_AGENT_DIR", dir)
+			t.Setenv("AGENT_INTERCOM_SESSION_ID", "mac-user")
+			for _, args := range [][]string{
+				{"spawn", "--id", "w1", "--", "true"}, {"list"}, {"status", "w1"}, {"stop", "w1"}, {"logs", "w1"},
+				{"adopt", "w1"}, {"adopt", "--orphans"}, {"renew"}, {"forget", "w1", "--acknowledge"}, {"prune", "--acknowledge"},
+				{"cleanup"}, {"install"}, {"uninstall"},
+			} {
+				_, err := runCLI(t, args...)
+				require.ErrorIs(t, err, units.ErrUnsupported, "%v", args)
+				require.Equal(t, exitUnsupported, exitCode(err), "%v", args)
+				require.Contains(t, err.Error(), "needs Linux with a systemd user manager", "%v", args)
+			}
+			_, err := os.Stat(dir + "/intercom/orchestrator")
+			require.True(t, errors.Is(err, os.ErrNotExist), "no fleet state was created")
+
+			res := decodeResult(t, runFleetAction(context.Background(), "mac-user", fleetArgs{Action: "spawn", ID: "w1", Command: []string{"true"}}))
+			require.True(t, res.isError)
+			require.Contains(t, res.text, "worker lifecycle needs Linux with a systemd user manager: this is "+goos)
+			res = decodeResult(t, runFleetAction(context.Background(), "mac-user", fleetArgs{Action: "list"}))
+			require.True(t, res.isError)
+			require.Contains(t, fleetToolDescription(), "Unavailable on this host ("+goos+") except doctor and capabilities")
+
+			c := capabilities(context.Background())
+			require.Equal(t, "unavailable", c.FleetBackend)
+			require.Empty(t, c.WorkerKinds)
+			require.Contains(t, c.FleetReason, "needs Linux with a systemd user manager")
+
+			checks := doctorChecks(context.Background(), fleet.DoctorConfig{Paths: intercom.NewPaths(dir)})
+			var names []string
+			for _, ch := range checks {
+				names = append(names, ch.Name)
+				require.NotEqual(t, fleet.CheckFail, ch.Status, "%+v", ch)
+			}
+			require.Equal(t, "platform", checks[0].Name)
+			require.Equal(t, fleet.CheckWarn, checks[0].Status)
+			require.Contains(t, checks[0].Fix, "needs Linux with a systemd user manager")
+			require.NotContains(t, names, "user bus", "no systemd checks where there is no systemd")
+			require.NotContains(t, names, "systemd units")
+			require.Contains(t, names, "broker")
+			out, err := runCLI(t, "doctor")
+			require.NoError(t, err, "a broker-only host is healthy: %s", out)
+			require.Contains(t, out, "broker and intercom only")
+			out, err = runCLI(t, "capabilities")
+			require.NoError(t, err, out)
+			require.Contains(t, out, "fleet:         unavailable: worker lifecycle needs Linux")
+		})
+	}
+}
