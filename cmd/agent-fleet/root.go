@@ -25,7 +25,16 @@ func newRootCmd(s *streams) *cobra.Command {
 		Long: `agent-fleet lets coding agents (Claude Code, Codex, OpenCode, Pi, or any
 command) on one machine find each other and talk through a local intercom
 broker speaking Agent Intercom protocol v4, and lets a manager run workers as
-systemd user services.`,
+systemd user services.
+
+Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
+(everything at work for a few seconds) and "agent-fleet help COMMAND".`,
+		Example: `  agent-fleet doctor
+  AGENT_INTERCOM_SESSION_ID=alpha agent-fleet intercom listen
+  AGENT_INTERCOM_SESSION_ID=beta agent-fleet intercom send alpha "the build is green"
+  agent-fleet spawn --id w1 -- sleep 600
+  agent-fleet list
+  agent-fleet stop w1`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -38,6 +47,8 @@ systemd user services.`,
 		newAdoptCmd(s), newRenewCmd(s), newForgetCmd(s), newPruneCmd(s), newCleanupCmd(s), newInstallCmd(s), newUninstallCmd(s))
 	root.AddCommand(newDemoCmd(s), newBenchCmd(s))
 	root.AddCommand(newTeamCmd(s), newTeamsCmd(s))
+	root.AddCommand(newManCmd(s))
+	finishCommandTree(root)
 	return root
 }
 

@@ -119,12 +119,15 @@ type teamsJoinOptions struct {
 func newTeamsJoinCmd(s *streams, create bool) *cobra.Command {
 	opts := &teamsJoinOptions{create: create}
 	use, short := "join NAME [-- CMD ARGS…]", "Join a named team (or run CMD in it)"
+	example := "  agent-fleet teams join billing\n  agent-fleet teams join billing -- codex"
 	if create {
 		use, short = "create NAME [-- CMD ARGS…]", "Create a named team and manage it (or run CMD in it)"
+		example = "  agent-fleet teams create billing\n  agent-fleet teams create billing -- claude"
 	}
 	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
+		Use:     use,
+		Short:   short,
+		Example: example,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if n := cmd.ArgsLenAtDash(); n > 1 || (n < 0 && len(args) != 1) || len(args) == 0 || n == 0 {
 				return &usageError{errors.New("give one team name, then optionally -- CMD ARGS…")}

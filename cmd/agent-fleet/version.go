@@ -11,7 +11,8 @@ import (
 )
 
 // version is set at link time (-ldflags "-X main.version=…"); otherwise the
-// module version from the build information is used.
+// module version from the build information is used: the tag for `go
+// install …@vX.Y.Z`, a pseudo-version for a build in a git checkout.
 var version = ""
 
 func buildVersion() string {
@@ -24,24 +25,89 @@ func buildVersion() string {
 	return "devel"
 }
 
+// versionInfo is what `agent-fleet version` reports.
+type versionInfo struct {
+	Version  string `json:"version"`
+	Module   string `json:"module,omitempty"`
+	Protocol string `json:"protocol"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+	// Revision, Time and Modified describe the commit it was built from,
+	// when the build recorded it (a build in a git checkout does, unless
+	// -buildvcs=false).
+	Revision string `json:"vcsRevision,omitempty"`
+	Time     string `json:"vcsTime,omitempty"`
+	Modified bool   `json:"vcsModified,omitempty"`
+	// Settings are the other build settings that change the binary.
+	CGO   string `json:"cgo,omitempty"`
+	Flags string `json:"ldflags,omitempty"`
+}
+
+func readVersionInfo() versionInfo {
+	v := versionInfo{
+		Version:  buildVersion(),
+		Protocol: fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion),
+		Go:       runtime.Version(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v.Module = bi.Main.Path
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "vcs.revision":
+			v.Revision = st.Value
+		case "vcs.time":
+			v.Time = st.Value
+		case "vcs.modified":
+			v.Modified = st.Value == "true"
+		case "CGO_ENABLED":
+			v.CGO = st.Value
+		case "-ldflags":
+			v.Flags = st.Value
+		}
+	}
+	return v
+}
+
 func newVersionCmd(s *streams) *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print the version, build and protocol information",
-		Example: "  agent-fleet version",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, build and protocol information",
+		Long: `Print agent-fleet's version (set at link time with -ldflags "-X main.version=…",
+else the module version: the tag for "go install …@vX.Y.Z", a pseudo-version
+for a build in a git checkout), the intercom protocol it speaks, the Go
+version and platform, and the commit it was built from when the build
+recorded it. "agent-fleet --version" prints the first line alone.`,
+		Example: "  agent-fleet version\n  agent-fleet version --json\n  agent-fleet --version",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(s.Out, "agent-fleet %s\n", buildVersion())
-			fmt.Fprintf(s.Out, "protocol: %s v%d\n", wire.ProtocolName, wire.ProtocolVersion)
-			fmt.Fprintf(s.Out, "go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, st := range bi.Settings {
-					if st.Key == "vcs.revision" || st.Key == "vcs.time" || st.Key == "vcs.modified" {
-						fmt.Fprintf(s.Out, "%s: %s\n", st.Key, st.Value)
-					}
+			v := readVersionInfo()
+			if asJSON {
+				return printJSON(s.Out, v)
+			}
+			fmt.Fprintf(s.Out, "agent-fleet %s\n", v.Version)
+			fmt.Fprintf(s.Out, "protocol: %s\n", v.Protocol)
+			fmt.Fprintf(s.Out, "go: %s %s\n", v.Go, v.Platform)
+			if v.Module != "" {
+				fmt.Fprintf(s.Out, "module: %s\n", v.Module)
+			}
+			if v.Revision != "" {
+				mod := ""
+				if v.Modified {
+					mod = " (with uncommitted changes)"
 				}
+				fmt.Fprintf(s.Out, "commit: %s %s%s\n", v.Revision, v.Time, mod)
+			}
+			if v.CGO != "" {
+				fmt.Fprintf(s.Out, "cgo: %s\n", v.CGO)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
 }

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// finishCommandTree adds what spans the whole command tree once every
+// command is in it: `--version`, examples for cobra's own help and
+// completion commands, and shell completion of worker ids and of flags
+// with a fixed set of values.
+func finishCommandTree(root *cobra.Command) {
+	root.Version = buildVersion()
+	root.SetVersionTemplate("agent-fleet {{.Version}}\n")
+	root.DisableAutoGenTag = true // man pages stay reproducible
+
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Example = "  agent-fleet help spawn\n  agent-fleet intercom send --help"
+		case "completion":
+			c.Example = completionExample
+			for _, sh := range c.Commands() {
+				sh.Example = "  agent-fleet completion " + sh.Name() + " > " + completionFile[sh.Name()]
+			}
+		}
+	}
+
+	groupExamples(root)
+
+	workerArg := func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return workerIDCompletions(context.Background()), cobra.ShellCompDirectiveNoFileComp
+	}
+	for _, path := range [][]string{{"status"}, {"stop"}, {"logs"}, {"adopt"}, {"renew"}, {"forget"}} {
+		if c, _, err := root.Find(path); err == nil && c.Name() == path[len(path)-1] && c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = workerArg
+		}
+	}
+	fixed := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return values, cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	kinds := []string{"exec"}
+	for k := range fleet.HarnessExecutables {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds[1:])
+	flagValues := []struct {
+		path   []string
+		flag   string
+		values []string
+	}{
+		{[]string{"spawn"}, "kind", kinds},
+		{[]string{"intercom", "reply"}, "which", []string{"oldest", "latest"}},
+		{[]string{"broker"}, "log-level", []string{"debug", "info", "warn", "error"}},
+		{[]string{"mcp"}, "log-level", []string{"debug", "info", "warn", "error"}},
+	}
+	for _, fv := range flagValues {
+		c, _, err := root.Find(fv.path)
+		if err != nil || c.Flags().Lookup(fv.flag) == nil {
+			continue
+		}
+		_ = c.RegisterFlagCompletionFunc(fv.flag, fixed(fv.values...))
+	}
+}
+
+// groupExamples gives a command group without an example of its own the
+// first example of each of its subcommands.
+func groupExamples(c *cobra.Command) {
+	var lines []string
+	for _, sub := range c.Commands() {
+		groupExamples(sub)
+		if sub.IsAvailableCommand() && sub.Example != "" {
+			lines = append(lines, strings.SplitN(sub.Example, "\n", 2)[0])
+		}
+	}
+	if c.Example == "" && len(lines) > 0 {
+		c.Example = strings.Join(lines, "\n")
+	}
+}
+
+const completionExample = `  # bash: this shell, or every new one
+  source <(agent-fleet completion bash)
+  agent-fleet completion bash > ~/.local/share/bash-completion/completions/agent-fleet
+  # zsh (with compinit enabled)
+  agent-fleet completion zsh > "${fpath[1]}/_agent-fleet"
+  # fish
+  agent-fleet completion fish > ~/.config/fish/completions/agent-fleet.fish`
+
+var completionFile = map[string]string{
+	"bash":       "~/.local/share/bash-completion/completions/agent-fleet",
+	"zsh":        `"${fpath[1]}/_agent-fleet"`,
+	"fish":       "~/.config/fish/completions/agent-fleet.fish",
+	"powershell": "agent-fleet.ps1  # then: . ./agent-fleet.ps1 (add it to $PROFILE)",
+}
+
+// workerIDCompletions lists the worker ids of the registry with their state
+// and manager, for shell completion. It reads the registry only when it
+// exists (a completion never creates state) and never asks systemd.
+func workerIDCompletions(ctx context.Context) []string {
+	p, err := intercom.DefaultPaths()
+	if err != nil {
+		return nil
+	}
+	path := fleet.RegistryPath(p)
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	reg, err := fleet.OpenRegistry(ctx, path)
+	if err != nil {
+		return nil
+	}
+	defer reg.Close()
+	ws, err := reg.List(ctx, fleet.Filter{})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range ws { // newest incarnation of each id first
+		if seen[w.ID] {
+			continue
+		}
+		seen[w.ID] = true
+		out = append(out, fmt.Sprintf("%s\t%s, manager %s", w.ID, w.State, w.Manager))
+	}
+	return out
+}
+
+type manOptions struct {
+	section string
+}
+
+func newManCmd(s *streams) *cobra.Command {
+	opts := &manOptions{}
+	cmd := &cobra.Command{
+		Use:   "man DIR",
+		Short: "Write man pages for every command to DIR",
+		Long: `Write one man page per command (agent-fleet.1, agent-fleet-spawn.1,
+agent-fleet-intercom-send.1, …), generated from the same command tree as
+--help, to DIR (created if missing). ~/.local/share/man/man1 is searched by
+man on most systems once ~/.local/bin is on PATH; otherwise add its parent
+to MANPATH.`,
+		Example: `  agent-fleet man ~/.local/share/man/man1 && man agent-fleet-spawn
+  agent-fleet man /tmp/man && man -l /tmp/man/agent-fleet.1`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMan(cmd.Root(), s, args[0], opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.section, "section", "1", "man section of the pages")
+	return cmd
+}
+
+func runMan(root *cobra.Command, s *streams, dir string, opts *manOptions) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	date := buildTime()
+	header := &doc.GenManHeader{
+		Title:   "AGENT-FLEET",
+		Section: opts.section,
+		Source:  "agent-fleet " + buildVersion(),
+		Manual:  "agent-fleet manual",
+		Date:    &date,
+	}
+	if err := doc.GenManTree(root, header, dir); err != nil {
+		return fmt.Errorf("write man pages to %s: %w", dir, err)
+	}
+	pages, _ := filepath.Glob(filepath.Join(dir, "agent-fleet*."+opts.section))
+	fmt.Fprintf(s.Out, "wrote %d man pages to %s\n", len(pages), dir)
+	return nil
+}
+
+// buildTime is the commit time of this build (vcs.time), else now: man
+// pages of one build carry one date.
+func buildTime() time.Time {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.time" {
+				if t, err := time.Parse(time.RFC3339, st.Value); err == nil {
+					return t
+				}
+			}
+		}
+	}
+	return time.Now()
+}

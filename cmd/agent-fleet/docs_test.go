@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// commands lists every command a user can run (and root), hidden ones
+// excluded, cobra's help command included.
+func commands(root *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{root}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Deprecated != "" {
+				continue
+			}
+			out = append(out, sub)
+			walk(sub)
+		}
+	}
+	walk(root)
+	return out
+}
+
+// Every command has --help with an example (the issue asks for it of
+// every command, cobra's own help and completion included).
+func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
+	root := newRootCmd(defaultStreams())
+	all := commands(root)
+	require.Greater(t, len(all), 40)
+	for _, c := range all {
+		require.NotEmpty(t, strings.TrimSpace(c.Example), "%q has no example in its --help", c.CommandPath())
+		require.NotEmpty(t, c.Short, "%q has no summary", c.CommandPath())
+		args := append(strings.Fields(strings.TrimPrefix(c.CommandPath(), "agent-fleet")), "--help")
+		out, err := runCLI(t, args...)
+		require.NoError(t, err, "%v", args)
+		require.Contains(t, out, "Examples:\n", "%v", args)
+		require.Contains(t, out, strings.SplitN(c.Example, "\n", 2)[0], "%v", args)
+	}
+}
+
+func TestVersionAndBuildInfo(t *testing.T) {
+	out, err := runCLI(t, "--version")
+	require.NoError(t, err)
+	require.Equal(t, "agent-fleet "+buildVersion()+"\n", out)
+	out, err = runCLI(t, "version")
+	require.NoError(t, err)
+	require.Contains(t, out, "agent-fleet "+buildVersion()+"\nprotocol: pi-intercom v4\ngo: ")
+	out, err = runCLI(t, "version", "--json")
+	require.NoError(t, err)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Equal(t, buildVersion(), v["version"])
+	require.Equal(t, "pi-intercom v4", v["protocol"])
+
+	// A release build names its version at link time.
+	bin := filepath.Join(t.TempDir(), "agent-fleet")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	res, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	res, err = exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	require.Equal(t, "agent-fleet v9.8.7\n", string(res))
+	res, err = exec.Command(bin, "version", "--json").Output()
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(res, &v))
+	require.Equal(t, "github.com/agent-fleet/agent-fleet", v["module"])
+	require.Equal(t, "0", v["cgo"])
+}
+
+func TestCompletionScripts(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		out, err := runCLI(t, "completion", sh)
+		require.NoError(t, err, sh)
+		require.Contains(t, out, "agent-fleet", sh)
+		require.Contains(t, out, "__complete", "%s: completions come from the binary, so they follow the command tree", sh)
+	}
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err)
+	script, _ := runCLI(t, "completion", "bash")
+	path := filepath.Join(t.TempDir(), "agent-fleet.bash")
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o644))
+	out, err := exec.Command(bash, "-c", "source "+path+" && complete -p agent-fleet").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "__start_agent-fleet")
+
+	// Worker ids complete from the registry, with state and manager; a
+	// missing registry is not created by a completion.
+	dir := shortDir(t)
+	t.Setenv("PI_CODING_AGENT_DIR", dir)
+	p := intercom.NewPaths(dir)
+	comp, err := runCLI(t, "__complete", "stop", "")
+	require.NoError(t, err)
+	require.NotContains(t, comp, "\t")
+	require.NoDirExists(t, p.OrchestratorDir())
+	registerWorkers(t, p, "operator-me", "w-alpha", "w-beta")
+	for _, verb := range []string{"stop", "status", "logs", "adopt", "renew", "forget"} {
+		comp, err = runCLI(t, "__complete", verb, "")
+		require.NoError(t, err)
+		require.Contains(t, comp, "w-alpha\trunning, manager operator-me\n", verb)
+		require.Contains(t, comp, "w-beta\t", verb)
+	}
+	comp, err = runCLI(t, "__complete", "stop", "w-alpha", "")
+	require.NoError(t, err)
+	require.NotContains(t, comp, "w-beta", "one worker per stop")
+	comp, err = runCLI(t, "__complete", "spawn", "--kind", "")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(comp, "exec\n"), comp)
+	comp, err = runCLI(t, "__complete", "intercom", "reply", "--which", "")
+	require.NoError(t, err)
+	require.Contains(t, comp, "oldest\nlatest\n")
+}
+
+func TestManPages(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "man1")
+	out, err := runCLI(t, "man", dir)
+	require.NoError(t, err, out)
+	root := newRootCmd(defaultStreams())
+	n := 0
+	for _, c := range commands(root) {
+		if c.Name() == "help" {
+			continue // cobra's help command gets no page of its own
+		}
+		n++
+		page := filepath.Join(dir, strings.ReplaceAll(c.CommandPath(), " ", "-")+".1")
+		data, err := os.ReadFile(page)
+		require.NoError(t, err, "no man page for %q", c.CommandPath())
+		require.Contains(t, string(data), `.TH "AGENT-FLEET" "1"`)
+		require.Contains(t, string(data), ".SH EXAMPLE", page)
+	}
+	require.Contains(t, out, fmt.Sprintf("wrote %d man pages", n))
+	require.NoFileExists(t, filepath.Join(dir, "agent-fleet-worker-shim.1"), "hidden commands stay hidden")
+	if man, err := exec.LookPath("man"); err == nil {
+		cmd := exec.Command(man, "-l", filepath.Join(dir, "agent-fleet-spawn.1"))
+		cmd.Env = append(os.Environ(), "MANPAGER=cat", "PAGER=cat", "MANWIDTH=100")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "agent-fleet-spawn")
+		require.Contains(t, string(out), "EXAMPLE")
+	}
+}
