@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
@@ -98,6 +101,23 @@ func (w *installWorld) requireActivatedBroker() int {
 	return st.MainPID
 }
 
+// doctorUnits is doctor's "systemd units" finding as "status: detail".
+func (w *installWorld) doctorUnits() string {
+	w.t.Helper()
+	out, _ := w.cmd("doctor", "--json").Output() // other checks may fail here
+	var res struct {
+		Checks []fleet.Check `json:"checks"`
+	}
+	require.NoError(w.t, json.Unmarshal(out, &res), "%s", out)
+	for _, c := range res.Checks {
+		if c.Name == "systemd units" {
+			return string(c.Status) + ": " + c.Detail
+		}
+	}
+	w.t.Fatalf("doctor has no systemd units check: %s", out)
+	return ""
+}
+
 // requireUninstalled: every file install added is gone, and so is every
 // enablement link and the socket.
 func (w *installWorld) requireUninstalled() {
@@ -162,6 +182,9 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), di.Mode().Perm())
 
+	// doctor's broker probe is a connection too: it wakes the broker.
+	require.Contains(t, w.doctorUnits(), "ok: "+sock+" listening on "+w.paths.BrokerSocket()+" (broker pid ")
+
 	// Two sessions talk; the first connection started the broker by
 	// activation, not as a transient unit.
 	bob := startListener(t, w.dir, "bob")
@@ -210,6 +233,8 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 	require.NoError(t, w.m.StartUnit(ctx, contribsystemd.CleanupService))
 	require.Equal(t, "success", w.unit(contribsystemd.CleanupService).Result)
 
+	require.Contains(t, w.doctorUnits(), fmt.Sprintf("(broker pid %d); %s active", w.unit(svc).MainPID, contribsystemd.CleanupTimer))
+
 	out, err = w.run("uninstall", "--dry-run")
 	require.NoError(t, err, out)
 	require.Contains(t, out, timer)
@@ -221,6 +246,7 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 	out, err = w.run("uninstall")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "not installed")
+	require.Contains(t, w.doctorUnits(), "ok: not installed: brokers start on demand")
 
 	// Back to brokers on demand, as before install.
 	out2, err = w.cmd("intercom", "list").CombinedOutput()
@@ -240,6 +266,7 @@ func TestInstallBesideARunningBroker(t *testing.T) {
 	old := startBrokerProcess(t, dir, "--no-idle-exit")
 	out, err := w.run("install", "--binary", w.bin)
 	require.NoError(t, err, out)
+	require.Contains(t, w.doctorUnits(), "warn: "+sock+" is inactive (enabled): a broker started on demand serves the socket until it exits")
 	require.Contains(t, out, sock+": enabled; not started yet because agent-fleet's broker (pid "+strconv.Itoa(old.Process.Pid))
 	require.Equal(t, "enabled", w.unit(sock).UnitFileState)
 	require.False(t, w.unit(sock).Running())
@@ -260,6 +287,12 @@ func TestInstallBesideARunningBroker(t *testing.T) {
 	env, err := w.m.ServiceEnvironment(context.Background(), svc)
 	require.NoError(t, err)
 	require.Contains(t, env, "PI_CODING_AGENT_DIR="+dir)
+
+	// The executable the units run goes away: doctor says what to do.
+	moved := w.bin + ".moved"
+	require.NoError(t, os.Rename(w.bin, moved))
+	require.Contains(t, w.doctorUnits(), "fail: the installed units run "+w.bin+", which does not exist")
+	require.NoError(t, os.Rename(moved, w.bin))
 
 	out, err = w.run("uninstall")
 	require.NoError(t, err, out)
