@@ -106,7 +106,7 @@ func installBinary(flag string) (string, error) {
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		return "", &usageError{fmt.Errorf("%s is not an executable", bin)}
 	}
-	if flag == "" && (strings.Contains(bin, "/go-build") || strings.HasPrefix(bin, os.TempDir()+"/")) {
+	if flag == "" && strings.Contains(bin, "/go-build") { // go run, go test
 		return "", &usageError{fmt.Errorf("this agent-fleet is a temporary build (%s): install it first (go install ./cmd/agent-fleet), or pass --binary PATH", bin)}
 	}
 	return bin, nil
