@@ -105,3 +105,18 @@ func (s *Systemd) SocketListen(ctx context.Context, name string) ([]string, erro
 	}
 	return out, nil
 }
+
+// UnitPath returns the directories the user manager loads unit files from,
+// in its order of precedence (its UnitPath property). A unit file written
+// anywhere else is invisible to it.
+func (s *Systemd) UnitPath(ctx context.Context) ([]string, error) {
+	v, err := s.managerProperty(ctx, "UnitPath")
+	if err != nil {
+		return nil, err
+	}
+	dirs, ok := v.Value().([]string)
+	if !ok {
+		return nil, fmt.Errorf("read manager property UnitPath: unexpected type %s", v.Signature())
+	}
+	return dirs, nil
+}

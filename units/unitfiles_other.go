@@ -20,3 +20,6 @@ func (s *Systemd) StartUnit(context.Context, string) error { return ErrUnsupport
 func (s *Systemd) SocketListen(context.Context, string) ([]string, error) {
 	return nil, ErrUnsupported
 }
+
+// UnitPath returns ErrUnsupported off Linux.
+func (s *Systemd) UnitPath(context.Context) ([]string, error) { return nil, ErrUnsupported }

@@ -135,6 +135,18 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 	if err != nil {
 		return err
 	}
+	var m *units.Systemd
+	if !opts.dryRun {
+		// Before writing anything: the units must land where this user
+		// manager looks, or enabling them fails with files left behind.
+		if m, err = connectManager(ctx); err != nil {
+			return err
+		}
+		defer m.Close()
+		if err := checkUnitPath(ctx, m, dir); err != nil {
+			return err
+		}
+	}
 	files := contribsystemd.Render(params)
 	verb := map[bool]string{true: "would ", false: ""}[opts.dryRun]
 	changed := map[string]bool{}
@@ -167,11 +179,6 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 			contribsystemd.BrokerSocket, p.BrokerSocket(), contribsystemd.CleanupTimer, bin, p.AgentDir)
 		return nil
 	}
-	m, err := connectManager(ctx)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
 	if err := m.Reload(ctx); err != nil {
 		return err
 	}
@@ -191,6 +198,41 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 	fmt.Fprintf(s.Out, "%s: enabled and active (runs %s cleanup --execute on %s every 5 min)\n",
 		contribsystemd.CleanupTimer, bin, p.AgentDir)
 	return nil
+}
+
+// errUnitPath: the user manager does not read the unit directory install
+// writes to (exit 2: set XDG_CONFIG_HOME to the manager's).
+var errUnitPath = errors.New("the user manager does not load unit files from this directory")
+
+// checkUnitPath refuses a unit directory the manager does not search: a
+// manager reads the configuration directory of the XDG_CONFIG_HOME it
+// started with, which a shell may not share (sudo, su, a private manager).
+func checkUnitPath(ctx context.Context, m *units.Systemd, dir string) error {
+	path, err := m.UnitPath(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range path {
+		if filepath.Clean(d) == filepath.Clean(dir) {
+			return nil
+		}
+		a, err1 := os.Stat(d)
+		b, err2 := os.Stat(dir)
+		if err1 == nil && err2 == nil && os.SameFile(a, b) {
+			return nil
+		}
+	}
+	var user []string
+	for _, d := range path {
+		if strings.HasSuffix(filepath.Clean(d), "/systemd/user") && !strings.HasPrefix(d, "/etc/") && !strings.HasPrefix(d, "/usr/") && !strings.HasPrefix(d, "/run/systemd/") && !strings.HasPrefix(d, "/lib/") {
+			user = append(user, d)
+		}
+	}
+	hint := ""
+	if len(user) > 0 {
+		hint = fmt.Sprintf("; it reads %s: run install with XDG_CONFIG_HOME=%s", strings.Join(user, ", "), strings.TrimSuffix(filepath.Clean(user[0]), "/systemd/user"))
+	}
+	return &usageError{fmt.Errorf("%w: %s%s", errUnitPath, dir, hint)}
 }
 
 // installBrokerSocket starts the broker's socket unit, or says why it waits.

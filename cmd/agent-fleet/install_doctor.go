@@ -34,17 +34,22 @@ func installedUnitsCheck(ctx context.Context, p intercom.Paths) fleet.Check {
 			missing = append(missing, name)
 		}
 	}
+	notInstalled := "not installed: brokers start on demand (`agent-fleet install` adds socket activation and the janitor timer)"
 	switch {
 	case len(present) == 0:
-		c.Detail = "not installed: brokers start on demand (`agent-fleet install` adds socket activation and the janitor timer)"
-		return c
+		// Installed for a manager that reads another configuration
+		// directory than this shell's XDG_CONFIG_HOME? Ask it.
+		if !managerHasLoaded(ctx, contribsystemd.BrokerSocket) {
+			c.Detail = notInstalled
+			return c
+		}
 	case len(missing) > 0:
 		c.Status, c.Detail = fleet.CheckWarn, fmt.Sprintf("partly installed in %s: %s missing", dir, strings.Join(missing, ", "))
 		c.Fix = "agent-fleet install (or agent-fleet uninstall)"
 		return c
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, contribsystemd.BrokerService))
-	if bin, ok := contribsystemd.Binary(data); ok {
+	if bin, ok := contribsystemd.Binary(data); ok && len(present) > 0 {
 		if _, err := os.Stat(bin); err != nil {
 			c.Status, c.Detail = fleet.CheckFail, "the installed units run "+bin+", which does not exist"
 			c.Fix = "agent-fleet install --binary PATH (the agent-fleet you use now)"
@@ -93,4 +98,18 @@ func installedUnitsCheck(ctx context.Context, p intercom.Paths) fleet.Check {
 		c.Detail = fmt.Sprintf("%s listening on %s (%s); %s active", contribsystemd.BrokerSocket, p.BrokerSocket(), broker, contribsystemd.CleanupTimer)
 	}
 	return c
+}
+
+// managerHasLoaded reports whether the user manager, if one answers, has
+// the unit loaded from a unit file.
+func managerHasLoaded(ctx context.Context, name string) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second})
+	if err != nil {
+		return false
+	}
+	defer m.Close()
+	st, err := m.Unit(cctx, name)
+	return err == nil && st.LoadState == "loaded"
 }

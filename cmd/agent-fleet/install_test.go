@@ -102,9 +102,11 @@ func (w *installWorld) requireActivatedBroker() int {
 }
 
 // doctorUnits is doctor's "systemd units" finding as "status: detail".
-func (w *installWorld) doctorUnits() string {
+func (w *installWorld) doctorUnits(env ...string) string {
 	w.t.Helper()
-	out, _ := w.cmd("doctor", "--json").Output() // other checks may fail here
+	cmd := w.cmd("doctor", "--json")
+	cmd.Env = append(cmd.Env, env...)
+	out, _ := cmd.Output() // other checks may fail here
 	var res struct {
 		Checks []fleet.Check `json:"checks"`
 	}
@@ -159,6 +161,17 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 
 	_, err = w.run("install")
 	requireExit(t, err, exitUsage) // a test binary is a temporary build
+
+	// A shell whose XDG_CONFIG_HOME is not the manager's: install says which
+	// one to use and writes nothing.
+	other := shortDir(t)
+	cmd := w.cmd("install", "--binary", w.bin)
+	cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+other)
+	res, err := cmd.CombinedOutput()
+	requireExit(t, err, exitUsage)
+	require.Contains(t, string(res), "does not load unit files from this directory: "+filepath.Join(other, "systemd", "user"))
+	require.Contains(t, string(res), "run install with XDG_CONFIG_HOME="+w.configHome)
+	require.NoDirExists(t, filepath.Join(other, "systemd"))
 
 	out, err = w.run("install", "--binary", w.bin)
 	require.NoError(t, err, out)
@@ -234,6 +247,7 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 	require.Equal(t, "success", w.unit(contribsystemd.CleanupService).Result)
 
 	require.Contains(t, w.doctorUnits(), fmt.Sprintf("(broker pid %d); %s active", w.unit(svc).MainPID, contribsystemd.CleanupTimer))
+	require.Contains(t, w.doctorUnits("XDG_CONFIG_HOME="+other), "listening on", "doctor finds the units through the manager")
 
 	out, err = w.run("uninstall", "--dry-run")
 	require.NoError(t, err, out)
