@@ -266,3 +266,10 @@ func PrepareBrokerLog(p Paths) (*os.File, error) {
 func dialBroker(ctx context.Context, p Paths) (net.Conn, error) {
 	return dialEndpoint(ctx, p)
 }
+
+// DialBroker connects to the broker endpoint of p (broker.sock; the named
+// pipe on Windows) and nothing more: no health probe, no registration.
+// Raw-frame tools such as `agent-fleet bench broker` speak on it.
+func DialBroker(ctx context.Context, p Paths) (net.Conn, error) {
+	return dialEndpoint(ctx, p)
+}

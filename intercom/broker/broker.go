@@ -2,12 +2,15 @@
 // scopes, routing, delivery with acknowledgement, ask edges, presence, and
 // the broker's files (spec §2–§6 of shared/spec/intercom-v4.md).
 //
-// All protocol state lives in one Broker guarded by one mutex: frames of a
-// connection are handled in order by that connection's reader goroutine, and
-// the mutex gives every frame a single global order, as the single-threaded
-// reference broker has. Output goes through a bounded queue per connection
-// drained by its own writer goroutine, so a session that stops reading slows
-// nobody else; when its queue passes Config.MaxQueueBytes it is dropped.
+// All protocol state lives in one Broker guarded by one mutex, which gives
+// every frame a single global order, as the single-threaded reference broker
+// has. On Linux one event loop reads every connection (conn_linux.go);
+// elsewhere each connection has a reader goroutine. Output is written to the
+// socket at once when nothing waits before it, else it waits in a bounded
+// queue per connection, so a session that stops reading slows nobody else;
+// when its queue passes Config.MaxQueueBytes it is dropped. Nothing a
+// message leaves behind grows with history: pending deliveries and ask edges
+// are indexed and expire, and the dedup cache (recent.go) is a fixed ring.
 package broker
 
 import (
@@ -84,6 +87,11 @@ type Config struct {
 	// freeze it to make the bucket deterministic.
 	RateClock func() time.Time
 
+	// goroutineIO serves connections with a reader and a writer goroutine
+	// each, as on platforms without the Linux event loop (tests of that
+	// transport set it).
+	goroutineIO bool
+
 	// idleFromStart arms the idle exit when Run starts, not only when a
 	// session leaves: set under socket activation, where the connection
 	// that started the broker is already queued, so a broker woken by a
@@ -143,9 +151,14 @@ type Broker struct {
 	asks         askTable
 	deliveries   deliveryTable
 	recent       recentCache
-	idleTimer    *time.Timer
-	closing      bool
-	scratch      []byte // frame encoding buffer, guarded by mu
+	keys         keyHasher
+	// sessionDigests counts registered sessions by the digest of their id
+	// (keyHasher.session), for dedup records that name a recipient by it.
+	sessionDigests map[uint32]int
+	idleTimer      *time.Timer
+	closing        bool
+	scratch        []byte     // frame encoding buffer, guarded by mu
+	loop           *eventLoop // Linux: serves the connections (conn_linux.go)
 
 	stats     counters
 	startedAt time.Time
@@ -175,6 +188,8 @@ func New(cfg Config) (*Broker, error) {
 	b.asks.init()
 	b.deliveries.init()
 	b.recent.init(cfg.RecentTTL, cfg.RecentMax)
+	b.keys = newKeyHasher()
+	b.sessionDigests = make(map[uint32]int)
 	b.persister = newAskPersister(b, cfg.Paths.AskState())
 	if err := b.loadAskEdges(); err != nil {
 		return nil, err
@@ -211,7 +226,7 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener, api net.Listener) err
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			b.acceptLoop(ctx, api, b.serveAPI)
+			b.acceptLoop(ctx, api, b.goServe(b.serveAPI))
 		}()
 	}
 	<-ctx.Done()
@@ -221,6 +236,9 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener, api net.Listener) err
 	}
 	b.shutdown()
 	b.wg.Wait()
+	b.mu.Lock()
+	b.recent.release()
+	b.mu.Unlock()
 	return nil
 }
 
@@ -234,6 +252,9 @@ func (b *Broker) Shutdown() {
 	}
 }
 
+// acceptLoop accepts connections until ln closes. serve runs on the accept
+// loop, so connections are admitted in the order they arrived; it returns
+// quickly and starts whatever goroutines a connection needs.
 func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, serve func(net.Conn)) {
 	for {
 		nc, err := ln.Accept()
@@ -253,6 +274,13 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, serve func(net
 			}
 			continue
 		}
+		serve(nc)
+	}
+}
+
+// goServe runs serve on a goroutine of its own per connection.
+func (b *Broker) goServe(serve func(net.Conn)) func(net.Conn) {
+	return func(nc net.Conn) {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()

@@ -14,12 +14,19 @@ func init() { uuid.EnableRandPool() }
 
 func newUUID() string { return uuid.NewString() }
 
+// newDeliveryID returns a fresh deliveryId, as text and as its 16 bytes.
+func newDeliveryID() (string, [16]byte) {
+	u := uuid.New()
+	return u.String(), u
+}
+
 // delivery is one accepted message waiting for the recipient's
 // acknowledgement (spec §5.1).
 type delivery struct {
 	seq          uint64 // acceptance order
 	id           string // deliveryId
-	key          string // sender id + "\x00" + message id
+	uuid         [16]byte
+	key          dedupKey
 	fingerprint  [32]byte
 	messageID    string
 	replyTo      string
@@ -34,14 +41,14 @@ type delivery struct {
 // by sender, so no operation scans all of them.
 type deliveryTable struct {
 	byID   map[string]*delivery
-	byKey  map[string]*delivery
+	byKey  map[dedupKey]*delivery
 	byFrom map[string]int
 	seq    uint64
 }
 
 func (t *deliveryTable) init() {
 	t.byID = make(map[string]*delivery)
-	t.byKey = make(map[string]*delivery)
+	t.byKey = make(map[dedupKey]*delivery)
 	t.byFrom = make(map[string]int)
 }
 
@@ -80,64 +87,8 @@ func (t *deliveryTable) stopTimers() {
 	}
 }
 
-// recentEntry is the outcome of a finished delivery, kept for dedup (§5.2).
-type recentEntry struct {
-	key         string
-	fingerprint [32]byte
-	from, to    string
-	messageID   string
-	deliveryID  string // delivered: the original deliveryId
-	retryable   bool   // failed after acceptance: a retry is a fresh send
-	expires     time.Time
-}
-
-// recentCache keeps finished deliveries for ttl, at most max of them. The
-// TTL is constant, so insertion order is expiry order and pruning only looks
-// at the front: no per-send scan of the history.
-type recentCache struct {
-	ttl     time.Duration
-	max     int
-	entries map[string]*recentEntry
-	queue   []*recentEntry // FIFO; replaced entries stay until they reach the front
-	head    int
-}
-
-func (r *recentCache) init(ttl time.Duration, max int) {
-	r.ttl, r.max = ttl, max
-	r.entries = make(map[string]*recentEntry)
-}
-
-func (r *recentCache) put(e *recentEntry) {
-	e.expires = time.Now().Add(r.ttl)
-	r.entries[e.key] = e
-	r.queue = append(r.queue, e)
-	for len(r.entries) > r.max {
-		r.popFront()
-	}
-}
-
-func (r *recentCache) popFront() {
-	e := r.queue[r.head]
-	r.queue[r.head] = nil
-	r.head++
-	if r.entries[e.key] == e {
-		delete(r.entries, e.key)
-	}
-	if r.head > 1024 && r.head*2 > len(r.queue) {
-		n := copy(r.queue, r.queue[r.head:])
-		clear(r.queue[n:])
-		r.queue = r.queue[:n]
-		r.head = 0
-	}
-}
-
-func (r *recentCache) prune(now time.Time) {
-	for r.head < len(r.queue) && !r.queue[r.head].expires.After(now) {
-		r.popFront()
-	}
-}
-
-func (r *recentCache) delete(key string) { delete(r.entries, key) }
+// fpPrefix is what the dedup cache keeps of a payload fingerprint.
+func fpPrefix(fp *[32]byte) [8]byte { return [8]byte(fp[:8]) }
 
 // handleSend routes one send (spec §5.1–§5.2, §5.7).
 func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
@@ -152,20 +103,21 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 		return
 	}
 	fromID := from.info.ID
-	key := fromID + "\x00" + s.MessageID
+	key := b.keys.dedupKey(fromID, s.MessageID)
 	b.recent.prune(time.Now())
-	if r := b.recent.entries[key]; r != nil {
-		if r.fingerprint != s.Meta.Fingerprint {
+	if r := b.recent.lookup(key); r != nil {
+		if r.fp != fpPrefix(&s.Meta.Fingerprint) {
 			fail(wire.FailDuplicateMessageID, "Message ID was already used with a different payload")
 			return
 		}
-		if r.retryable || b.sessions[r.to] == nil {
+		if r.meta&recentRetryable != 0 || b.sessionDigests[r.to] == 0 {
 			b.recent.delete(key)
 		} else {
 			// An identical retry of a delivered send: answer as before, with
 			// the original deliveryId (failures are retryable, never here).
-			b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], s.MessageID, r.deliveryID)
-			b.scratch = wire.AppendDelivered(b.scratch, s.MessageID, r.deliveryID)
+			did := uuid.UUID(r.deliveryID).String()
+			b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], s.MessageID, did)
+			b.scratch = wire.AppendDelivered(b.scratch, s.MessageID, did)
 			c.send(b.scratch)
 			return
 		}
@@ -217,7 +169,6 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 		b.addAskEdge(m.ID, fromID, toID)
 	}
 	d := &delivery{
-		id:           newUUID(),
 		key:          key,
 		fingerprint:  m.Fingerprint,
 		messageID:    m.ID,
@@ -228,6 +179,7 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 		sender:       c,
 		recipient:    target.conn,
 	}
+	d.id, d.uuid = newDeliveryID()
 	b.deliveries.add(d)
 	d.timer = time.AfterFunc(b.cfg.DeliveryTimeout, func() {
 		b.mu.Lock()
@@ -264,8 +216,7 @@ func (b *Broker) handleAck(c *conn, s *session, env *wire.Envelope) {
 		// The reply reached the asker: the ask is answered.
 		b.removeAskEdge(askKey(d.to, d.replyTo), "")
 	}
-	b.recent.put(&recentEntry{key: d.key, fingerprint: d.fingerprint, from: d.from, to: d.to,
-		messageID: d.messageID, deliveryID: d.id})
+	b.recent.put(recentRecord{key: d.key, fp: fpPrefix(&d.fingerprint), to: b.keys.session(d.to), deliveryID: d.uuid}, time.Now())
 	b.stats.delivered.Add(1)
 	b.stats.deliveredRate.add(1)
 	if sender.conn == d.sender {
@@ -293,8 +244,7 @@ func (b *Broker) failDelivery(d *delivery, code wire.FailureCode, reason string)
 	if d.expectsReply {
 		b.removeAskEdge(askKey(d.from, d.messageID), wire.AskDeliveryFailed)
 	}
-	b.recent.put(&recentEntry{key: d.key, fingerprint: d.fingerprint, from: d.from, to: d.to,
-		messageID: d.messageID, retryable: true})
+	b.recent.put(recentRecord{key: d.key, fp: fpPrefix(&d.fingerprint), to: b.keys.session(d.to), meta: recentRetryable}, time.Now())
 	b.stats.failed.Add(1)
 	if sender := b.sessions[d.from]; sender != nil && sender.conn == d.sender {
 		b.scratch = wire.AppendDeliveryFailed(b.scratch[:0], d.messageID, true, code, reason)

@@ -66,6 +66,10 @@ func startBroker(t *testing.T, tweak ...func(*Config)) *harness {
 	return startBrokerIn(t, shortTempDir(t), tweak...)
 }
 
+// testGoroutineIO makes startBroker use the goroutine transport, which
+// Linux brokers use only when asked (see TestGoroutineTransport).
+var testGoroutineIO bool
+
 func startBrokerIn(t *testing.T, agentDir string, tweak ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, paths: intercom.NewPaths(agentDir), logs: &syncBuffer{}, frames: &syncBuffer{}}
@@ -76,6 +80,7 @@ func startBrokerIn(t *testing.T, agentDir string, tweak ...func(*Config)) *harne
 		IdleExit:     -1,
 		TrustedLocal: true,
 		CheckPeerUID: true,
+		goroutineIO:  testGoroutineIO,
 	}
 	for _, f := range tweak {
 		f(&cfg)

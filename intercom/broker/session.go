@@ -163,6 +163,11 @@ func (b *Broker) bound(c *conn) *session {
 func (b *Broker) removeSession(s *session, preserveAsks bool) {
 	b.broadcast(s, wire.AppendSessionLeft(b.scratch[:0], s.info.ID))
 	delete(b.sessions, s.info.ID)
+	if d := b.keys.session(s.info.ID); b.sessionDigests[d] > 1 {
+		b.sessionDigests[d]--
+	} else {
+		delete(b.sessionDigests, d)
+	}
 	b.leaveScope(s)
 	b.failDeliveriesOf(s.info.ID, s.conn)
 	if preserveAsks {
@@ -243,6 +248,7 @@ func (b *Broker) handleRegister(c *conn, env *wire.Envelope) {
 	} else {
 		b.nextOrder++
 		s.order = b.nextOrder
+		b.sessionDigests[b.keys.session(id)]++
 	}
 	b.sessions[id] = s
 	b.joinScope(s)

@@ -60,7 +60,7 @@ func (b *Broker) Stats() intercom.BrokerStats {
 		Unregistered:      b.unregistered.Len(),
 		PendingDeliveries: len(b.deliveries.byID),
 		AskEdges:          len(b.asks.byKey),
-		RecentDeliveries:  len(b.recent.entries),
+		RecentDeliveries:  b.recent.Len(),
 	}
 	b.mu.Unlock()
 	c := &b.stats

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package broker
+
+func allocRecentMemory(n int) ([]byte, func()) { return heapRecentMemory(n) }
