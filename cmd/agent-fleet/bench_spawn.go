@@ -33,16 +33,6 @@ const spawnTarget = 1.3
 // benchmark itself is killed before it can.
 const benchMaxRuntime = 10 * time.Minute
 
-func newBenchCmd(s *streams) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure agent-fleet on this machine",
-		Args:  cobra.NoArgs,
-	}
-	cmd.AddCommand(newBenchSpawnCmd(s))
-	return cmd
-}
-
 type benchSpawnOptions struct {
 	workers int
 	asJSON  bool
