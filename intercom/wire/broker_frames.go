@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/json"
 	"fmt"
 )
 
@@ -350,7 +349,7 @@ var brokerFrameKeys = map[string][]string{
 // KeyOrder returns the member names of a JSON object in document order; it
 // lets tests and clients check exact key sets and order.
 func KeyOrder(payload []byte) ([]string, error) {
-	if !json.Valid(payload) {
+	if !validJSON(payload) {
 		return nil, ErrMalformedJSON
 	}
 	fields, ok := objectFields(payload, nil)
@@ -368,7 +367,7 @@ func KeyOrder(payload []byte) ([]string, error) {
 // client does (spec §1.3, §2.2): exactly the keys of its type, every value
 // of the right type. Unknown frame types are errors.
 func DecodeBrokerFrame(payload []byte) (*BrokerFrame, error) {
-	if !json.Valid(payload) {
+	if !validJSON(payload) {
 		return nil, ErrMalformedJSON
 	}
 	fields, ok := objectFields(payload, make([]field, 0, 8))

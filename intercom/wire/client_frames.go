@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // Client frame types (spec §2.1).
@@ -52,7 +53,7 @@ func (e *Envelope) get(key string) ([]byte, bool) {
 // INVALID_REQUEST "Invalid client message" ProtocolError (spec §1.3).
 // The envelope aliases payload.
 func ParseEnvelope(payload []byte) (*Envelope, error) {
-	if !json.Valid(payload) {
+	if !validJSON(payload) {
 		return nil, ErrMalformedJSON
 	}
 	fields, ok := objectFields(payload, make([]field, 0, 8))
@@ -397,7 +398,7 @@ var ErrInvalidMessage = errors.New("invalid intercom message")
 // ParseMessage validates a message object with the broker's rules and
 // decodes it. raw is copied.
 func ParseMessage(raw []byte) (*MessageInfo, error) {
-	if !json.Valid(raw) {
+	if !validJSON(raw) {
 		return nil, ErrInvalidMessage
 	}
 	raw = append([]byte(nil), trimSpace(raw)...)
@@ -652,15 +653,15 @@ func controlTypeSyntax(s string) bool {
 	return true
 }
 
-// stringBytes is the UTF-8 length of a JSON string literal's decoded value.
+// stringBytes is the UTF-8 length of a JSON string literal's decoded value:
+// its own length when it holds no escape and is valid UTF-8 (invalid bytes
+// decode to U+FFFD).
 func stringBytes(raw []byte) int {
 	inner := raw[1 : len(raw)-1]
-	for _, c := range inner {
-		if c == '\\' || c >= 0x80 {
-			return len(decodeStringRaw(raw))
-		}
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return len(inner)
 	}
-	return len(inner)
+	return len(decodeStringRaw(raw))
 }
 
 // Ack is a decoded message_received frame.

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -54,7 +55,7 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipValue returns the index just past the JSON value starting at b[i].
-// b must be valid JSON (checked once per frame with json.Valid).
+// b must be valid JSON (checked once per frame with validJSON).
 func skipValue(b []byte, i int) int {
 	switch b[i] {
 	case '"':
@@ -90,19 +91,25 @@ func skipValue(b []byte, i int) int {
 }
 
 // skipString returns the index just past the string literal starting at b[i].
+// It jumps from quote to quote (bytes.IndexByte is vectorised): a quote
+// ends the literal unless an odd run of backslashes escapes it.
 func skipString(b []byte, i int) int {
 	i++
-	for i < len(b) {
-		switch b[i] {
-		case '\\':
-			i += 2
-		case '"':
-			return i + 1
-		default:
-			i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
 		}
+		q := i + j
+		n := 0
+		for k := q - 1; k >= i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
 	}
-	return i
 }
 
 // field is one member of a JSON object, in document order.
@@ -127,7 +134,7 @@ func objectFields(raw []byte, dst []field) (fields []field, ok bool) {
 	}
 	for i < len(raw) {
 		ke := skipString(raw, i)
-		key := decodeStringRaw(raw[i:ke])
+		key := decodeKey(raw[i:ke])
 		i = skipSpace(raw, ke)
 		i = skipSpace(raw, i+1) // ':'
 		ve := skipValue(raw, i)
@@ -203,6 +210,29 @@ func decodeStringRaw(raw []byte) string {
 		return ""
 	}
 	return s
+}
+
+// protocolKeys are the member names of v4 frames, so decoding a key the
+// protocol knows costs no allocation.
+var protocolKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"type", "requestId", "protocol", "version", "session", "sessionId", "stateId",
+		"access", "scopeId", "cwd", "model", "pid", "startedAt", "lastActivity", "name", "status",
+		"runtimeInstanceId", "boss", "to", "message", "id", "timestamp", "replyTo", "expectsReply", "content",
+		"text", "attachments", "control", "language", "deliveryId", "code", "reason", "messageId",
+		"preserveAsks", "from", "accepted", "endpoint", "remoteAccess", "sessions", "trustedLocal", "origin",
+		"fromSessionId", "action", "applied", "error", "data"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// decodeKey decodes an object key, without allocating for a protocol key.
+func decodeKey(raw []byte) string {
+	if k, ok := protocolKeys[string(raw[1:len(raw)-1])]; ok {
+		return k
+	}
+	return decodeStringRaw(raw)
 }
 
 // asString returns the decoded string when raw is a JSON string.
