@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -282,6 +283,10 @@ type Capabilities struct {
 	WorkerLogs      string            `json:"workerLogs"`
 	Harnesses       map[string]string `json:"harnesses"` // kind → executable path, or "" when not found
 	HarnessVersions map[string]string `json:"harnessVersions,omitempty"`
+	// PiMCPAdapter is how pi workers reach agent-fleet's MCP server: the
+	// pi-mcp-adapter directory they load, "pi settings" when Pi loads it
+	// itself, "" when it was not found (pi workers cannot be spawned).
+	PiMCPAdapter string `json:"piMcpAdapter,omitempty"`
 }
 
 // HarnessExecutables are the commands of the coding-agent kinds.
@@ -303,11 +308,14 @@ func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
 	if err != nil {
 		c.FleetReason = err.Error()
 	} else {
-		c.FleetBackend, c.SystemdVersion, c.WorkerKinds = "systemd-user", probe.Version.Raw, []string{"exec"}
+		c.FleetBackend, c.SystemdVersion = "systemd-user", probe.Version.Raw
+		c.WorkerKinds = append([]string{"exec"}, HarnessKinds...)
 	}
 	if cg, err := units.OpenCgroups("/"); err == nil {
 		c.CgroupLayout, c.CgroupKill = string(cg.Layout), cg.HasKill()
 	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for kind, exe := range HarnessExecutables {
 		path, err := exec.LookPath(exe)
 		if err != nil {
@@ -315,12 +323,38 @@ func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
 			continue
 		}
 		c.Harnesses[kind] = path
-		vctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		out, err := exec.CommandContext(vctx, path, "--version").Output()
-		cancel()
-		if err == nil {
-			c.HarnessVersions[kind] = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		wg.Go(func() {
+			vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if v := harnessVersion(vctx, path); v != "" {
+				mu.Lock()
+				c.HarnessVersions[kind] = v
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if pi := c.Harnesses["pi"]; pi != "" {
+		if p, err := intercom.DefaultPaths(); err == nil {
+			cwd, _ := os.Getwd()
+			if dir, err := findPiMCPAdapter(pi, cwd, p.AgentDir, os.Getenv(PiMCPAdapterEnv)); err == nil {
+				c.PiMCPAdapter = dir
+				if dir == "" {
+					c.PiMCPAdapter = "pi settings"
+				}
+			}
 		}
 	}
 	return c
+}
+
+// harnessVersion is the first line a harness prints for --version.
+func harnessVersion(ctx context.Context, path string) string {
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 }

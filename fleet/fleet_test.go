@@ -33,13 +33,15 @@ func init() {
 		return
 	}
 	args := os.Args[1:]
-	var id, run string
+	var id, run, kind string
 	for len(args) > 0 && args[0] != "--" {
 		switch args[0] {
 		case "--id":
 			id, args = args[1], args[2:]
 		case "--run":
 			run, args = args[1], args[2:]
+		case "--kind":
+			kind, args = args[1], args[2:]
 		default:
 			args = args[1:]
 		}
@@ -49,7 +51,7 @@ func init() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(70)
 	}
-	os.Exit(fleet.RunShim(context.Background(), fleet.ShimConfig{Paths: p, WorkerID: id, RunID: run,
+	os.Exit(fleet.RunShim(context.Background(), fleet.ShimConfig{Paths: p, WorkerID: id, RunID: run, Kind: kind,
 		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr}))
 }
 
@@ -316,7 +318,7 @@ func TestCommandResolution(t *testing.T) {
 	require.Contains(t, err.Error(), "PATH")
 	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "bad id!", Command: []string{"true"}})
 	require.ErrorIs(t, err, fleet.ErrInvalidID)
-	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "k", Kind: "claude", Command: []string{"true"}})
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "k", Kind: "gemini", Command: []string{"true"}})
 	require.ErrorIs(t, err, fleet.ErrUnsupportedKind)
 }
 

@@ -130,6 +130,9 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 	for _, a := range f.tidyFiles(ctx, opts.Execute) {
 		add(a)
 	}
+	for _, a := range f.tidyWorkerDirs(ctx, opts.Execute) {
+		add(a)
+	}
 	return rep, nil
 }
 

@@ -24,6 +24,9 @@ type Status struct {
 	// sending pid's cgroup) or ActivitySenderID (no local API answers, e.g.
 	// a foreign broker); "" without a lease.
 	LeaseActivity string
+	// Turns is a coding-agent worker's record of its turns (nil for exec
+	// workers, or before its shim began).
+	Turns *TurnState
 }
 
 // settle reconciles one record with systemd (level-triggered): a live
@@ -115,6 +118,9 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 	}
 	w, st := f.settle(ctx, w)
 	s := &Status{Worker: w, Unit: st}
+	if IsHarnessKind(w.Kind) {
+		s.Turns, _ = ReadTurnState(f.cfg.Paths, w.ID, w.RunID)
+	}
 	if w.State.Live() && !w.LeaseDeadline.IsZero() {
 		s.LeaseActivity = f.activityMode(ctx, w.ID)
 	}

@@ -206,6 +206,11 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 		State: StateRunning, StateReason: "recovered", Manager: manager, FirstManager: vars[EnvManagerID],
 		ReadyAt: now,
 	}
+	if spec, err := ReadHarnessSpec(WorkerDir(f.cfg.Paths, id, run)); err == nil {
+		// A coding agent: its spec says what it is.
+		w.Kind, w.Command, w.Task, w.Cwd = spec.Kind, spec.Command, spec.Task, spec.Cwd
+		w.Model, w.Effort, w.Permission = spec.Model, spec.Effort, spec.Permission
+	}
 	if !IsOperator(manager) {
 		w.LeaseDuration = f.cfg.Leases.Default
 	}

@@ -32,6 +32,17 @@ type ShimConfig struct {
 	Logger *slog.Logger
 	// Stdout and Stderr receive the command's output (the unit's log).
 	Stdout, Stderr io.Writer
+	// Kind is the worker kind: "" or "exec" runs Command; a coding-agent
+	// kind (IsHarnessKind) runs the wake loop of the spec Spawn wrote to
+	// WorkerDir, with Command as the harness executable and extra args.
+	Kind string
+	// AgentFleet is how a turn's harness runs agent-fleet for its MCP
+	// server; nil is the shim's own executable. AgentFleetEnv is added to
+	// that server's environment.
+	AgentFleet, AgentFleetEnv []string
+	// TurnBackoff is the wait after a failed turn (doubling per failure in
+	// a row); 0 is DefaultTurnBackoff.
+	TurnBackoff time.Duration
 }
 
 // Exit statuses of the shim itself, when the command never ran.
@@ -69,9 +80,15 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 	}
 	defer sess.Close()
 
+	var ops intercom.Ops = sess
+	var tracker *turnTracker
+	if IsHarnessKind(cfg.Kind) {
+		tracker = &turnTracker{Ops: sess}
+		ops = tracker
+	}
 	cg, _ := units.OpenCgroups("/")
 	holder, err := intercom.ListenHolder(intercom.HolderConfig{
-		Paths: cfg.Paths, SessionID: id.SessionID, Ops: sess, Logger: log,
+		Paths: cfg.Paths, SessionID: id.SessionID, Ops: ops, Logger: log,
 		AllowPeer: sameCgroup(cg),
 		Extra:     shimOps(regs, cfg.WorkerID, cfg.RunID),
 	})
@@ -85,6 +102,9 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 		close(served)
 	}()
 	defer func() { stopHolder(); <-served }()
+	if tracker != nil {
+		return runHarnessShim(ctx, cfg, sess, tracker, regs, log)
+	}
 
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Env = commandEnv(os.Environ())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -17,6 +18,11 @@ type ShimConfig struct {
 	Start           intercom.BrokerStarter
 	Logger          *slog.Logger
 	Stdout, Stderr  io.Writer
+	// Kind, AgentFleet, AgentFleetEnv and TurnBackoff are those of the
+	// Unix shim (coding-agent workers).
+	Kind                      string
+	AgentFleet, AgentFleetEnv []string
+	TurnBackoff               time.Duration
 }
 
 // RunShim reports that worker lifecycle needs Linux with systemd.

@@ -16,8 +16,12 @@ import (
 
 // SpawnRequest describes a worker to start.
 type SpawnRequest struct {
-	ID   string
-	Kind string // "exec" (default); coding-agent kinds come with their own issue
+	ID string
+	// Kind is "exec" (the default: Command runs under the shim) or a
+	// coding-agent kind (claude, codex, opencode, pi: the shim runs the
+	// harness's turns for Task and for inbound messages; Command, if given,
+	// names the harness executable and extra arguments).
+	Kind string
 	Role string
 	Cwd  string // "" = the caller's working directory
 	Task string
@@ -29,6 +33,9 @@ type SpawnRequest struct {
 	Lease time.Duration
 	// MaxRuntime stops the worker after this long; 0 = no limit.
 	MaxRuntime time.Duration
+	// TurnTimeout bounds one turn of a coding-agent worker; 0 is
+	// DefaultTurnTimeout.
+	TurnTimeout time.Duration
 	// Command is the argv of an exec worker; argv[0] is resolved with the
 	// caller's PATH.
 	Command []string
@@ -45,16 +52,16 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
-	switch req.Kind {
-	case "", "exec":
-	case "claude", "codex", "opencode", "pi":
-		return nil, fmt.Errorf("spawn %s: %w: %s workers are not available in this build; run the harness as an exec worker (--kind exec -- %s …)",
-			req.ID, ErrUnsupportedKind, req.Kind, req.Kind)
+	kind := req.Kind
+	switch {
+	case kind == "" || kind == "exec":
+		kind = "exec"
+		if len(req.Command) == 0 {
+			return nil, fmt.Errorf("spawn %s: %w: an exec worker needs a command (agent-fleet spawn --id %s -- CMD ARGS…)", req.ID, ErrInvalidRequest, req.ID)
+		}
+	case IsHarnessKind(kind):
 	default:
 		return nil, fmt.Errorf("spawn %s: %w %q (want exec, claude, codex, opencode or pi)", req.ID, ErrUnsupportedKind, req.Kind)
-	}
-	if len(req.Command) == 0 {
-		return nil, fmt.Errorf("spawn %s: %w: an exec worker needs a command (agent-fleet spawn --id %s -- CMD ARGS…)", req.ID, ErrInvalidRequest, req.ID)
 	}
 	cwd := req.Cwd
 	if cwd == "" {
@@ -66,11 +73,21 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("spawn %s: %w: working directory %s does not exist", req.ID, ErrInvalidRequest, cwd)
 	}
-	argv0, err := f.resolveCommand(req.Command[0], cwd)
-	if err != nil {
-		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	var argv []string
+	var hspec *HarnessSpec
+	if kind == "exec" {
+		argv0, err := f.resolveCommand(req.Command[0], cwd)
+		if err != nil {
+			return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+		}
+		argv = append([]string{argv0}, req.Command[1:]...)
+	} else {
+		var err error
+		if hspec, err = f.harnessSpec(req, cwd); err != nil {
+			return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+		}
+		argv = hspec.Command
 	}
-	argv := append([]string{argv0}, req.Command[1:]...)
 	extra, err := ParseEnv(req.Env)
 	if err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
@@ -81,7 +98,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 
 	w := &Worker{
-		ID: req.ID, Kind: "exec", Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
+		ID: req.ID, Kind: kind, Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
 		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: f.leaseFor(req.Lease),
 	}
@@ -103,6 +120,13 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 			return nil, f.abandon(ctx, w, err)
 		}
 	}
+	shimArgs := []string{"--id", w.ID, "--run", w.RunID}
+	if hspec != nil {
+		if err := WriteHarnessSpec(WorkerDir(f.cfg.Paths, w.ID, w.RunID), hspec); err != nil {
+			return nil, f.abandon(ctx, w, err)
+		}
+		shimArgs = append(shimArgs, "--kind", kind)
+	}
 
 	identity := map[string]string{
 		EnvWorkerID: w.ID, EnvRunID: w.RunID, EnvUnit: w.Unit,
@@ -111,6 +135,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	if w.Role != "" {
 		identity[EnvRole] = w.Role
+	}
+	if hspec != nil {
+		identity[intercom.ModelEnv] = kind // the model label other sessions see
 	}
 	if scope != "" {
 		identity[EnvScope] = scope
@@ -125,7 +152,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	spec := units.ServiceSpec{
 		Name:             w.Unit,
 		Description:      describe(w),
-		Argv:             append(append(append([]string(nil), f.cfg.Shim...), "--id", w.ID, "--run", w.RunID, "--"), argv...),
+		Argv:             append(append(append(append([]string(nil), f.cfg.Shim...), shimArgs...), "--"), argv...),
 		WorkingDirectory: cwd,
 		Env:              env,
 		UnsetEnv:         unsetFromManager(managerEnv, env),

@@ -31,6 +31,8 @@ const mcpInstructions = `agent-fleet intercom: message other agent sessions on t
 type mcpOptions struct {
 	harness  string
 	logLevel string
+	// worker: serve a fleet worker's harness turn (see the flag).
+	worker bool
 }
 
 func newMCPCmd(s *streams) *cobra.Command {
@@ -57,6 +59,8 @@ server acts through it. stdout carries only MCP frames; logs go to stderr.`,
 	}
 	cmd.Flags().StringVar(&opts.harness, "harness", "", "the agent harness: claude, codex, opencode or pi (picks the id variable and the model label)")
 	cmd.Flags().StringVar(&opts.logLevel, "log-level", "warn", "stderr log level: debug, info, warn, error")
+	cmd.Flags().BoolVar(&opts.worker, "worker", false, "serve a fleet worker's harness turn: act only through the worker shim's holder, without the agent_fleet tool; intercom_pending marks what it shows read")
+	_ = cmd.Flags().MarkHidden("worker")
 	return cmd
 }
 
@@ -68,6 +72,37 @@ type mcpSession struct {
 	id      string // the session id, the manager of what it spawns
 	stop    func()
 	team    *sessionTeam // the Boss contract and the team operations
+}
+
+// openWorkerMCPSession acts as a fleet worker through its shim's holder,
+// and only so: a worker's turn never registers a second connection under
+// the worker's id. The shim serves its holder before the first turn starts.
+func openWorkerMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcpSession, error) {
+	p, err := intercom.DefaultPaths()
+	if err != nil {
+		return nil, err
+	}
+	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Harness, Harness: harness})
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	team, err := newSessionTeam(p, id)
+	if err != nil {
+		return deniedMCPSession(log, id, err), nil
+	}
+	var herr error
+	for attempt := 0; attempt < 10; attempt++ {
+		var hc *intercom.HolderClient
+		if hc, herr = intercom.DialHolder(ctx, p, id.SessionID); herr == nil {
+			return &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: team.close}, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	team.close()
+	return nil, fmt.Errorf("mcp --worker: no worker shim holds session %q (run this server only from a fleet worker's turn): %w", id.SessionID, herr)
 }
 
 // openMCPSession holds the session, or acts through its live holder.
@@ -143,13 +178,23 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 
 func runMCP(ctx context.Context, s *streams, opts *mcpOptions) error {
 	log := newLogger(s.Err, opts.logLevel)
-	ms, err := openMCPSession(ctx, log, opts.harness)
+	var ms *mcpSession
+	var err error
+	if opts.worker {
+		ms, err = openWorkerMCPSession(ctx, log, opts.harness)
+	} else {
+		ms, err = openMCPSession(ctx, log, opts.harness)
+	}
 	if err != nil {
 		return err
 	}
 	defer ms.stop()
-	server := newMCPServer(ms.ops, log)
-	addFleetTool(server, ms.id)
+	server := newMCPServerWith(ms.ops, log, opts.worker)
+	if !opts.worker {
+		// A worker never manages a fleet of its own: it has no more
+		// power than its spawn gave it.
+		addFleetTool(server, ms.id)
+	}
 	addTeamTools(server, ms.ops, ms.team)
 	err = server.Run(ctx, &mcp.IOTransport{Reader: nopCloser{s.In}, Writer: nopWriteCloser{s.Out}})
 	if err != nil && ctx.Err() == nil && !isClosing(err) {

@@ -37,6 +37,7 @@ type fleetArgs struct {
 	Acknowledge bool              `json:"acknowledge,omitempty"`
 	Execute     bool              `json:"execute,omitempty"`
 	Lines       int               `json:"lines,omitempty"`
+	TurnTimeout string            `json:"turnTimeout,omitempty"`
 }
 
 var fleetSchema = map[string]any{
@@ -44,15 +45,16 @@ var fleetSchema = map[string]any{
 	"properties": map[string]any{
 		"action":      map[string]any{"type": "string", "enum": fleetActions},
 		"id":          map[string]any{"type": "string", "pattern": intercom.SessionIDPattern, "description": "worker id (spawn, status, stop, logs, adopt, forget; renew: omit for all yours)"},
-		"kind":        map[string]any{"type": "string", "enum": []any{"exec"}, "description": "worker kind (default exec)"},
+		"kind":        map[string]any{"type": "string", "enum": []any{"exec", "claude", "codex", "opencode", "pi"}, "description": "worker kind (default exec): exec runs command; claude, codex, opencode and pi run that coding agent as a coworker — a turn for task, then one per batch of intercom messages it gets; each turn's final answer reaches you"},
 		"role":        map[string]any{"type": "string", "maxLength": 64},
 		"cwd":         map[string]any{"type": "string", "description": "working directory (default: this session's)"},
-		"task":        map[string]any{"type": "string", "maxLength": 8000},
+		"task":        map[string]any{"type": "string", "maxLength": 8000, "description": "the task (a coding agent's first turn)"},
 		"command":     map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "description": "argv of an exec worker; argv[0] is looked up on PATH"},
 		"env":         map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "extra environment; values are never recorded"},
-		"model":       map[string]any{"type": "string"},
-		"effort":      map[string]any{"type": "string"},
-		"permission":  map[string]any{"type": "string"},
+		"model":       map[string]any{"type": "string", "description": "coding agents: the harness's model"},
+		"effort":      map[string]any{"type": "string", "description": "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)"},
+		"permission":  map[string]any{"type": "string", "description": "coding agents: read-only, workspace-write or full (default: the harness's own configuration)"},
+		"turnTimeout": map[string]any{"type": "string", "description": "coding agents: end a turn after this long, a Go duration (default 2h)"},
 		"lease":       map[string]any{"type": "string", "description": "idle lease as a Go duration, e.g. 30m"},
 		"all":         map[string]any{"type": "boolean", "description": "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records"},
 		"force":       map[string]any{"type": "boolean", "description": "adopt even though the worker's manager is connected"},
@@ -135,12 +137,23 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 			}
 			req.Lease = d
 		}
+		if a.TurnTimeout != "" {
+			d, err := time.ParseDuration(a.TurnTimeout)
+			if err != nil || d <= 0 {
+				return result("turnTimeout must be a positive duration like 45m.", map[string]any{"ok": false}, true)
+			}
+			req.TurnTimeout = d
+		}
 		w, err := env.fleet.Spawn(ctx, req)
 		if err != nil {
 			return fleetFailure(err)
 		}
-		return result(fmt.Sprintf("Spawned worker %s (run %s, unit %s, pid %d, %s). It is on the intercom as %q; you are its manager.",
-			w.ID, w.RunID, w.Unit, w.MainPID, w.State, w.ID), viewWorker(w), false)
+		text := fmt.Sprintf("Spawned worker %s (run %s, unit %s, pid %d, %s). It is on the intercom as %q; you are its manager.",
+			w.ID, w.RunID, w.Unit, w.MainPID, w.State, w.ID)
+		if fleet.IsHarnessKind(w.Kind) {
+			text += harnessSpawnNote(w)
+		}
+		return result(text, viewWorker(w), false)
 	case "list":
 		ws, err := env.fleet.List(ctx, a.All)
 		if err != nil {
@@ -154,7 +167,7 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 			if e := exitText(w); e != "" {
 				state += " (" + e + ")"
 			}
-			fmt.Fprintf(&b, "- %s [%s] %s, manager %s: %s\n", w.ID, state, w.Role, w.Manager, shortCommand(w.Command))
+			fmt.Fprintf(&b, "- %s [%s] %s, manager %s: %s\n", w.ID, state, w.Role, w.Manager, workerCommand(w))
 		}
 		text := strings.TrimSuffix(b.String(), "\n")
 		if text == "" {

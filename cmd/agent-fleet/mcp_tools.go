@@ -70,9 +70,16 @@ func boolPtr(b bool) *bool { return &b }
 
 // newMCPServer builds the MCP server of the intercom tools over ops.
 func newMCPServer(ops intercom.Ops, log *slog.Logger) *mcp.Server {
+	return newMCPServerWith(ops, log, false)
+}
+
+// newMCPServerWith is newMCPServer; with markShownRead, intercom_pending
+// marks the messages it shows read (a fleet worker's turn: its wake loop
+// starts turns only for messages nobody has read).
+func newMCPServerWith(ops intercom.Ops, log *slog.Logger, markShownRead bool) *mcp.Server {
 	server := mcp.NewServer(&mcp.Implementation{Name: "agent-fleet", Title: "agent-fleet intercom", Version: buildVersion()},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: log, Capabilities: &mcp.ServerCapabilities{}})
-	t := &mcpTools{ops: ops}
+	t := &mcpTools{ops: ops, markShownRead: markShownRead}
 
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_whoami", InputSchema: emptySchema, Annotations: readOnly,
@@ -121,7 +128,8 @@ func newMCPServer(ops intercom.Ops, log *slog.Logger) *mcp.Server {
 }
 
 type mcpTools struct {
-	ops intercom.Ops
+	ops           intercom.Ops
+	markShownRead bool
 }
 
 // result is a text-first tool result whose structuredContent carries the
@@ -290,7 +298,7 @@ func orLocal(origin string) string {
 }
 
 func (t *mcpTools) pending(ctx context.Context, _ *mcp.CallToolRequest, a pendingArgs) (*mcp.CallToolResult, any, error) {
-	res, err := t.ops.Pending(ctx, intercom.PendingRequest{MarkRead: a.MarkRead, AskID: a.AskID})
+	res, err := t.ops.Pending(ctx, intercom.PendingRequest{MarkRead: a.MarkRead || t.markShownRead, AskID: a.AskID})
 	if err != nil {
 		return failure(err), nil, nil
 	}

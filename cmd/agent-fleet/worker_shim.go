@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -9,12 +11,17 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
+// TurnBackoffEnv sets a coding-agent worker's wait after a failed turn (a
+// Go duration; it doubles per failure in a row). Spawn passes it with
+// --env like any other variable.
+const TurnBackoffEnv = "AGENT_FLEET_TURN_BACKOFF"
+
 // newWorkerShimCmd is the hidden main process of every worker unit
 // (DESIGN.md "Workers"); fleet starts it, people never do.
 func newWorkerShimCmd(s *streams) *cobra.Command {
-	var id, run string
+	var id, run, kind string
 	cmd := &cobra.Command{
-		Use:    "worker-shim --id ID --run RUN -- CMD ARGS…",
+		Use:    "worker-shim --id ID --run RUN [--kind KIND] -- CMD ARGS…",
 		Short:  "Run a worker's command as its unit's main process (internal)",
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
@@ -23,17 +30,36 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			code := fleet.RunShim(cmd.Context(), fleet.ShimConfig{
-				Paths: p, WorkerID: id, RunID: run, Command: args,
+			cfg := fleet.ShimConfig{
+				Paths: p, WorkerID: id, RunID: run, Command: args, Kind: kind,
 				Start: brokerStarter(), Logger: newLogger(s.Err, "warn"),
 				Stdout: s.Out, Stderr: s.Err,
-			})
+			}
+			if fleet.IsHarnessKind(kind) {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				// A turn's harness starts this same agent-fleet as its MCP
+				// server (with what this process's children need).
+				cfg.AgentFleet, cfg.AgentFleetEnv = []string{exe}, childEnv
+				if v := os.Getenv(TurnBackoffEnv); v != "" {
+					d, err := time.ParseDuration(v)
+					if err != nil || d <= 0 {
+						fmt.Fprintf(s.Err, "agent-fleet worker shim: ignoring %s=%q (want a duration such as 10s)\n", TurnBackoffEnv, v)
+					} else {
+						cfg.TurnBackoff = d
+					}
+				}
+			}
+			code := fleet.RunShim(cmd.Context(), cfg)
 			os.Exit(code)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "worker id")
 	cmd.Flags().StringVar(&run, "run", "", "run id")
+	cmd.Flags().StringVar(&kind, "kind", "exec", "worker kind")
 	_ = cmd.MarkFlagRequired("id")
 	_ = cmd.MarkFlagRequired("run")
 	return cmd

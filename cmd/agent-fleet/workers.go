@@ -86,16 +86,31 @@ type spawnOptions struct {
 func newSpawnCmd(s *streams) *cobra.Command {
 	opts := &spawnOptions{}
 	cmd := &cobra.Command{
-		Use:   "spawn --id ID [flags] -- CMD ARGS…",
+		Use:   "spawn --id ID [flags] [-- CMD ARGS…]",
 		Short: "Start a worker as a systemd user service",
-		Long: `Start a worker: a transient systemd user service that runs CMD under
+		Long: `Start a worker: a transient systemd user service that runs under
 agent-fleet's worker shim, which holds the worker's intercom session (its id
-is the worker id) for the command and its children. spawn returns once the
-command was executed and the session is registered; a command that fails
-before that is a failed spawn (exit 1, with its exit status and last log
-lines). You become the worker's manager. CMD is resolved with your PATH.`,
+is the worker id). You become the worker's manager.
+
+--kind exec (the default) runs CMD. spawn returns once the command was
+executed and the session is registered; a command that fails before that is
+a failed spawn (exit 1, with its exit status and last log lines). CMD is
+resolved with your PATH.
+
+--kind claude, codex, opencode or pi runs a coding agent as a coworker: one
+non-interactive turn of the harness for --task, then one turn per batch of
+intercom messages it receives, resuming the same conversation; it costs
+nothing in between. Its intercom tools (agent-fleet's MCP server) act as the
+worker. Each turn's final answer reaches you as a message (or as the reply to
+an ask it left unanswered); a failed turn is reported to you and shown by
+status, and the worker waits for your next message. --model, --effort and
+--permission (read-only, workspace-write, full; default: the harness's own
+configuration) set the harness's options; --env passes API keys. After --,
+CMD names the harness executable (and arguments put before every turn's).`,
 		Example: `  agent-fleet spawn --id tests --role tester -- make test
-  agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh`,
+  agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh
+  agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
+  agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.req.Command = args
 			env, err := openFleet(cmd.Context())
@@ -118,19 +133,23 @@ lines). You become the worker's manager. CMD is resolved with your PATH.`,
 				state += " (" + exitText(w) + ")"
 			}
 			fmt.Fprintf(s.Out, "Spawned worker %s: run %s, unit %s, pid %d, %s.\n", w.ID, w.RunID, w.Unit, w.MainPID, state)
+			if fleet.IsHarnessKind(w.Kind) {
+				fmt.Fprintln(s.Out, strings.TrimSpace(harnessSpawnNote(w)))
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.req.ID, "id", "", "worker id (required): letters, digits, _ and -, at most 64")
-	f.StringVar(&opts.req.Kind, "kind", "exec", "worker kind: exec (claude, codex, opencode and pi come later)")
+	f.StringVar(&opts.req.Kind, "kind", "exec", "worker kind: exec, claude, codex, opencode or pi")
 	f.StringVar(&opts.req.Role, "role", "", "the worker's role (builder, reviewer, …)")
 	f.StringVar(&opts.req.Cwd, "cwd", "", "working directory (default: the current one)")
-	f.StringVar(&opts.req.Task, "task", "", "the task the worker was spawned for")
+	f.StringVar(&opts.req.Task, "task", "", "the task the worker was spawned for (a coding agent's first turn)")
 	f.StringArrayVar(&opts.req.Env, "env", nil, "extra environment NAME=value (repeatable; values are not recorded)")
 	f.StringVar(&opts.req.Model, "model", "", "model (coding-agent kinds)")
-	f.StringVar(&opts.req.Effort, "effort", "", "reasoning effort (coding-agent kinds)")
-	f.StringVar(&opts.req.Permission, "permission", "", "permission mode (coding-agent kinds)")
+	f.StringVar(&opts.req.Effort, "effort", "", "reasoning effort (claude: low…max; codex: low…xhigh; pi: off…max; opencode: a model variant)")
+	f.StringVar(&opts.req.Permission, "permission", "", "permission mode (coding-agent kinds): read-only, workspace-write or full; default: the harness's own configuration")
+	f.DurationVar(&opts.req.TurnTimeout, "turn-timeout", 0, "end a coding agent's turn after this long (default 2h)")
 	f.DurationVar(&opts.req.Lease, "lease", 0, "idle lease (default: none for a person, the fleet default for agents)")
 	f.DurationVar(&opts.req.MaxRuntime, "max-runtime", 0, "stop the worker after this long (0 = no limit)")
 	f.BoolVar(&opts.asJSON, "json", false, "print the worker as JSON")
@@ -184,6 +203,9 @@ func printWorkers(out io.Writer, ws []*fleet.Worker, all bool) {
 		if e := exitText(w); e != "" {
 			state += " (" + e + ")"
 		}
+		if fleet.IsHarnessKind(w.Kind) && w.State.Live() && w.StateReason != "" {
+			state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
+		}
 		lease := "-"
 		if !w.LeaseDeadline.IsZero() && w.State.Live() {
 			lease = "until " + w.LeaseDeadline.Local().Format("15:04:05")
@@ -193,9 +215,21 @@ func printWorkers(out io.Writer, ws []*fleet.Worker, all bool) {
 			role = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.RunID, state, role, w.Manager,
-			now.Sub(w.CreatedAt).Round(time.Second), lease, shortCommand(w.Command))
+			now.Sub(w.CreatedAt).Round(time.Second), lease, workerCommand(w))
 	}
 	tw.Flush()
+}
+
+// workerCommand is what a worker runs, for lists: a coding agent's kind
+// and model, or the command.
+func workerCommand(w *fleet.Worker) string {
+	if fleet.IsHarnessKind(w.Kind) {
+		if w.Model != "" {
+			return w.Kind + " (" + w.Model + ")"
+		}
+		return w.Kind
+	}
+	return shortCommand(w.Command)
 }
 
 func shortCommand(argv []string) string {
@@ -232,7 +266,11 @@ func newStatusWorkerCmd(s *streams) *cobra.Command {
 			if e := exitText(w); e != "" {
 				state += " (" + e + ")"
 			}
+			if w.StateReason != "" && w.State.Live() {
+				state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
+			}
 			fmt.Fprintf(s.Out, "  state:    %s\n", state)
+			printTurns(s.Out, w, st.Turns)
 			fmt.Fprintf(s.Out, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
 			if l := leaseText(st); l != "" {
 				fmt.Fprintf(s.Out, "  lease:    %s\n", l)
@@ -304,6 +342,8 @@ type statusJSON struct {
 	ProcessCount int           `json:"processCount"`
 	// LeaseActivity: "verified" or "sender-id" (see fleet.Status).
 	LeaseActivity string `json:"leaseActivity,omitempty"`
+	// Turns: a coding-agent worker's turns.
+	Turns *fleet.TurnState `json:"turns,omitempty"`
 }
 
 type processJSON struct {
@@ -313,7 +353,7 @@ type processJSON struct {
 
 func statusView(st *fleet.Status) statusJSON {
 	v := statusJSON{Worker: viewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
-		ProcessCount: st.ProcessCount, Processes: []processJSON{}, LeaseActivity: st.LeaseActivity}
+		ProcessCount: st.ProcessCount, Processes: []processJSON{}, LeaseActivity: st.LeaseActivity, Turns: st.Turns}
 	if st.Unit.Gone() {
 		v.UnitActive = "not-loaded"
 	}
@@ -390,4 +430,71 @@ func newLogsCmd(s *streams) *cobra.Command {
 	}
 	cmd.Flags().IntVarP(&n, "lines", "n", 50, "how many lines")
 	return cmd
+}
+
+// printTurns shows a coding-agent worker's turns: its conversation, the
+// turn running now, and how the last one ended (with its error lines).
+func printTurns(out io.Writer, w *fleet.Worker, t *fleet.TurnState) {
+	if t == nil {
+		return
+	}
+	conv := "no conversation yet"
+	if t.Session != "" {
+		conv = "conversation " + t.Session
+	}
+	fmt.Fprintf(out, "  harness:  %s, %s; %d turns, %d failed\n", t.Kind, conv, t.Turns, t.Failures)
+	if c := t.Current; c != nil {
+		fmt.Fprintf(out, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), c.StartedAt.Local().Format(time.TimeOnly))
+	}
+	if l := t.Last; l != nil {
+		how := "ok"
+		if !l.OK {
+			how = "failed: " + l.Error
+		}
+		fmt.Fprintf(out, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), l.EndedAt.Local().Format(time.TimeOnly),
+			l.EndedAt.Sub(l.StartedAt).Round(100*time.Millisecond), how)
+		if !l.OK {
+			for _, line := range l.ErrorLines[max(0, len(l.ErrorLines)-5):] {
+				fmt.Fprintf(out, "            | %s\n", line)
+			}
+		}
+		if l.Final != "" {
+			first, _, _ := strings.Cut(l.Final, "\n")
+			fmt.Fprintf(out, "  answer:   %s\n", shortText(first, 100))
+		}
+		if len(l.Delivered) > 0 {
+			fmt.Fprintf(out, "  sent to:  %s\n", strings.Join(l.Delivered, ", "))
+		}
+		for _, u := range l.Undelivered {
+			fmt.Fprintf(out, "  unsent:   %s\n", u)
+		}
+	}
+	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
+		fmt.Fprintf(out, "  backoff:  %d failed turns in a row; no turn before %s\n", t.Consecutive, t.NextTurnAt.Local().Format(time.TimeOnly))
+	}
+}
+
+func turnReason(r *fleet.TurnRecord) string {
+	if r.Reason == "task" {
+		return "task"
+	}
+	if r.Messages == 1 {
+		return "1 message"
+	}
+	return fmt.Sprintf("%d messages", r.Messages)
+}
+
+func shortText(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// harnessSpawnNote says what a coding-agent worker does next.
+func harnessSpawnNote(w *fleet.Worker) string {
+	if w.Task == "" {
+		return fmt.Sprintf(" It has no task yet: your first message to %s starts its first turn, and each turn's final answer reaches you as a message.", w.ID)
+	}
+	return fmt.Sprintf(" Its first turn (the task) is running; its final answer reaches you as a message. Send %s more work with intercom send; status shows its turns.", w.ID)
 }

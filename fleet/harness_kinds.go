@@ -1,0 +1,508 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// The command lines below were checked against each CLI's --help (Claude
+// Code 2.1.332, Codex 0.171.0, OpenCode 1.18.33, Pi 1.6.0 documentation)
+// and, for the first three, by running them in CI (cmd/agent-fleet
+// harness_cli_test.go). The prompt always goes on standard input, never in
+// argv (no length limit, not visible in ps).
+
+// --- Claude Code: claude -p --output-format json -------------------------
+
+type claudeHarness struct{}
+
+// claudeModes are Claude Code's own --permission-mode values, accepted
+// as they are.
+var claudeModes = []string{"acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan"}
+
+func (claudeHarness) check(_, effort, permission string) error {
+	if err := oneOf("--effort for claude", effort, "low", "medium", "high", "xhigh", "max"); err != nil {
+		return err
+	}
+	return oneOf("--permission for claude", permission,
+		append([]string{PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull}, claudeModes...)...)
+}
+
+// newSession: Claude takes the id of a new conversation (--session-id), so
+// the shim knows it before the turn runs.
+func (claudeHarness) newSession(string, string) string { return uuid.NewString() }
+
+func (claudeHarness) systemPrompt() bool { return true }
+
+func (claudeHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+	cfg, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{MCPServerName: mcpServerJSON(t.MCP)}}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(t.Dir, "claude-mcp.json")
+	argv := append(slices.Clone(spec.Command), "-p", "--output-format", "json")
+	if t.Session != "" {
+		argv = append(argv, "--resume", t.Session)
+	} else if t.NewSession != "" {
+		argv = append(argv, "--session-id", t.NewSession)
+	}
+	// Nobody can answer a permission prompt: what would prompt is denied.
+	// The worker's own intercom tools are allowed (they act only as the
+	// worker, through its shim).
+	argv = append(argv, "--mcp-config", cfgPath, "--allowedTools", "mcp__"+MCPServerName, "--permission-prompts", "none")
+	switch spec.Permission {
+	case PermissionDefault:
+	case PermissionReadOnly:
+		argv = append(argv, "--permission-mode", "dontAsk", "--disallowedTools", "Bash,Edit,Write,NotebookEdit")
+	case PermissionWorkspaceWrite:
+		argv = append(argv, "--permission-mode", "acceptEdits")
+	case PermissionFull:
+		argv = append(argv, "--permission-mode", "bypassPermissions")
+	default:
+		argv = append(argv, "--permission-mode", spec.Permission)
+	}
+	if spec.Model != "" {
+		argv = append(argv, "--model", spec.Model)
+	}
+	if spec.Effort != "" {
+		argv = append(argv, "--effort", spec.Effort)
+	}
+	argv = append(argv, "--append-system-prompt", t.Mandate)
+	return &TurnCommand{Argv: argv, Stdin: t.Prompt, Files: map[string][]byte{cfgPath: cfg}}, nil
+}
+
+// parse reads the one result object of --output-format json:
+// {"type":"result","subtype":"success","is_error":false,"result":"…",
+// "session_id":"…","terminal_reason":…}. Without credentials Claude Code
+// answers is_error with result "Not logged in · Please run /login".
+func (claudeHarness) parse(out []byte) TurnResult {
+	var r TurnResult
+	found := false
+	jsonLines(out, func(line []byte) {
+		var v struct {
+			Type           string `json:"type"`
+			Subtype        string `json:"subtype"`
+			IsError        bool   `json:"is_error"`
+			Result         string `json:"result"`
+			SessionID      string `json:"session_id"`
+			TerminalReason string `json:"terminal_reason"`
+		}
+		if json.Unmarshal(line, &v) != nil || v.Type != "result" {
+			return
+		}
+		found = true
+		r = TurnResult{Session: v.SessionID, Final: v.Result}
+		if v.IsError || (v.Subtype != "" && v.Subtype != "success") {
+			r.Failed, r.Final = true, ""
+			r.Error = firstNonEmpty(strings.TrimSpace(v.Result), v.Subtype)
+			if v.TerminalReason != "" && v.TerminalReason != "completed" {
+				r.Error += " (" + v.TerminalReason + ")"
+			}
+		}
+	})
+	if !found {
+		return TurnResult{Failed: true, Error: errNoOutput.Error()}
+	}
+	return r
+}
+
+// --- Codex: codex exec --json / codex exec resume --json -----------------
+
+type codexHarness struct{}
+
+func (codexHarness) check(_, effort, permission string) error {
+	if err := oneOf("--effort for codex", effort, "low", "medium", "high", "xhigh"); err != nil {
+		return err
+	}
+	return oneOf("--permission for codex", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull, "danger-full-access")
+}
+
+func (codexHarness) newSession(string, string) string { return "" }
+
+func (codexHarness) systemPrompt() bool { return true }
+
+// codexSandbox maps a permission to Codex's sandbox_mode.
+func codexSandbox(permission string) string {
+	switch permission {
+	case PermissionReadOnly:
+		return "read-only"
+	case PermissionWorkspaceWrite:
+		return "workspace-write"
+	case PermissionFull, "danger-full-access":
+		return "danger-full-access"
+	}
+	return ""
+}
+
+// codexOverrides are the -c key=value overrides of a turn. Codex has no
+// MCP configuration file flag and passes a server only the environment its
+// entry names, so the whole entry goes here; the user's config.toml is left
+// alone. intercom_ask may wait 120 s, past Codex's default 60 s tool
+// timeout.
+func codexOverrides(spec *HarnessSpec, t *Turn) []string {
+	srv := "mcp_servers." + MCPServerName + "."
+	kv := []string{
+		srv + "command=" + tomlString(t.MCP.Command),
+		srv + "args=" + tomlStrings(t.MCP.Args),
+		srv + "env=" + tomlTable(t.MCP.Env),
+		srv + "startup_timeout_sec=30",
+		srv + "tool_timeout_sec=130",
+		srv + "required=true",
+		srv + `default_tools_approval_mode="approve"`,
+		"developer_instructions=" + tomlString(t.Mandate),
+	}
+	if spec.Effort != "" {
+		kv = append(kv, "model_reasoning_effort="+tomlString(spec.Effort))
+	}
+	if s := codexSandbox(spec.Permission); s != "" {
+		kv = append(kv, "sandbox_mode="+tomlString(s))
+	}
+	return kv
+}
+
+func (codexHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+	argv := append(slices.Clone(spec.Command), "exec")
+	if t.Session != "" {
+		argv = append(argv, "resume")
+	}
+	argv = append(argv, "--json", "--skip-git-repo-check")
+	if spec.Model != "" {
+		argv = append(argv, "-m", spec.Model)
+	}
+	for _, kv := range codexOverrides(spec, t) {
+		argv = append(argv, "-c", kv)
+	}
+	if t.Session != "" {
+		argv = append(argv, t.Session)
+	}
+	argv = append(argv, "-") // the prompt is read from stdin
+	return &TurnCommand{Argv: argv, Stdin: t.Prompt}, nil
+}
+
+// parse reads codex exec's JSONL events: thread.started{thread_id},
+// item.completed{item{type:"agent_message",text}}, turn.completed,
+// turn.failed{error{message}}, error{message}.
+func (codexHarness) parse(out []byte) TurnResult {
+	var r TurnResult
+	completed, failed := false, false
+	lastError := ""
+	jsonLines(out, func(line []byte) {
+		var v struct {
+			Type     string `json:"type"`
+			ThreadID string `json:"thread_id"`
+			Message  string `json:"message"`
+			Item     struct {
+				Type    string `json:"type"`
+				Text    string `json:"text"`
+				Message string `json:"message"`
+			} `json:"item"`
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(line, &v) != nil {
+			return
+		}
+		switch v.Type {
+		case "thread.started":
+			r.Session = v.ThreadID
+		case "item.completed":
+			if v.Item.Type == "agent_message" {
+				r.Final = v.Item.Text
+			}
+		case "turn.completed":
+			completed = true
+		case "turn.failed":
+			failed = true
+			lastError = firstNonEmpty(v.Error.Message, "turn failed")
+		case "error":
+			lastError = v.Message
+		}
+	})
+	if failed || !completed {
+		r.Failed = true
+		r.Error = firstNonEmpty(lastError, errNoOutput.Error())
+		r.Final = ""
+	}
+	return r
+}
+
+// tomlString is a TOML basic string. Go's JSON string encoding is one
+// (it never writes \/, and writes other escapes as \uXXXX).
+func tomlString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func tomlStrings(ss []string) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = tomlString(s)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// tomlTable is an inline table with quoted keys, in key order.
+func tomlTable(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = tomlString(k) + "=" + tomlString(m[k])
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// --- OpenCode: opencode run --format json ---------------------------------
+
+type opencodeHarness struct{}
+
+func (opencodeHarness) check(_, effort, permission string) error {
+	if strings.ContainsAny(effort, " \n\x00") {
+		return fmt.Errorf("%w: --effort %q is not an OpenCode model variant", ErrInvalidRequest, effort)
+	}
+	return oneOf("--permission for opencode", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull)
+}
+
+func (opencodeHarness) newSession(string, string) string { return "" }
+
+func (opencodeHarness) systemPrompt() bool { return false }
+
+// opencodeConfig is the OPENCODE_CONFIG_CONTENT of a turn: agent-fleet's
+// MCP server (OpenCode merges it over the user's configuration) and, for
+// a permission mode, the tool permissions. `opencode run` rejects what
+// would ask (nobody can answer), so "ask" denies.
+func opencodeConfig(spec *HarnessSpec, t *Turn) map[string]any {
+	cmd := append([]string{t.MCP.Command}, t.MCP.Args...)
+	cfg := map[string]any{
+		"$schema": "https://opencode.ai/config.json",
+		"mcp": map[string]any{MCPServerName: map[string]any{
+			"type": "local", "command": cmd, "environment": envObject(t.MCP.Env), "enabled": true,
+		}},
+	}
+	switch spec.Permission {
+	case PermissionReadOnly:
+		cfg["permission"] = map[string]any{"edit": "deny", "bash": "deny", "external_directory": "deny"}
+	case PermissionWorkspaceWrite:
+		cfg["permission"] = map[string]any{"edit": "allow", "bash": "ask", "external_directory": "deny"}
+	case PermissionFull:
+		cfg["permission"] = map[string]any{"edit": "allow", "bash": "allow", "external_directory": "allow", "webfetch": "allow"}
+	}
+	return cfg
+}
+
+func (opencodeHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+	cfg, err := json.Marshal(opencodeConfig(spec, t))
+	if err != nil {
+		return nil, err
+	}
+	argv := append(slices.Clone(spec.Command), "run", "--format", "json")
+	if t.Session != "" {
+		argv = append(argv, "--session", t.Session)
+	} else {
+		argv = append(argv, "--title", "agent-fleet worker "+t.MCP.Env[EnvWorkerID])
+	}
+	if spec.Model != "" {
+		argv = append(argv, "-m", spec.Model)
+	}
+	if spec.Effort != "" {
+		argv = append(argv, "--variant", spec.Effort)
+	}
+	if spec.Permission == PermissionFull {
+		argv = append(argv, "--auto")
+	}
+	return &TurnCommand{Argv: argv, Env: []string{"OPENCODE_CONFIG_CONTENT=" + string(cfg)}, Stdin: t.Prompt}, nil
+}
+
+// parse reads opencode run's JSON events: {type, sessionID, part} for
+// step_start, text, tool_use, step_finish; {type:"error", error{name,
+// data{message}}}. The final answer is the text of the last step that
+// wrote any.
+func (opencodeHarness) parse(out []byte) TurnResult {
+	var r TurnResult
+	var step, last []string
+	sawAny := false
+	jsonLines(out, func(line []byte) {
+		var v struct {
+			Type      string `json:"type"`
+			SessionID string `json:"sessionID"`
+			Part      struct {
+				Text string `json:"text"`
+			} `json:"part"`
+			Error struct {
+				Name string `json:"name"`
+				Data struct {
+					Message string `json:"message"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(line, &v) != nil || v.Type == "" {
+			return
+		}
+		sawAny = true
+		if v.SessionID != "" {
+			r.Session = v.SessionID
+		}
+		switch v.Type {
+		case "step_start":
+			step = nil
+		case "text":
+			if t := strings.TrimSpace(v.Part.Text); t != "" {
+				step = append(step, t)
+				last = step
+			}
+		case "error":
+			r.Failed = true
+			r.Error = firstNonEmpty(v.Error.Data.Message, v.Error.Name, "error")
+		}
+	})
+	if !sawAny {
+		return TurnResult{Failed: true, Error: errNoOutput.Error()}
+	}
+	if !r.Failed {
+		r.Final = strings.Join(last, "\n\n")
+	}
+	return r
+}
+
+// --- Pi: pi --mode json, MCP through pi-mcp-adapter -----------------------
+
+type piHarness struct{}
+
+func (piHarness) check(_, effort, permission string) error {
+	if err := oneOf("--effort for pi", effort, "off", "minimal", "low", "medium", "high", "xhigh", "max"); err != nil {
+		return err
+	}
+	if permission == PermissionWorkspaceWrite {
+		return fmt.Errorf("%w: pi has no sandbox that keeps writes inside the workspace; use --permission read-only or full", ErrInvalidRequest)
+	}
+	return oneOf("--permission for pi", permission, PermissionReadOnly, PermissionFull)
+}
+
+// newSession: --session-id opens the conversation with that id or creates
+// it, so every turn of a worker names the same one.
+func (piHarness) newSession(id, run string) string { return "agent-fleet-" + id + "-" + run }
+
+func (piHarness) systemPrompt() bool { return true }
+
+// piMCPConfig is the --mcp-config file of pi-mcp-adapter: the server
+// connects at start, its tools are declared directly under their own names,
+// and a request may take as long as intercom_ask waits.
+func piMCPConfig(t *Turn) map[string]any {
+	srv := map[string]any{
+		"command": t.MCP.Command, "args": t.MCP.Args, "env": envObject(t.MCP.Env),
+		"lifecycle": "eager", "directTools": true, "toolPrefix": "none", "requestTimeoutMs": 130000,
+	}
+	if t.MCP.Args == nil {
+		srv["args"] = []string{}
+	}
+	return map[string]any{"mcpServers": map[string]any{MCPServerName: srv}}
+}
+
+func (piHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+	cfg, err := json.MarshalIndent(piMCPConfig(t), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(t.Dir, "pi-mcp.json")
+	session := firstNonEmpty(t.Session, t.NewSession)
+	argv := append(slices.Clone(spec.Command), "--mode", "json", "--session-id", session)
+	if spec.Model != "" {
+		argv = append(argv, "--model", spec.Model)
+	}
+	if spec.Effort != "" {
+		argv = append(argv, "--thinking", spec.Effort)
+	}
+	if spec.Permission == PermissionReadOnly {
+		// Pi has no sandbox: read-only takes away the tools that write or
+		// run commands (--tools would also drop the MCP tools).
+		argv = append(argv, "--exclude-tools", "bash,edit,write")
+	}
+	// The adapter replaces Pi's built-in MCP support for this run.
+	argv = append(argv, "--no-mcp")
+	if spec.PiExtension != "" {
+		argv = append(argv, "-e", spec.PiExtension)
+	}
+	argv = append(argv, "--mcp-config", cfgPath, "--append-system-prompt", t.Mandate)
+	return &TurnCommand{Argv: argv, Stdin: t.Prompt, Files: map[string][]byte{cfgPath: cfg}}, nil
+}
+
+// parse reads pi's JSON event stream: {"type":"session","id"} first, then
+// message_end{message{role:"assistant", content[{type:"text",text}],
+// stopReason, errorMessage}}; stopReason error or aborted fails the turn.
+func (piHarness) parse(out []byte) TurnResult {
+	var r TurnResult
+	sawAssistant := false
+	jsonLines(out, func(line []byte) {
+		var v struct {
+			Type    string `json:"type"`
+			ID      string `json:"id"`
+			Message struct {
+				Role    string `json:"role"`
+				Content json.RawMessage
+				Stop    string `json:"stopReason"`
+				Err     string `json:"errorMessage"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(line, &v) != nil {
+			return
+		}
+		switch {
+		case v.Type == "session":
+			r.Session = v.ID
+		case v.Type == "message_end" && v.Message.Role == "assistant":
+			sawAssistant = true
+			text := piText(v.Message.Content)
+			switch v.Message.Stop {
+			case "error", "aborted":
+				r.Failed, r.Final = true, ""
+				r.Error = firstNonEmpty(v.Message.Err, "the model call ended with "+v.Message.Stop)
+			default:
+				r.Failed, r.Error = false, ""
+				if text != "" {
+					r.Final = text
+				}
+			}
+		}
+	})
+	if !sawAssistant && !r.Failed {
+		r.Failed, r.Error = true, errNoOutput.Error()
+	}
+	return r
+}
+
+func piText(content json.RawMessage) string {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(content, &blocks)
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+			parts = append(parts, strings.TrimSpace(b.Text))
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

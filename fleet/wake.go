@@ -1,0 +1,577 @@
+//go:build !windows
+
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// Batching of inbound messages into turns (spec §5.6): a batch is flushed
+// 300 ms after its last message, and at most 1 s after its first.
+const (
+	BatchQuiet   = 300 * time.Millisecond
+	BatchMaxWait = time.Second
+)
+
+// Backoff after failed turns: the first failure waits DefaultTurnBackoff
+// before the next turn may start, each further one in a row twice as long,
+// at most MaxTurnBackoff. A failed turn never starts another by itself:
+// only a new message does.
+const (
+	DefaultTurnBackoff = 5 * time.Second
+	MaxTurnBackoff     = 5 * time.Minute
+)
+
+// wakeConfig configures a coding-agent worker's wake loop.
+type wakeConfig struct {
+	WorkerID, RunID string
+	Dir             string // the worker directory
+	Spec            *HarnessSpec
+	Session         *intercom.Session
+	Tracker         *turnTracker
+	Registry        *RegistryHandle
+	// MCP is agent-fleet's MCP server entry of every turn.
+	MCP MCPServer
+	// Env is the harness's base environment.
+	Env []string
+	// FirstManager is the manager in the unit environment, used when the
+	// registry cannot be read.
+	FirstManager string
+	Log          io.Writer
+	Logger       *slog.Logger
+	Backoff      time.Duration
+	Run          turnRunner // nil: runTurnProcess
+	Now          func() time.Time
+}
+
+// wakeLoop runs a coding-agent worker: the task's turn, then one turn per
+// batch of inbound messages, resuming the same conversation.
+type wakeLoop struct {
+	cfg   wakeConfig
+	h     harness
+	state TurnState
+	batch batcher
+}
+
+func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
+	h, err := harnessOf(cfg.Spec.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Run == nil {
+		cfg.Run = runTurnProcess
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = DefaultTurnBackoff
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	w := &wakeLoop{cfg: cfg, h: h, state: TurnState{Kind: cfg.Spec.Kind}}
+	w.batch.notify = make(chan struct{}, 1)
+	return w, nil
+}
+
+// errFirstTurn: the first turn's process could not be started.
+var errFirstTurn = errors.New("the first turn could not be started")
+
+// run runs turns until ctx ends (the worker is stopped). ready is called
+// once the first turn's harness runs (at once without a task). A first
+// turn that cannot even be started is errFirstTurn; later ones are
+// reported failures like any other.
+func (w *wakeLoop) run(ctx context.Context, ready func()) error {
+	w.saveState()
+	lctx, stopListen := context.WithCancel(ctx)
+	listened := make(chan struct{})
+	go func() {
+		defer close(listened)
+		for lctx.Err() == nil {
+			err := w.cfg.Session.Listen(lctx, intercom.ListenRequest{KeepUnread: true}, func(*intercom.MessageView) error {
+				w.batch.arrived(w.cfg.Now())
+				return nil
+			})
+			if err != nil && lctx.Err() == nil {
+				w.cfg.Logger.Warn("watching the inbox", "err", err)
+				select {
+				case <-lctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}()
+	defer func() { stopListen(); <-listened }()
+
+	if w.cfg.Spec.Task != "" {
+		started := false
+		w.turn(ctx, "task", nil, func() { started = true; ready() })
+		if !started && ctx.Err() == nil {
+			return errFirstTurn
+		}
+	} else {
+		ready()
+	}
+	for {
+		if !w.waitForBatch(ctx) {
+			return nil
+		}
+		res, err := w.cfg.Session.Pending(ctx, intercom.PendingRequest{MarkRead: true})
+		if err != nil {
+			w.cfg.Logger.Warn("reading the inbox", "err", err)
+			continue
+		}
+		if len(res.Unread) == 0 {
+			continue // read during the last turn already
+		}
+		w.turn(ctx, "messages", res.Unread, nil)
+	}
+}
+
+// waitForBatch waits until a batch is due (and any backoff has passed);
+// false when ctx ended.
+func (w *wakeLoop) waitForBatch(ctx context.Context) bool {
+	for {
+		due, pending := w.batch.due()
+		if pending {
+			if next := w.state.NextTurnAt; next.After(due) {
+				due = next
+			}
+			wait := due.Sub(w.cfg.Now())
+			if wait <= 0 {
+				w.batch.take()
+				return true
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			case <-w.batch.notify:
+				t.Stop()
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.batch.notify:
+		}
+	}
+}
+
+// manager is the worker's current manager: the registry's (adoption moves
+// it), else the first one.
+func (w *wakeLoop) manager(ctx context.Context) string {
+	if reg, err := w.cfg.Registry.Get(ctx); err == nil && reg != nil {
+		if rec, err := reg.GetRun(ctx, w.cfg.WorkerID, w.cfg.RunID); err == nil && rec.Manager != "" {
+			return rec.Manager
+		}
+	}
+	return w.cfg.FirstManager
+}
+
+// turn runs one turn and delivers its outcome.
+func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.MessageView, started func()) {
+	spec := w.cfg.Spec
+	manager := w.manager(ctx)
+	w.state.Turns++
+	n := w.state.Turns
+	t := &Turn{N: n, Session: w.state.Session, Dir: w.cfg.Dir, MCP: w.cfg.MCP,
+		Mandate: Mandate(spec, w.cfg.WorkerID, manager)}
+	fresh := t.Session == ""
+	if fresh {
+		t.NewSession = w.h.newSession(w.cfg.WorkerID, w.cfg.RunID)
+	}
+	if reason == "task" {
+		t.Prompt = TaskPrompt(n, manager, spec.Task)
+	} else {
+		t.Prompt = BatchPrompt(n, manager, batch)
+		if fresh && w.state.ContextLost {
+			t.Prompt = recap(spec.Task) + "\n\n" + t.Prompt
+		}
+	}
+	if fresh && !w.h.systemPrompt() {
+		t.Prompt = t.Mandate + "\n\n" + t.Prompt
+	}
+	rec := &TurnRecord{N: n, Reason: reason, Messages: len(batch), Session: firstNonEmpty(t.Session, t.NewSession), StartedAt: w.cfg.Now()}
+	w.state.Current = rec
+	w.saveState()
+	w.setReason(ctx, "turn-running", "", false)
+	fmt.Fprintf(w.cfg.Log, "agent-fleet worker shim: turn %d (%s, %d messages) starts\n", n, reason, len(batch))
+
+	var exit turnExit
+	cmd, err := w.h.command(spec, t)
+	w.cfg.Tracker.begin()
+	if err != nil {
+		exit = turnExit{StartErr: err, Status: -1}
+	} else {
+		exit = w.cfg.Run(ctx, cmd, turnProcOptions{Dir: spec.Cwd, Env: w.cfg.Env, Timeout: spec.TurnTimeout(), Log: w.cfg.Log}, started)
+	}
+	messaged := w.cfg.Tracker.end()
+	rec.EndedAt, rec.ExitStatus, rec.ErrorLines = w.cfg.Now(), exit.Status, exit.StderrTail
+	w.state.Current = nil
+
+	if exit.Stopped {
+		rec.Error = "stopped during the turn"
+		w.state.Last = rec
+		w.saveState()
+		return
+	}
+	if exit.StartErr != nil && started != nil {
+		// The first turn: Spawn reports it (the worker never got ready).
+		rec.Error = "the harness could not be started: " + exit.StartErr.Error()
+		w.state.Last = rec
+		w.saveState()
+		return
+	}
+	res := w.h.parse(exit.Stdout)
+	switch {
+	case exit.StartErr != nil:
+		res = TurnResult{Failed: true, Error: "the harness could not be started: " + exit.StartErr.Error()}
+	case exit.TimedOut:
+		res.Failed, res.Final = true, ""
+		res.Error = fmt.Sprintf("the turn ran past its limit of %s and was ended", spec.TurnTimeout())
+	case exit.Status != 0 && !res.Failed:
+		res.Failed, res.Final = true, ""
+		res.Error = fmt.Sprintf("the harness exited with status %d", exit.Status)
+	case res.Failed && res.Error == errNoOutput.Error():
+		// Nothing on stdout: the harness's last error line says more.
+		if len(exit.StderrTail) > 0 {
+			res.Error = exit.StderrTail[len(exit.StderrTail)-1]
+		}
+		if exit.Status > 0 {
+			res.Error += fmt.Sprintf(" (exit status %d)", exit.Status)
+		}
+	}
+
+	// The conversation the next turn resumes.
+	switch {
+	case res.Session != "":
+		w.state.Session, w.state.ContextLost = res.Session, false
+	case spec.Kind == "pi":
+		w.state.Session = t.NewSession // --session-id opens or creates it
+		if t.Session != "" {
+			w.state.Session = t.Session
+		}
+	case res.Failed:
+		// No conversation to resume: the next turn starts one, with the
+		// task again if this was not the first.
+		w.state.Session = ""
+		w.state.ContextLost = true
+	}
+	rec.Session = firstNonEmpty(res.Session, rec.Session)
+	rec.OK = !res.Failed
+	if res.Failed {
+		rec.Error = res.Error
+		w.state.Failures++
+		w.state.Consecutive++
+		backoff := w.cfg.Backoff << min(w.state.Consecutive-1, 16)
+		if backoff > MaxTurnBackoff || backoff <= 0 {
+			backoff = MaxTurnBackoff
+		}
+		w.state.NextTurnAt = w.cfg.Now().Add(backoff)
+	} else {
+		rec.Final = clip(strings.TrimSpace(res.Final), 2000)
+		w.state.Consecutive, w.state.NextTurnAt = 0, time.Time{}
+	}
+	w.state.Last = rec
+	w.saveState()
+	if res.Failed {
+		w.failed(ctx, rec, res, manager, batch)
+	} else {
+		w.succeeded(ctx, rec, res, manager, batch, messaged)
+	}
+	w.saveState()
+	fmt.Fprintf(w.cfg.Log, "agent-fleet worker shim: turn %d ended: %s\n", n, map[bool]string{true: "ok", false: "failed: " + rec.Error}[rec.OK])
+}
+
+// succeeded delivers a turn's final answer: as the reply to every ask of
+// the batch the turn left unanswered, and to the manager unless the turn
+// (or one of those replies) already messaged it.
+func (w *wakeLoop) succeeded(ctx context.Context, rec *TurnRecord, res TurnResult, manager string, batch []intercom.MessageView, messaged map[string]bool) {
+	final := strings.TrimSpace(res.Final)
+	text := final
+	if text == "" {
+		text = fmt.Sprintf("(%s finished turn %d without a written answer.)", w.cfg.WorkerID, rec.N)
+	}
+	for _, target := range w.replyToOpenAsks(ctx, rec, batch, fitText(text)) {
+		messaged[target] = true
+	}
+	if !messaged[manager] {
+		w.send(ctx, rec, manager, fitText(text))
+	}
+	w.setReason(ctx, "idle", "", true)
+}
+
+// failed reports a failed turn to the manager (and to the askers of the
+// batch), shows it in status, and backs off.
+func (w *wakeLoop) failed(ctx context.Context, rec *TurnRecord, res TurnResult, manager string, batch []intercom.MessageView) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agent-fleet: turn %d of worker %s (%s) failed: %s", rec.N, w.cfg.WorkerID, w.cfg.Spec.Kind, res.Error)
+	if tail := lastLines(rec.ErrorLines, 5); len(tail) > 0 && !(len(tail) == 1 && strings.Contains(res.Error, tail[0])) {
+		b.WriteString("\nIts last error output:\n  " + strings.Join(tail, "\n  "))
+	}
+	fmt.Fprintf(&b, "\n%s is idle: your next message starts a new turn", w.cfg.WorkerID)
+	if w.state.Consecutive > 1 {
+		fmt.Fprintf(&b, ", not before %s (%d failed turns in a row)", w.state.NextTurnAt.Local().Format("15:04:05"), w.state.Consecutive)
+	}
+	b.WriteString(".")
+	report := fitText(b.String())
+	replied := w.replyToOpenAsks(ctx, rec, batch, report)
+	if !contains(replied, manager) {
+		w.send(ctx, rec, manager, report)
+	}
+	w.setReason(ctx, "turn-failed", fmt.Sprintf("turn %d failed: %s", rec.N, res.Error), true)
+}
+
+// replyToOpenAsks answers the batch's asks that are still pending with
+// text; it returns who got a reply.
+func (w *wakeLoop) replyToOpenAsks(ctx context.Context, rec *TurnRecord, batch []intercom.MessageView, text string) []string {
+	var out []string
+	if !hasAsk(batch) {
+		return nil
+	}
+	pending, err := w.cfg.Session.Pending(ctx, intercom.PendingRequest{})
+	if err != nil {
+		rec.Undelivered = append(rec.Undelivered, "replies: "+err.Error())
+		return nil
+	}
+	open := map[string]bool{}
+	for _, a := range pending.Asks {
+		open[a.AskID] = true
+	}
+	for _, m := range batch {
+		if !m.ExpectsReply || !open[m.AskID] {
+			continue
+		}
+		res, err := w.cfg.Session.Reply(ctx, intercom.ReplyRequest{AskID: m.AskID, Text: text})
+		switch {
+		case err != nil:
+			rec.Undelivered = append(rec.Undelivered, "reply to "+m.From.ID+": "+err.Error())
+		case !res.OK:
+			rec.Undelivered = append(rec.Undelivered, "reply to "+m.From.ID+": "+firstNonEmpty(res.Reason, res.Code))
+		default:
+			rec.Delivered = append(rec.Delivered, "reply to "+m.From.ID)
+			out = append(out, m.From.ID)
+		}
+	}
+	return out
+}
+
+func (w *wakeLoop) send(ctx context.Context, rec *TurnRecord, to, text string) {
+	if to == "" {
+		rec.Undelivered = append(rec.Undelivered, "no manager to send to")
+		return
+	}
+	res, err := w.cfg.Session.Send(ctx, intercom.SendRequest{To: to, Text: text})
+	switch {
+	case err != nil:
+		rec.Undelivered = append(rec.Undelivered, to+": "+err.Error())
+		w.cfg.Logger.Warn("could not send to the manager", "manager", to, "err", err)
+	case !res.OK:
+		rec.Undelivered = append(rec.Undelivered, to+": "+firstNonEmpty(res.Reason, res.Code))
+		w.cfg.Logger.Warn("the manager did not receive the turn's outcome", "manager", to, "code", res.Code, "reason", res.Reason)
+	default:
+		rec.Delivered = append(rec.Delivered, to)
+	}
+}
+
+// setReason records the worker's turn state in the registry (status and
+// list show it); lastError "" clears a turn failure when clear is set.
+func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clear bool) {
+	reg, err := w.cfg.Registry.Get(ctx)
+	if err != nil || reg == nil {
+		return
+	}
+	_, err = reg.Update(context.WithoutCancel(ctx), w.cfg.WorkerID, w.cfg.RunID, func(r *Worker) error {
+		if r.State != StateRunning && r.State != StateProvisioning {
+			return nil // ended or stopping: the turn record is history
+		}
+		r.StateReason = reason
+		if lastError != "" || clear {
+			r.LastError = lastError
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		w.cfg.Logger.Warn("could not record the turn in the registry", "err", err)
+	}
+}
+
+func (w *wakeLoop) saveState() {
+	if err := writeTurnState(w.cfg.Dir, &w.state); err != nil {
+		w.cfg.Logger.Warn("could not write the turn record", "err", err)
+	}
+}
+
+func hasAsk(batch []intercom.MessageView) bool {
+	for _, m := range batch {
+		if m.ExpectsReply {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func lastLines(lines []string, n int) []string {
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8Start(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// batcher times batches (spec §5.6).
+type batcher struct {
+	mu            sync.Mutex
+	pending       bool
+	first, last   time.Time
+	notify        chan struct{}
+	quiet, maxAge time.Duration // zero: BatchQuiet, BatchMaxWait
+}
+
+// arrived notes a message received at t.
+func (b *batcher) arrived(t time.Time) {
+	b.mu.Lock()
+	if !b.pending {
+		b.pending, b.first = true, t
+	}
+	b.last = t
+	b.mu.Unlock()
+	select {
+	case b.notify <- struct{}{}:
+	default:
+	}
+}
+
+// due is when the pending batch should be flushed:
+// min(last+quiet, first+maxAge).
+func (b *batcher) due() (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.pending {
+		return time.Time{}, false
+	}
+	quiet, maxAge := b.quiet, b.maxAge
+	if quiet == 0 {
+		quiet = BatchQuiet
+	}
+	if maxAge == 0 {
+		maxAge = BatchMaxWait
+	}
+	d := b.last.Add(quiet)
+	if m := b.first.Add(maxAge); m.Before(d) {
+		d = m
+	}
+	return d, true
+}
+
+// take starts a new batch.
+func (b *batcher) take() {
+	b.mu.Lock()
+	b.pending = false
+	b.mu.Unlock()
+}
+
+// turnTracker is the Ops a coding-agent worker's holder serves: the
+// session's, noting to whom the harness sent, asked or replied during a
+// turn (so that its final answer does not message the manager twice).
+type turnTracker struct {
+	intercom.Ops
+	mu      sync.Mutex
+	targets map[string]bool
+}
+
+func (t *turnTracker) begin() {
+	t.mu.Lock()
+	t.targets = map[string]bool{}
+	t.mu.Unlock()
+}
+
+// end returns who the turn messaged.
+func (t *turnTracker) end() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.targets
+	t.targets = nil
+	if out == nil {
+		out = map[string]bool{}
+	}
+	return out
+}
+
+func (t *turnTracker) note(res *intercom.SendResult) {
+	if res == nil || !res.OK {
+		return
+	}
+	t.mu.Lock()
+	if t.targets != nil {
+		t.targets[firstNonEmpty(res.TargetID, res.To)] = true
+	}
+	t.mu.Unlock()
+}
+
+// Send implements intercom.Ops.
+func (t *turnTracker) Send(ctx context.Context, req intercom.SendRequest) (*intercom.SendResult, error) {
+	res, err := t.Ops.Send(ctx, req)
+	if err == nil {
+		t.note(res)
+	}
+	return res, err
+}
+
+// Ask implements intercom.Ops.
+func (t *turnTracker) Ask(ctx context.Context, req intercom.AskRequest) (*intercom.AskResult, error) {
+	res, err := t.Ops.Ask(ctx, req)
+	if err == nil && res != nil {
+		t.note(&res.SendResult)
+	}
+	return res, err
+}
+
+// Reply implements intercom.Ops.
+func (t *turnTracker) Reply(ctx context.Context, req intercom.ReplyRequest) (*intercom.SendResult, error) {
+	res, err := t.Ops.Reply(ctx, req)
+	if err == nil {
+		t.note(res)
+	}
+	return res, err
+}
+
+// harnessEnv is the environment of a worker's turns: the shim's, less what
+// belongs to systemd and the shim alone.
+func harnessEnv() []string { return commandEnv(os.Environ()) }

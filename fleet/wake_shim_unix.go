@@ -1,0 +1,134 @@
+//go:build !windows
+
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// runHarnessShim is RunShim for the coding-agent kinds: the session is
+// registered and served (through tracker); it runs the wake loop until the
+// worker is stopped, signals READY once the first turn runs, and exits 0
+// on an orderly stop.
+func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session, tracker *turnTracker, regs *RegistryHandle, log *slog.Logger) int {
+	dir := WorkerDir(cfg.Paths, cfg.WorkerID, cfg.RunID)
+	spec, err := ReadHarnessSpec(dir)
+	if err != nil {
+		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
+		return ShimExitExec
+	}
+	if spec.Kind != cfg.Kind {
+		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: the spec is for a %s worker, not %s\n", spec.Kind, cfg.Kind)
+		return ShimExitExec
+	}
+	if len(cfg.Command) > 0 {
+		spec.Command = cfg.Command // the unit's argv is the authority
+	}
+	if len(cfg.AgentFleet) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
+			return ShimExitExec
+		}
+		cfg.AgentFleet = []string{exe}
+	}
+	loop, err := newWakeLoop(wakeConfig{
+		WorkerID: cfg.WorkerID, RunID: cfg.RunID, Dir: dir, Spec: spec,
+		Session: sess, Tracker: tracker, Registry: regs,
+		MCP: WorkerMCPServer(cfg.AgentFleet, spec.Kind, os.Environ(), cfg.AgentFleetEnv),
+		Env: harnessEnv(), FirstManager: os.Getenv(EnvManagerID),
+		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff,
+	})
+	if err != nil {
+		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
+		return ShimExitExec
+	}
+
+	// SIGTERM (a stop), SIGINT and SIGHUP end the loop: the running turn's
+	// process group is ended, and the shim exits 0.
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(signals)
+	go func() {
+		select {
+		case sig := <-signals:
+			log.Info("stopping", "signal", sig)
+			stop()
+		case <-lctx.Done():
+		}
+	}()
+	err = loop.run(lctx, func() {
+		if err := notifyReady(); err != nil {
+			log.Warn("sd_notify READY failed", "err", err)
+		}
+	})
+	code := 0
+	if errors.Is(err, errFirstTurn) {
+		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: cannot execute %s: %s\n", spec.Command[0], loop.state.Last.Error)
+		code = ShimExitExec
+	}
+	recordExit(ctx, regs, cfg.WorkerID, cfg.RunID, code, log)
+	return code
+}
+
+// recordExit records a shim's own exit status in the registry.
+func recordExit(ctx context.Context, regs *RegistryHandle, id, run string, status int, log *slog.Logger) {
+	reg, err := regs.Get(context.WithoutCancel(ctx))
+	if err != nil || reg == nil {
+		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
+		return
+	}
+	_, err = reg.Update(context.WithoutCancel(ctx), id, run, func(r *Worker) error {
+		r.HasExit, r.ExitCode, r.ExitStatus = true, "exited", status
+		r.EndedAt = time.Now()
+		if r.State == StateRunning || r.State == StateProvisioning {
+			r.State = StateExited
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		log.Warn("could not record the exit status", "err", err)
+	}
+}
+
+// WorkerMCPServer is the agent-fleet MCP server entry of a coding-agent
+// worker's turns: agentFleet (the agent-fleet executable, and any argv
+// prefix) with `mcp --harness KIND --worker`, and in its environment the
+// worker's identity and agent directory from env (so that it acts as the
+// worker through the shim's holder even where the harness passes a server
+// no environment of its own, as Codex does) plus extra.
+func WorkerMCPServer(agentFleet []string, kind string, env, extra []string) MCPServer {
+	m := MCPServer{Command: agentFleet[0], Args: append(append([]string(nil), agentFleet[1:]...), "mcp", "--harness", kind, "--worker"),
+		Env: map[string]string{}}
+	for _, kv := range append(append([]string(nil), env...), extra...) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if strings.HasPrefix(k, "AGENT_INTERCOM_") || k == EnvAgentDir || containsKey(extra, k) {
+			m.Env[k] = v
+		}
+	}
+	return m
+}
+
+func containsKey(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return true
+		}
+	}
+	return false
+}

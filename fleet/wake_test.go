@@ -1,0 +1,361 @@
+//go:build !windows
+
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+)
+
+// The wake loop in process: a real broker and real sessions, the turn
+// process replaced by a scripted stand-in that answers as Claude Code's
+// --output-format json does. (The end-to-end tests with real processes
+// under systemd are in cmd/agent-fleet.)
+
+type scriptedTurn struct {
+	argv   []string
+	prompt string
+}
+
+type wakeWorld struct {
+	t       *testing.T
+	p       intercom.Paths
+	boss    *intercom.Session
+	worker  *intercom.Session
+	tracker *turnTracker
+	loop    *wakeLoop
+	mu      sync.Mutex
+	turns   []scriptedTurn
+	// behave, when set, runs inside a turn before it answers.
+	behave func(prompt string)
+	ready  chan struct{}
+	stop   context.CancelFunc
+	done   chan error
+}
+
+func openTestSession(t *testing.T, p intercom.Paths, id string) *intercom.Session {
+	t.Helper()
+	s, err := intercom.OpenSession(context.Background(), intercom.SessionConfig{Paths: p,
+		Identity: intercom.Identity{SessionID: id, Name: id, Model: "test", Cwd: "/", PID: os.Getpid(),
+			StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()}})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newWakeWorld(t *testing.T, task string) *wakeWorld {
+	dir, err := os.MkdirTemp("", "afw")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	w := &wakeWorld{t: t, p: intercom.NewPaths(dir), ready: make(chan struct{})}
+	bctx, cancelBroker := context.WithCancel(context.Background())
+	brokerDone := make(chan struct{})
+	go func() {
+		defer close(brokerDone)
+		_ = broker.ListenAndServe(bctx, broker.Config{Paths: w.p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true})
+	}()
+	t.Cleanup(func() { cancelBroker(); <-brokerDone })
+	require.Eventually(t, func() bool {
+		h, _ := intercom.ProbeBroker(context.Background(), w.p)
+		return h == intercom.Compatible
+	}, 5*time.Second, 5*time.Millisecond)
+	w.boss = openTestSession(t, w.p, "boss")
+	w.worker = openTestSession(t, w.p, "w1")
+	w.tracker = &turnTracker{Ops: w.worker}
+	regs := NewRegistryHandle(RegistryPath(w.p), true)
+	t.Cleanup(regs.Close)
+	wdir := WorkerDir(w.p, "w1", "0123456789ab")
+	require.NoError(t, WriteHarnessSpec(wdir, &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"}))
+	w.loop, err = newWakeLoop(wakeConfig{WorkerID: "w1", RunID: "0123456789ab", Dir: wdir,
+		Spec:    &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
+		Session: w.worker, Tracker: w.tracker, Registry: regs, FirstManager: "boss",
+		MCP: MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stop, w.done = cancel, make(chan error, 1)
+	go func() { w.done <- w.loop.run(ctx, func() { close(w.ready) }) }()
+	t.Cleanup(func() { cancel(); <-w.done })
+	return w
+}
+
+// run is the stand-in harness: Claude Code's command line and output.
+func (w *wakeWorld) run(ctx context.Context, cmd *TurnCommand, _ turnProcOptions, started func()) turnExit {
+	if started != nil {
+		started()
+	}
+	w.mu.Lock()
+	w.turns = append(w.turns, scriptedTurn{argv: cmd.Argv, prompt: cmd.Stdin})
+	behave := w.behave
+	w.mu.Unlock()
+	session := ""
+	if i := slices.Index(cmd.Argv, "--resume"); i >= 0 {
+		session = cmd.Argv[i+1]
+	} else if i := slices.Index(cmd.Argv, "--session-id"); i >= 0 {
+		session = cmd.Argv[i+1]
+	}
+	if behave != nil {
+		behave(cmd.Stdin)
+	}
+	if ctx.Err() != nil {
+		return turnExit{Stopped: true, Status: -1}
+	}
+	out := func(isErr bool, text string) []byte {
+		b, _ := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": isErr, "result": text, "session_id": session})
+		return b
+	}
+	// It acts on, and its answer names, the last line of the last message.
+	lines := strings.Split(cmd.Stdin, "\n")
+	last := ""
+	for i := len(lines) - 1; i >= 0 && last == ""; i-- {
+		if l := lines[i]; l != "" && !strings.HasPrefix(l, "This is an ask") && !strings.HasPrefix(l, "Answer each ask") {
+			last = l
+		}
+	}
+	switch {
+	case strings.HasPrefix(last, "NOCREDS"):
+		return turnExit{Stdout: out(true, "Not logged in · Please run /login"), Status: 1}
+	case strings.HasPrefix(last, "CRASH"):
+		return turnExit{StderrTail: []string{"panic: boom", "goroutine 1"}, Status: 2}
+	}
+	return turnExit{Stdout: out(false, "done: "+last)}
+}
+
+func (w *wakeWorld) turnsSoFar() []scriptedTurn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.turns)
+}
+
+// received waits for the boss to have n unread messages and returns them.
+func (w *wakeWorld) received(n int) []intercom.MessageView {
+	w.t.Helper()
+	var got []intercom.MessageView
+	require.Eventually(w.t, func() bool {
+		res, err := w.boss.Pending(context.Background(), intercom.PendingRequest{})
+		got = res.Unread
+		return err == nil && len(got) >= n
+	}, 10*time.Second, 10*time.Millisecond, "boss got %d of %d messages", len(got), n)
+	res, err := w.boss.Pending(context.Background(), intercom.PendingRequest{MarkRead: true})
+	require.NoError(w.t, err)
+	return res.Unread
+}
+
+// stateWhen waits for the turn record to satisfy ok and returns it.
+func (w *wakeWorld) stateWhen(ok func(*TurnState) bool) *TurnState {
+	w.t.Helper()
+	var st *TurnState
+	require.Eventually(w.t, func() bool {
+		var err error
+		st, err = ReadTurnState(w.p, "w1", "0123456789ab")
+		return err == nil && st != nil && ok(st)
+	}, 10*time.Second, 10*time.Millisecond)
+	return st
+}
+
+func (w *wakeWorld) send(from *intercom.Session, text string) {
+	w.t.Helper()
+	res, err := from.Send(context.Background(), intercom.SendRequest{To: "w1", Text: text})
+	require.NoError(w.t, err)
+	require.True(w.t, res.OK, "%+v", res)
+}
+
+func TestWakeTaskThenResumedTurns(t *testing.T) {
+	w := newWakeWorld(t, "write the parser")
+	<-w.ready
+	got := w.received(1)
+	require.Equal(t, "done: write the parser", got[0].Text, "the task turn's final answer reaches the manager")
+	first := w.turnsSoFar()[0]
+	sid := first.argv[slices.Index(first.argv, "--session-id")+1]
+	require.Contains(t, first.prompt, "Your task from boss")
+
+	w.send(w.boss, "now the tests")
+	got = w.received(1)
+	require.Equal(t, "done: now the tests", got[0].Text)
+	second := w.turnsSoFar()[1]
+	require.Equal(t, sid, second.argv[slices.Index(second.argv, "--resume")+1], "the same conversation resumed")
+	require.NotContains(t, second.argv, "--session-id")
+	require.Contains(t, second.prompt, "📨 From boss:\nnow the tests")
+
+	// A burst is one turn.
+	for i := range 5 {
+		w.send(w.boss, fmt.Sprintf("item %d", i))
+		time.Sleep(40 * time.Millisecond)
+	}
+	got = w.received(1)
+	require.Len(t, w.turnsSoFar(), 3, "five messages, one turn")
+	burst := w.turnsSoFar()[2].prompt
+	require.Contains(t, burst, "📨 Intercom batch (5 messages)")
+	require.Contains(t, burst, "[5/5] From boss:\nitem 4")
+	require.Equal(t, "done: item 4", got[0].Text)
+
+	st := w.stateWhen(func(st *TurnState) bool { return len(st.Last.Delivered) > 0 })
+	require.Equal(t, 3, st.Turns)
+	require.Equal(t, sid, st.Session)
+	require.True(t, st.Last.OK)
+	require.Equal(t, []string{"boss"}, st.Last.Delivered)
+}
+
+func TestWakeFinalAnswerRouting(t *testing.T) {
+	w := newWakeWorld(t, "")
+	<-w.ready
+	require.Empty(t, w.turnsSoFar(), "no task: no turn until a message")
+	peer := openTestSession(t, w.p, "peer")
+
+	// The turn messaged the manager itself: its final answer is not sent
+	// a second time.
+	w.behave = func(prompt string) {
+		if strings.Contains(prompt, "TELL-BOSS") {
+			_, err := w.tracker.Send(context.Background(), intercom.SendRequest{To: "boss", Text: "progress from the turn"})
+			require.NoError(t, err)
+		}
+	}
+	w.send(w.boss, "TELL-BOSS")
+	got := w.received(1)
+	require.Equal(t, "progress from the turn", got[0].Text)
+	time.Sleep(300 * time.Millisecond)
+	res, _ := w.boss.Pending(context.Background(), intercom.PendingRequest{})
+	require.Empty(t, res.Unread, "not told twice")
+
+	// An ask the turn left unanswered gets the final answer as its reply,
+	// threaded; the manager hears of it too.
+	ans, err := peer.Ask(context.Background(), intercom.AskRequest{To: "w1", Text: "what is 6*7?", Wait: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, ans.Replied, "%+v", ans)
+	require.Equal(t, "done: what is 6*7?", ans.Reply.Text)
+	require.Equal(t, ans.MessageID, ans.Reply.ReplyTo)
+	got = w.received(1)
+	require.Equal(t, "done: what is 6*7?", got[0].Text)
+	require.Contains(t, w.turnsSoFar()[1].prompt, "· ask ask-")
+
+	// Messages the turn read through intercom_pending (marked read) are not
+	// batched again.
+	w.behave = func(prompt string) {
+		if strings.Contains(prompt, "READ-MID-TURN") {
+			w.send(peer, "arrives during the turn")
+			require.Eventually(t, func() bool {
+				r, _ := w.tracker.Pending(context.Background(), intercom.PendingRequest{})
+				return len(r.Unread) == 1
+			}, 5*time.Second, 10*time.Millisecond)
+			_, err := w.tracker.Pending(context.Background(), intercom.PendingRequest{MarkRead: true})
+			require.NoError(t, err)
+		}
+	}
+	w.send(w.boss, "READ-MID-TURN")
+	w.received(1)
+	time.Sleep(BatchMaxWait + 300*time.Millisecond)
+	require.Len(t, w.turnsSoFar(), 3, "the message read during the turn started no turn")
+
+	// One that nobody read during the turn starts the next.
+	w.behave = func(prompt string) {
+		if strings.Contains(prompt, "LEAVE-UNREAD") {
+			w.send(peer, "read me next turn")
+		}
+	}
+	w.send(w.boss, "LEAVE-UNREAD")
+	w.received(2)
+	require.Len(t, w.turnsSoFar(), 5, "the message left unread started the next turn")
+	require.Contains(t, w.turnsSoFar()[4].prompt, "📨 From peer:\nread me next turn")
+}
+
+func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
+	w := newWakeWorld(t, "NOCREDS task")
+	<-w.ready
+	got := w.received(1)
+	require.Contains(t, got[0].Text, "turn 1 of worker w1 (claude) failed: Not logged in · Please run /login")
+	require.Contains(t, got[0].Text, "your next message starts a new turn")
+	st := w.stateWhen(func(st *TurnState) bool { return st.Last != nil })
+	require.False(t, st.Last.OK)
+	require.Equal(t, 1, st.Consecutive)
+	firstSession := st.Session
+	require.NotEmpty(t, firstSession, "Claude reported the conversation it began")
+
+	// A crash with no output: reported with its error lines; the next
+	// turn waits for the backoff.
+	w.send(w.boss, "CRASH please")
+	got = w.received(1)
+	require.Contains(t, got[0].Text, "turn 2 of worker w1 (claude) failed: goroutine 1 (exit status 2)")
+	require.Contains(t, got[0].Text, "panic: boom")
+	require.Contains(t, got[0].Text, "2 failed turns in a row")
+	st = w.stateWhen(func(st *TurnState) bool { return st.Last.N == 2 })
+	require.Equal(t, 2, st.Consecutive)
+	require.True(t, st.ContextLost)
+	require.Empty(t, st.Session, "a conversation that cannot be resumed is dropped")
+	backoffUntil := st.NextTurnAt
+
+	// The next message works, in a new conversation told its task again,
+	// not before the backoff.
+	w.send(w.boss, "try again")
+	got = w.received(1)
+	require.Equal(t, "done: try again", got[0].Text)
+	third := w.turnsSoFar()[2]
+	require.Contains(t, third.prompt, "The task you were spawned for:)\n\nNOCREDS task")
+	require.Contains(t, third.argv, "--session-id")
+	st = w.stateWhen(func(st *TurnState) bool { return st.Last.N == 3 })
+	require.Zero(t, st.Consecutive)
+	require.Equal(t, 2, st.Failures)
+	require.False(t, st.Last.StartedAt.Before(backoffUntil), "the turn waited for the backoff")
+}
+
+func TestWakeStopDuringATurn(t *testing.T) {
+	w := newWakeWorld(t, "")
+	<-w.ready
+	inTurn := make(chan struct{})
+	w.behave = func(string) {
+		close(inTurn)
+		time.Sleep(200 * time.Millisecond)
+	}
+	w.send(w.boss, "long work")
+	<-inTurn
+	w.stop()
+	select {
+	case err := <-w.done:
+		require.NoError(t, err)
+		w.done <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not end on stop")
+	}
+	st, err := ReadTurnState(w.p, "w1", "0123456789ab")
+	require.NoError(t, err)
+	require.Equal(t, "stopped during the turn", st.Last.Error)
+	time.Sleep(100 * time.Millisecond)
+	res, _ := w.boss.Pending(context.Background(), intercom.PendingRequest{})
+	require.Empty(t, res.Unread, "a stopped turn reports nothing")
+}
+
+func TestBatcherTiming(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := batcher{notify: make(chan struct{}, 1)}
+	_, ok := b.due()
+	require.False(t, ok)
+	// A burst: flushed 300 ms after its last message.
+	for _, ms := range []int{0, 100, 200} {
+		b.arrived(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
+	due, ok := b.due()
+	require.True(t, ok)
+	require.Equal(t, t0.Add(500*time.Millisecond), due)
+	// A steady stream: at most 1 s after the first.
+	for ms := 300; ms <= 1500; ms += 200 {
+		b.arrived(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
+	due, _ = b.due()
+	require.Equal(t, t0.Add(time.Second), due)
+	b.take()
+	_, ok = b.due()
+	require.False(t, ok)
+	b.arrived(t0.Add(2 * time.Second))
+	due, _ = b.due()
+	require.Equal(t, t0.Add(2300*time.Millisecond), due, "a new batch starts its own window")
+}
