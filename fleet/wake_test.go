@@ -359,3 +359,48 @@ func TestBatcherTiming(t *testing.T) {
 	due, _ = b.due()
 	require.Equal(t, t0.Add(2300*time.Millisecond), due, "a new batch starts its own window")
 }
+
+// The manager is read per turn: after an adoption, answers go to the new
+// manager; the registry shows the turn state.
+func TestWakeFollowsTheCurrentManager(t *testing.T) {
+	w := newWakeWorld(t, "")
+	reg, err := OpenRegistry(context.Background(), RegistryPath(w.p))
+	require.NoError(t, err)
+	defer reg.Close()
+	require.NoError(t, reg.Insert(context.Background(), &Worker{ID: "w1", RunID: "0123456789ab", Kind: "claude",
+		Unit: WorkerUnitName("w1", "0123456789ab"), State: StateRunning, Manager: "boss", FirstManager: "boss"}))
+	<-w.ready
+	w.send(w.boss, "first")
+	require.Equal(t, "done: first", w.received(1)[0].Text)
+	require.Eventually(t, func() bool {
+		rec, err := reg.GetRun(context.Background(), "w1", "0123456789ab")
+		return err == nil && rec.StateReason == "idle"
+	}, 5*time.Second, 10*time.Millisecond)
+
+	boss2 := openTestSession(t, w.p, "boss2")
+	_, err = reg.Update(context.Background(), "w1", "0123456789ab", func(r *Worker) error { r.Manager = "boss2"; return nil })
+	require.NoError(t, err)
+	w.send(w.boss, "second")
+	var got []intercom.MessageView
+	require.Eventually(t, func() bool {
+		res, err := boss2.Pending(context.Background(), intercom.PendingRequest{})
+		got = res.Unread
+		return err == nil && len(got) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, "done: second", got[0].Text, "the adopting manager gets the answer")
+	require.Contains(t, w.turnsSoFar()[1].prompt, "your manager: boss2")
+	require.Contains(t, argAfterTest(w.turnsSoFar()[1].argv, "--append-system-prompt"), `working for your manager "boss2"`)
+
+	w.send(boss2, "NOCREDS")
+	require.Eventually(t, func() bool {
+		rec, err := reg.GetRun(context.Background(), "w1", "0123456789ab")
+		return err == nil && rec.StateReason == "turn-failed" && strings.Contains(rec.LastError, "turn 3 failed: Not logged in")
+	}, 10*time.Second, 10*time.Millisecond, "status shows the failed turn")
+}
+
+func argAfterTest(argv []string, flag string) string {
+	if i := slices.Index(argv, flag); i >= 0 && i+1 < len(argv) {
+		return argv[i+1]
+	}
+	return ""
+}
