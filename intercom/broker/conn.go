@@ -13,6 +13,11 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
+// drainWait is how long the event loop keeps a connection it has
+// half-closed, waiting for the peer's EOF so closing cannot reset the peer
+// before it read everything. A variable for tests.
+var drainWait = time.Second
+
 // conn is one accepted connection on broker.sock.
 //
 // Its bytes move by one of two transports. On Linux one event loop per

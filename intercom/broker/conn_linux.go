@@ -348,8 +348,12 @@ func (lp *eventLoop) readable(c *conn) {
 	case errno != 0 || n <= 0:
 		lp.peerClosed(c)
 		return
-	case c.readDone:
-		return // input after the end is discarded
+	case c.readDone || c.stopped.Load():
+		// Input after the end (a replaced socket's late frame, spec §4.4)
+		// is discarded with the socket: closed once queued output is
+		// written, as the reference destroys it.
+		lp.peerClosed(c)
+		return
 	}
 	data := lp.buf[:n]
 	if len(c.partial) > 0 {
@@ -472,7 +476,7 @@ func (lp *eventLoop) halfClose(c *conn) {
 	if c.events&syscall.EPOLLOUT != 0 {
 		lp.setEvents(c, c.events&^syscall.EPOLLOUT)
 	}
-	c.timers = append(c.timers, time.AfterFunc(time.Second, c.loopDestroy))
+	c.timers = append(c.timers, time.AfterFunc(drainWait, c.loopDestroy))
 }
 
 // flush writes queued output when the socket has room again.

@@ -241,6 +241,11 @@ func TestLateFramesOnReplacedSocketAreDiscarded(t *testing.T) {
 		{"defer", wire.AppendAskControl(nil, wire.TypeDeferAsk, "r", "q")},
 	} {
 		t.Run(late.name, func(t *testing.T) {
+			// The discarded socket is closed because of the frame, not
+			// because a half-closed socket's peer never ended its side.
+			saved := drainWait
+			t.Cleanup(func() { drainWait = saved }) // after the broker stops
+			drainWait = time.Hour
 			h := startBroker(t)
 			watcher := h.register("watcher", regOpts{scope: scopeA})
 			old := h.dial()
@@ -256,6 +261,10 @@ func TestLateFramesOnReplacedSocketAreDiscarded(t *testing.T) {
 			watcher.expect(wire.TypeSessionJoined)
 			_, _ = old.nc.Write(late.frame) // may fail if already closed: fine
 			old.expectClosed()
+			require.Eventually(t, func() bool {
+				_, err := old.nc.Write(wire.AppendHealthRequest(nil, "h"))
+				return err != nil
+			}, 5*time.Second, 10*time.Millisecond, "the broker closed its end, not only its write side")
 			watcher.quiet(50 * time.Millisecond)
 			require.Equal(t, []string{"watcher", "dup"}, watcher.list())
 		})
