@@ -91,10 +91,7 @@ func TestShutdownFlushesAndClosesConnections(t *testing.T) {
 	require.Error(t, err, "the unregistered connection is closed too")
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+len(cs)+2 },
 		5*time.Second, 10*time.Millisecond, "goroutines left after Run returned")
-	if h.b.loop != nil {
-		h.b.loop.mu.Lock()
-		defer h.b.loop.mu.Unlock()
-		require.False(t, h.b.loop.running, "the event loop has exited")
-		require.Empty(t, h.b.loop.conns)
-	}
+	running, conns := loopState(h.b)
+	require.False(t, running, "the event loop has exited")
+	require.Zero(t, conns)
 }
