@@ -686,6 +686,10 @@ func (c *Client) Close(preserveAsks bool) error {
 	if nc != nil {
 		nc.Close()
 	}
+	if c.cfg.Outbox != nil {
+		// Outcomes that arrived are written before the process may exit.
+		return c.cfg.Outbox.Flush()
+	}
 	return nil
 }
 

@@ -78,6 +78,13 @@ type inboxFile struct {
 // ("sha256:…") rather than the Pi inbox's full JSON, which keeps the file
 // small; JSON fingerprints written by a Pi client are understood on load.
 // Safe for concurrent use.
+//
+// Flush (called before acknowledging what was staged) returns once the
+// inbox is on disk; concurrent flushes share one write. Marking messages
+// read and dismissing, deferring or pruning asks are written with the next
+// write, or soon in the background: a crash before that shows a message
+// again or keeps an answered ask pending, the at-least-once the spec
+// allows (§5.4). Close writes everything.
 type Inbox struct {
 	path string
 
@@ -88,7 +95,10 @@ type Inbox struct {
 	seen    []string
 	seenSet map[string]struct{}
 	fps     map[string]string
-	dirty   bool
+	w       *fileWriter
+	// keyJSON caches the JSON string literal of each remembered key: an
+	// inbox rewrites up to MaxSeenKeys of them on every write.
+	keyJSON map[string][]byte
 }
 
 // OpenInbox loads (or starts) the inbox of sessionID, migrating versions 1
@@ -98,7 +108,7 @@ func OpenInbox(p Paths, sessionID string) (*Inbox, error) {
 	if err := EnsureDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	in := &Inbox{path: path, next: 1, seenSet: make(map[string]struct{}), fps: make(map[string]string)}
+	in := newInbox(path)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return in, nil
@@ -108,9 +118,16 @@ func OpenInbox(p Paths, sessionID string) (*Inbox, error) {
 	}
 	if err := in.load(data, false); err != nil {
 		keepAside(path)
-		*in = Inbox{path: path, next: 1, seenSet: make(map[string]struct{}), fps: make(map[string]string)}
+		in = newInbox(path)
 	}
 	return in, nil
+}
+
+func newInbox(path string) *Inbox {
+	in := &Inbox{path: path, next: 1, seenSet: make(map[string]struct{}), fps: make(map[string]string),
+		keyJSON: make(map[string][]byte)}
+	in.w = newFileWriter(path, &in.mu, in.encode)
+	return in
 }
 
 // ReadPendingAsks reads another session's pending asks without creating,
@@ -124,7 +141,7 @@ func ReadPendingAsks(p Paths, sessionID string) ([]*InboundMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read inbox: %w", err)
 	}
-	in := &Inbox{seenSet: make(map[string]struct{}), fps: make(map[string]string)}
+	in := newInbox("")
 	if err := in.load(data, true); err != nil {
 		return nil, err
 	}
@@ -246,6 +263,7 @@ func (in *Inbox) remember(key string) {
 	}
 	in.seenSet[key] = struct{}{}
 	in.seen = append(in.seen, key)
+	in.keyJSON[key] = wire.AppendString(nil, key)
 }
 
 // StageResult says what Stage did with a message.
@@ -271,7 +289,7 @@ func (in *Inbox) Stage(fromRaw []byte, from wire.SessionInfo, msg *wire.MessageI
 		switch {
 		case !known:
 			in.fps[key] = fp
-			in.dirty = true
+			in.w.changed()
 		case strings.HasPrefix(prev, hashedFPPrefix) && prev != fp,
 			!strings.HasPrefix(prev, hashedFPPrefix) && prev != msg.PiFingerprint():
 			return StageResult{Conflict: true}
@@ -293,7 +311,7 @@ func (in *Inbox) Stage(fromRaw []byte, from wire.SessionInfo, msg *wire.MessageI
 	in.remember(key)
 	in.fps[key] = fp
 	in.trimSeen()
-	in.dirty = true
+	in.w.changed()
 	return StageResult{Message: m}
 }
 
@@ -335,24 +353,29 @@ func (in *Inbox) trimSeen() {
 			delete(in.fps, k)
 		}
 	}
+	for k := range in.keyJSON {
+		if _, ok := in.seenSet[k]; !ok {
+			delete(in.keyJSON, k)
+		}
+	}
 }
 
-// Flush writes the inbox if anything changed since the last write.
+// Flush returns once every change so far is on disk; it writes the inbox
+// if anything changed since the last write.
 func (in *Inbox) Flush() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.flushLocked()
+	return in.w.sync(in.w.changes)
 }
 
-func (in *Inbox) flushLocked() error {
-	if !in.dirty {
-		return nil
-	}
-	if err := WriteFileAtomic(in.path, in.encode()); err != nil {
-		return err
-	}
-	in.dirty = false
-	return nil
+// Close writes what is not written yet.
+func (in *Inbox) Close() error { return in.Flush() }
+
+// changedSoon records a change that need not wait for the disk. Called
+// with mu held.
+func (in *Inbox) changedSoon() {
+	in.w.changed()
+	in.w.soon()
 }
 
 func (in *Inbox) encode() []byte {
@@ -390,10 +413,11 @@ func (in *Inbox) encode() []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(wire.AppendString(nil, k))
+		b.Write(in.keyJSON[k])
 	}
 	b.WriteString(`],"fingerprints":{`)
 	first := true
+	var scratch []byte
 	for _, k := range in.seen {
 		fp, ok := in.fps[k]
 		if !ok {
@@ -403,9 +427,10 @@ func (in *Inbox) encode() []byte {
 			b.WriteByte(',')
 		}
 		first = false
-		b.Write(wire.AppendString(nil, k))
+		b.Write(in.keyJSON[k])
 		b.WriteByte(':')
-		b.Write(wire.AppendString(nil, fp))
+		scratch = wire.AppendString(scratch[:0], fp)
+		b.Write(scratch)
 	}
 	b.WriteString("}}")
 	return b.Bytes()
@@ -432,7 +457,8 @@ func (in *Inbox) Len() int {
 	return len(in.entries)
 }
 
-// Consume marks messages read and writes the inbox.
+// Consume marks messages read; the inbox is written soon (see Inbox). The
+// error is always nil: a failed write is retried by the next Flush.
 func (in *Inbox) Consume(keys ...string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -443,13 +469,13 @@ func (in *Inbox) Consume(keys ...string) error {
 	n := len(in.entries)
 	in.entries = slices.DeleteFunc(in.entries, func(m *InboundMessage) bool { return drop[m.Key] })
 	if len(in.entries) != n {
-		in.dirty = true
+		in.changedSoon()
 	}
-	return in.flushLocked()
+	return nil
 }
 
-// DismissAsk removes a pending ask (answered or cancelled) and writes the
-// inbox. fromID "" matches any sender.
+// DismissAsk removes a pending ask (answered or cancelled); the inbox is
+// written soon. fromID "" matches any sender.
 func (in *Inbox) DismissAsk(messageID, fromID string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -458,33 +484,34 @@ func (in *Inbox) DismissAsk(messageID, fromID string) error {
 		return m.Message.ID == messageID && (fromID == "" || m.From.ID == fromID)
 	})
 	if len(in.asks) != n {
-		in.dirty = true
+		in.changedSoon()
 	}
-	return in.flushLocked()
+	return nil
 }
 
-// MarkDeferred records that the asker stopped waiting for an ask.
+// MarkDeferred records that the asker stopped waiting for an ask; the inbox
+// is written soon.
 func (in *Inbox) MarkDeferred(messageID, fromID string, at float64) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, a := range in.asks {
 		if a.Message.ID == messageID && a.From.ID == fromID && a.DeferredAt == 0 {
 			a.DeferredAt = at
-			in.dirty = true
+			in.changedSoon()
 		}
 	}
-	return in.flushLocked()
+	return nil
 }
 
 // PruneAsks drops pending asks received more than ttlMs ago (their broker
-// edge has expired, so a reply would be refused).
+// edge has expired, so a reply would be refused); the inbox is written soon.
 func (in *Inbox) PruneAsks(ttlMs, nowMs float64) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	n := len(in.asks)
 	in.asks = slices.DeleteFunc(in.asks, func(m *InboundMessage) bool { return nowMs-m.ReceivedAt > ttlMs })
 	if len(in.asks) != n {
-		in.dirty = true
+		in.changedSoon()
 	}
-	return in.flushLocked()
+	return nil
 }

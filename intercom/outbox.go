@@ -42,12 +42,18 @@ func (e OutboxEntry) MessageID() string { return e.id }
 // here before its frame goes out and removed once the broker reports it
 // delivered or definitively failed; whatever remains is replayed after the
 // next registration under the same session id, by this process or the next.
-// Safe for concurrent use.
+//
+// Concurrent sends share writes (see fileWriter). A removal is written
+// with the next write, or soon in the background, never on the path of a
+// send: after a crash an entry whose outcome was known may be replayed,
+// which the broker's and the receiver's deduplication absorb. Flush writes
+// everything; Client.Close calls it. Safe for concurrent use.
 type Outbox struct {
 	path    string
 	mu      sync.Mutex
 	entries []OutboxEntry
 	fps     map[string][32]byte // message id → fingerprint
+	w       *fileWriter
 }
 
 // OpenOutbox loads (or starts) the outbox of sessionID. A file that cannot
@@ -58,6 +64,7 @@ func OpenOutbox(p Paths, sessionID string) (*Outbox, error) {
 		return nil, err
 	}
 	o := &Outbox{path: path, fps: make(map[string][32]byte)}
+	o.w = newFileWriter(path, &o.mu, o.encode)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return o, nil
@@ -97,8 +104,9 @@ func keepAside(path string) {
 	}
 }
 
-// Enqueue durably records a send before it is written to the broker. It
-// returns false when the same message is already queued (a retry).
+// Enqueue durably records a send before it is written to the broker: it
+// returns once the entry is on disk. It returns false when the same message
+// is already queued (a retry).
 func (o *Outbox) Enqueue(to string, m *wire.MessageInfo) (added bool, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -107,27 +115,25 @@ func (o *Outbox) Enqueue(to string, m *wire.MessageInfo) (added bool, err error)
 		if prev != fp {
 			return false, fmt.Errorf("%w: %s", ErrOutboxConflict, m.ID)
 		}
-		return false, nil
+		return false, o.w.sync(o.w.changes) // queued, perhaps not yet written
 	}
 	if len(o.entries) >= MaxOutboxEntries {
 		return false, ErrOutboxFull
 	}
 	o.entries = append(o.entries, OutboxEntry{To: to, Message: m.Raw, QueuedAt: float64(time.Now().UnixMilli()), id: m.ID})
 	o.fps[m.ID] = fp
-	if err := o.persist(); err != nil {
-		o.entries = o.entries[:len(o.entries)-1]
-		delete(o.fps, m.ID)
+	if err := o.w.sync(o.w.changed()); err != nil {
+		o.drop(m.ID)
+		o.w.changed()
 		return false, err
 	}
 	return true, nil
 }
 
-// Remove drops a message once its outcome is known.
-func (o *Outbox) Remove(messageID string) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// drop removes an entry from memory. Called with mu held.
+func (o *Outbox) drop(messageID string) bool {
 	if _, ok := o.fps[messageID]; !ok {
-		return nil
+		return false
 	}
 	delete(o.fps, messageID)
 	for i, e := range o.entries {
@@ -136,7 +142,26 @@ func (o *Outbox) Remove(messageID string) error {
 			break
 		}
 	}
-	return o.persist()
+	return true
+}
+
+// Remove drops a message once its outcome is known. The removal reaches
+// the disk soon, without the caller waiting for it.
+func (o *Outbox) Remove(messageID string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.drop(messageID) {
+		o.w.changed()
+		o.w.soon()
+	}
+	return nil
+}
+
+// Flush returns once every change so far is on disk.
+func (o *Outbox) Flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.w.sync(o.w.changes)
 }
 
 // Has reports whether messageID is queued.
@@ -166,13 +191,14 @@ func (o *Outbox) Clear() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.entries) == 0 {
-		return nil
+		return o.w.sync(o.w.changes)
 	}
 	o.entries, o.fps = nil, make(map[string][32]byte)
-	return o.persist()
+	return o.w.sync(o.w.changed())
 }
 
-func (o *Outbox) persist() error {
+// encode renders the outbox file. Called with mu held.
+func (o *Outbox) encode() []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"version":1,"entries":[`)
 	for i, e := range o.entries {
@@ -188,5 +214,5 @@ func (o *Outbox) persist() error {
 		b.WriteByte('}')
 	}
 	b.WriteString("]}")
-	return WriteFileAtomic(o.path, b.Bytes())
+	return b.Bytes()
 }

@@ -153,6 +153,7 @@ func TestReplayFilterDropsRefusedEntries(t *testing.T) {
 		return st.Outbox == 0
 	}, 5*time.Second, 10*time.Millisecond, "the refused entry is dropped, the other delivered")
 	require.Equal(t, []string{"beta", "gamma"}, judged)
+	require.NoError(t, a.Close(), "removals are on disk once the session is closed")
 	reopened, err := intercom.OpenOutbox(p, "alpha")
 	require.NoError(t, err)
 	require.Zero(t, reopened.Len())

@@ -135,8 +135,11 @@ func (s *Session) Client() *Client { return s.client }
 func (s *Session) Inbox() *Inbox { return s.inbox }
 
 // Close unregisters the session, keeping its ask edges (deferred) and its
-// outbox for the next registration under the same id.
-func (s *Session) Close() error { return s.client.Close(true) }
+// outbox for the next registration under the same id, and writes what its
+// inbox and outbox have not written yet.
+func (s *Session) Close() error {
+	return errors.Join(s.client.Close(true), s.inbox.Close())
+}
 
 // Stage implements InboundHandler.
 func (s *Session) Stage(f *wire.BrokerFrame) string {

@@ -137,6 +137,7 @@ func TestInboxStageDedupConflictAndReload(t *testing.T) {
 	require.Equal(t, AskID("beta", "q1"), ask.Message.AskID())
 	require.True(t, strings.HasPrefix(AskID("beta", "q1"), "ask-"))
 	require.Len(t, AskID("beta", "q1"), 4+43, "base64url of a SHA-256, unpadded")
+	require.NoError(t, in2.Close())
 }
 
 func TestInboxFileIsPiVersion3(t *testing.T) {
