@@ -133,6 +133,7 @@ func TestReplayFilterDropsRefusedEntries(t *testing.T) {
 	open(t, p, "gamma", "Gamma")
 	o, err := intercom.OpenOutbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	for _, e := range []struct{ id, to string }{{"to-beta", "beta"}, {"to-gamma", "gamma"}} {
 		m := wire.Message{ID: e.id, Timestamp: 1, Text: "left behind"}
 		info, err := wire.ParseMessage(m.AppendJSON(nil))
@@ -156,5 +157,6 @@ func TestReplayFilterDropsRefusedEntries(t *testing.T) {
 	require.NoError(t, a.Close(), "removals are on disk once the session is closed")
 	reopened, err := intercom.OpenOutbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = reopened.Flush() }) // before the temp dir goes
 	require.Zero(t, reopened.Len())
 }

@@ -362,6 +362,7 @@ func TestOneShotOutboxIsReplayedByTheNextRegistration(t *testing.T) {
 	// A previous one-shot left a message in alpha's outbox.
 	o, err := intercom.OpenOutbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	m := wire.Message{ID: "left-behind", Timestamp: 1, Text: "from the last run"}
 	info, err := wire.ParseMessage(m.AppendJSON(nil))
 	require.NoError(t, err)
@@ -517,5 +518,6 @@ func TestCloseKeepsTheOutbox(t *testing.T) {
 	require.NoError(t, a.Close())
 	o, err := intercom.OpenOutbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	require.Equal(t, 1, o.Len(), "kept for the next registration")
 }

@@ -45,6 +45,7 @@ func BenchmarkOutboxSend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	msgs := make([]*wire.MessageInfo, 64)
 	for i := range msgs {
 		msgs[i] = benchMsg(b, fmt.Sprintf("m%d", i), 256)
@@ -67,6 +68,7 @@ func fullInbox(b *testing.B, seen, unread int) *Inbox {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
 	from := wire.SessionInfo{ID: "sender-session", Cwd: "/work", Model: "m", Origin: "local"}
 	fromRaw := from.AppendJSON(nil)
 	var keys []string

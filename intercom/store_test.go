@@ -28,6 +28,7 @@ func TestOutboxFormatAndRules(t *testing.T) {
 	p := NewPaths(t.TempDir())
 	o, err := OpenOutbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	added, err := o.Enqueue("beta", msg(t, "m1", "hi"))
 	require.NoError(t, err)
 	require.True(t, added)
@@ -61,6 +62,7 @@ func TestOutboxFormatAndRules(t *testing.T) {
 	// Reloaded as the next process would.
 	o2, err := OpenOutbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o2.Flush() }) // before the temp dir goes
 	require.Equal(t, 1, o2.Len())
 	require.Equal(t, "m1", o2.Entries()[0].MessageID())
 	require.NoError(t, o2.Remove("m1"))
@@ -83,6 +85,7 @@ func TestOutboxReadsTypeScriptFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Outbox("alpha"), []byte(ts), 0o600))
 	o, err := OpenOutbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	require.Equal(t, 1, o.Len())
 	e := o.Entries()[0]
 	require.Equal(t, `{"id":"1b4e28ba-2fa1-4d2b-883f-0016d3cca427","timestamp":1760000000000,"content":{"text":"from node"}}`, string(e.Message))
@@ -95,6 +98,7 @@ func TestOutboxCorruptFileKeptAside(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Outbox("a"), []byte(`{"version":2,"entries":[]}`), 0o600))
 	o, err := OpenOutbox(p, "a")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	require.Equal(t, 0, o.Len())
 	m, _ := filepath.Glob(p.Outbox("a") + ".corrupt-*")
 	require.Len(t, m, 1)
@@ -110,6 +114,7 @@ func TestInboxStageDedupConflictAndReload(t *testing.T) {
 	p := NewPaths(t.TempDir())
 	in, err := OpenInbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
 	r := stage(in, msg(t, "m1", "hello"))
 	require.False(t, r.Duplicate)
 	require.EqualValues(t, 1, r.Message.Sequence)
@@ -122,6 +127,7 @@ func TestInboxStageDedupConflictAndReload(t *testing.T) {
 
 	in2, err := OpenInbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = in2.Flush() }) // before the temp dir goes
 	require.Len(t, in2.Unread(), 2)
 	require.Len(t, in2.PendingAsks(), 1)
 	require.Equal(t, "q1", in2.PendingAsks()[0].Message.ID)
@@ -143,6 +149,7 @@ func TestInboxStageDedupConflictAndReload(t *testing.T) {
 func TestInboxFileIsPiVersion3(t *testing.T) {
 	p := NewPaths(t.TempDir())
 	in, _ := OpenInbox(p, "alpha")
+	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
 	stage(in, msg(t, "q1", "ok?", func(m *wire.Message) { m.ExpectsReply = true }))
 	require.NoError(t, in.Flush())
 	data, err := os.ReadFile(p.Inbox("alpha"))
@@ -184,6 +191,7 @@ func TestInboxReadsPiFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Inbox("alpha"), []byte(pi), 0o600))
 	in, err := OpenInbox(p, "alpha")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
 	require.Len(t, in.Unread(), 1)
 	require.True(t, stage(in, msg(t, "m5", "five")).Duplicate, "Pi JSON fingerprint understood")
 	require.True(t, stage(in, msg(t, "m5", "not five")).Conflict)
@@ -193,12 +201,14 @@ func TestInboxReadsPiFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Inbox("old"), []byte(v1), 0o600))
 	old, err := OpenInbox(p, "old")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = old.Flush() }) // before the temp dir goes
 	require.Len(t, old.PendingAsks(), 1, "v1 derives pending asks from entries")
 }
 
 func TestInboxSeenIsCapped(t *testing.T) {
 	p := NewPaths(t.TempDir())
 	in, _ := OpenInbox(p, "alpha")
+	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
 	keep := stage(in, msg(t, "keep", "unread"))
 	require.NoError(t, in.Consume())
 	var batch []string
@@ -226,6 +236,7 @@ func TestInboxCorruptKeptAside(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Inbox("a"), []byte(`garbage`), 0o600))
 	in, err := OpenInbox(p, "a")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
 	require.Zero(t, in.Len())
 	m, _ := filepath.Glob(p.Inbox("a") + ".corrupt-*")
 	require.Len(t, m, 1)

@@ -24,6 +24,7 @@ func stageInto(t *testing.T, p intercom.Paths, sessionID string, msgs ...struct 
 	t.Helper()
 	in, err := intercom.OpenInbox(p, sessionID)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
 	for _, m := range msgs {
 		from := wire.SessionInfo{ID: m.from, Name: m.from, HasName: true, Cwd: "/w", Model: "cli", Origin: "local"}
 		raw := wire.Message{ID: m.id, Timestamp: 1, Text: "question " + m.id + "   with   spaces", ExpectsReply: m.ask}

@@ -239,6 +239,7 @@ func TestMCPBossTeamOnly(t *testing.T) {
 	// Left in the outbox by an earlier run: dropped, never replayed.
 	o, err := intercom.OpenOutbox(p, self)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	m := wire.Message{ID: "stale", Timestamp: 1, Text: "from before"}
 	info, err := wire.ParseMessage(m.AppendJSON(nil))
 	require.NoError(t, err)
