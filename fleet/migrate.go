@@ -221,8 +221,13 @@ func enableWAL(ctx context.Context, db *sql.DB, wait time.Duration) error {
 
 // dsn is the modernc.org/sqlite data source for path. Every connection gets
 // busy_timeout first (so the pragmas after it wait too), foreign_keys, and,
-// unless read-only, synchronous=FULL; write transactions begin with
+// unless read-only, synchronous=NORMAL; write transactions begin with
 // BEGIN IMMEDIATE (_txlock), taking the write lock before the first read.
+//
+// NORMAL in WAL mode keeps every commit through a crash of any process; only
+// an OS crash or a power loss can roll back the last commits, and those end
+// every worker too (user services do not survive them), which reconciliation
+// records. FULL would add an fsync to every commit: two on each spawn's path.
 // WAL mode is not a per-connection setting: enableWAL sets it on the file once.
 func dsn(path string, busy time.Duration, readOnly bool) string {
 	p := filepath.ToSlash(path)
@@ -236,7 +241,7 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 	if readOnly {
 		q.Set("mode", "ro")
 	} else {
-		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
 		q.Set("_txlock", "immediate")
 	}
 	return "file://" + u.EscapedPath() + "?" + q.Encode()

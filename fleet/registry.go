@@ -69,7 +69,7 @@ func OpenRegistry(ctx context.Context, path string) (*Registry, error) {
 // OpenRegistryWithOptions opens the registry at path. A missing file is
 // created 0600 (its directory 0700, parents included); an existing file's
 // permissions are left as they are. The connection runs in WAL mode with
-// busy_timeout, foreign_keys on and synchronous=FULL, and the schema is
+// busy_timeout, foreign_keys on and synchronous=NORMAL (see dsn), and the schema is
 // migrated to RegistrySchemaVersion.
 //
 // An existing non-empty file is checked before anything can write to it (by

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Registry benchmarks, on a real file (fsync included: synchronous=FULL).
+// Registry benchmarks, on a real file (synchronous=NORMAL: WAL checkpoints fsync, commits do not).
 // Run: go test -run '^$' -bench Registry -benchtime 2s ./fleet/
 //
 // Each runs against a registry already holding n workers (half live, four

@@ -967,7 +967,7 @@ func TestPragmasAndPermissions(t *testing.T) {
 		assert.Equal(t, "wal", mode)
 		assert.Equal(t, 5000, busy)
 		assert.Equal(t, 1, fk)
-		assert.Equal(t, 2, sync, "synchronous=FULL")
+		assert.Equal(t, 1, sync, "synchronous=NORMAL")
 		c.Close()
 	}
 	var v int

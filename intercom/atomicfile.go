@@ -14,6 +14,19 @@ import (
 // (spec §5.5): write <path>.<pid>.<random>.tmp (0600), fsync it, rename it
 // over path, chmod 0600, fsync the directory.
 func WriteFileAtomic(path string, data []byte) error {
+	if err := replaceFile(path, data, true); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// ReplaceFile replaces path with data as WriteFileAtomic does — readers see
+// the old or the new content, never a mix — but without fsync: after an OS
+// crash the file may hold an older state. For derived views that are
+// rewritten whole from their source of truth at every change.
+func ReplaceFile(path string, data []byte) error { return replaceFile(path, data, false) }
+
+func replaceFile(path string, data []byte, durable bool) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path + "." + strconv.Itoa(os.Getpid()) + "." + hex.EncodeToString(rnd[:]) + ".tmp"
@@ -22,7 +35,7 @@ func WriteFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	_, werr := f.Write(data)
-	if werr == nil {
+	if werr == nil && durable {
 		werr = f.Sync()
 	}
 	if cerr := f.Close(); werr == nil {
@@ -36,5 +49,5 @@ func WriteFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, werr)
 	}
 	_ = os.Chmod(path, FileMode)
-	return syncDir(filepath.Dir(path))
+	return nil
 }

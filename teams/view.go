@@ -128,7 +128,9 @@ func RefreshWorkersView(ctx context.Context, p intercom.Paths, list func(context
 	if st.State == ViewOurs && bytes.Equal(old, data) {
 		return ViewOurs, nil
 	}
-	if err := intercom.WriteFileAtomic(path, data); err != nil {
+	// A view, rewritten whole from the registry at every change: atomic
+	// for readers, but not worth an fsync on every spawn's path.
+	if err := intercom.ReplaceFile(path, data); err != nil {
 		return st.State, err
 	}
 	return ViewOurs, nil
