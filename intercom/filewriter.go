@@ -20,8 +20,9 @@ import "sync"
 type fileWriter struct {
 	path   string
 	mu     *sync.Mutex
-	render func() []byte // the current state; called with mu held
+	render func(dst []byte) []byte // appends the current state to dst; called with mu held
 	cond   *sync.Cond
+	buf    []byte // the last rendering's memory, reused: one write at a time
 
 	changes  uint64 // numbered changes made
 	written  uint64 // changes on disk
@@ -35,7 +36,7 @@ type fileWriter struct {
 	writeFile func(path string, data []byte) error // WriteFileAtomic; tests replace it
 }
 
-func newFileWriter(path string, mu *sync.Mutex, render func() []byte) *fileWriter {
+func newFileWriter(path string, mu *sync.Mutex, render func(dst []byte) []byte) *fileWriter {
 	return &fileWriter{path: path, mu: mu, render: render, cond: sync.NewCond(mu), writeFile: WriteFileAtomic}
 }
 
@@ -71,11 +72,12 @@ func (w *fileWriter) write() {
 	w.writing = true
 	w.writes++
 	upTo := w.changes
-	data := w.render()
+	data := w.render(w.buf[:0])
 	w.mu.Unlock()
 	err := w.writeFile(w.path, data)
 	w.mu.Lock()
 	w.writing = false
+	w.buf = data
 	if err == nil {
 		w.written = max(w.written, upTo)
 	} else {

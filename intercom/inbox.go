@@ -378,8 +378,8 @@ func (in *Inbox) changedSoon() {
 	in.w.soon()
 }
 
-func (in *Inbox) encode() []byte {
-	var b bytes.Buffer
+func (in *Inbox) encode(dst []byte) []byte {
+	b := bytes.NewBuffer(dst)
 	b.WriteString(`{"version":3,"nextSequence":`)
 	b.Write(wire.AppendNumber(nil, float64(in.next)))
 	writeList := func(name string, list []*InboundMessage) {

@@ -198,8 +198,8 @@ func (o *Outbox) Clear() error {
 }
 
 // encode renders the outbox file. Called with mu held.
-func (o *Outbox) encode() []byte {
-	var b bytes.Buffer
+func (o *Outbox) encode(dst []byte) []byte {
+	b := bytes.NewBuffer(dst)
 	b.WriteString(`{"version":1,"entries":[`)
 	for i, e := range o.entries {
 		if i > 0 {

@@ -116,7 +116,7 @@ func BenchmarkInboxEncode(b *testing.B) {
 	var n int
 	for b.Loop() {
 		in.mu.Lock()
-		n = len(in.encode())
+		n = len(in.encode(nil))
 		in.mu.Unlock()
 	}
 	b.SetBytes(int64(n))
