@@ -12,6 +12,7 @@ import (
 type session struct {
 	info          wire.SessionInfo
 	infoRaw       []byte // info as JSON, rebuilt whenever info changes
+	nameLower     string // info.Name lowercased (target resolution), "" without a name
 	scope         string // private: never in a frame, log, error or file (spec §4.2)
 	runtime       string // runtimeInstanceId, "" for legacy clients
 	conn          *conn
@@ -21,6 +22,10 @@ type session struct {
 
 func (s *session) refreshInfo() {
 	s.infoRaw = s.info.AppendJSON(s.infoRaw[:0])
+	s.nameLower = ""
+	if s.info.HasName {
+		s.nameLower = strings.ToLower(s.info.Name)
+	}
 }
 
 // sameRuntime is the ownership test of spec §4.5: runtime instance ids
@@ -92,7 +97,7 @@ func (b *Broker) resolve(from *session, to string) []*session {
 	var out []*session
 	lower := strings.ToLower(to)
 	for _, m := range g.members {
-		if m.info.HasName && strings.ToLower(m.info.Name) == lower {
+		if m.info.HasName && m.nameLower == lower {
 			out = append(out, m)
 		}
 	}
