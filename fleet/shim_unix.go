@@ -72,8 +72,15 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 	// The registry is opened when first needed, off the way to READY.
 	regs := NewRegistryHandle(RegistryPath(cfg.Paths), true)
 	defer regs.Close()
+	joined := make(chan string, 1) // the wake loop's: a manager may have connected
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
 		Paths: cfg.Paths, Identity: id, Start: cfg.Start, Reconnect: true, Logger: log,
+		OnSessionJoined: func(id string) {
+			select {
+			case joined <- id:
+			default:
+			}
+		},
 	})
 	if err != nil {
 		return fail(ShimExitNoSession, "cannot register intercom session %q: %v", id.SessionID, err)
@@ -103,7 +110,7 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 	}()
 	defer func() { stopHolder(); <-served }()
 	if tracker != nil {
-		return runHarnessShim(ctx, cfg, sess, tracker, regs, log)
+		return runHarnessShim(ctx, cfg, sess, tracker, regs, joined, log)
 	}
 
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)

@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,6 +32,35 @@ type TurnState struct {
 	// ContextLost: the next turn starts a new conversation although the
 	// worker had turns before (it is told its task again).
 	ContextLost bool `json:"contextLost,omitempty"`
+	// Held are turn outcomes for a manager that was not connected, oldest
+	// first, sent when it connects (kept in held.json, beside state.json).
+	Held []HeldMessage `json:"held,omitempty"`
+}
+
+// HeldMessage is a turn's answer or failure report that could not reach
+// the manager because it was not connected; the shim sends it when the
+// manager's session joins, and retries every HeldRetry.
+type HeldMessage struct {
+	To     string    `json:"to"`
+	Turn   int       `json:"turn"`
+	Text   string    `json:"text"`
+	HeldAt time.Time `json:"heldAt"`
+}
+
+func heldPath(dir string) string { return filepath.Join(dir, "held.json") }
+
+func writeHeld(dir string, held []HeldMessage) error {
+	if len(held) == 0 {
+		if err := os.Remove(heldPath(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	data, err := json.MarshalIndent(held, "", "  ")
+	if err != nil {
+		return err
+	}
+	return intercom.WriteFileAtomic(heldPath(dir), data)
 }
 
 // TurnRecord is one turn.
@@ -79,6 +109,14 @@ func ReadTurnState(p intercom.Paths, id, run string) (*TurnState, error) {
 	}
 	var st TurnState
 	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, err
+	}
+	st.Held = nil
+	if data, err := os.ReadFile(heldPath(WorkerDir(p, id, run))); err == nil {
+		if err := json.Unmarshal(data, &st.Held); err != nil {
+			return nil, fmt.Errorf("%s: %w", heldPath(WorkerDir(p, id, run)), err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	return &st, nil

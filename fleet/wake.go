@@ -4,16 +4,19 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // Batching of inbound messages into turns (spec §5.6): a batch is flushed
@@ -52,7 +55,23 @@ type wakeConfig struct {
 	Backoff      time.Duration
 	Run          turnRunner // nil: runTurnProcess
 	Now          func() time.Time
+	// Joined receives the ids of sessions that join (the session's
+	// OnSessionJoined): held outcomes go out when the manager connects.
+	Joined <-chan string
+	// HeldRetry is how often held outcomes are retried anyway (a manager in
+	// another scope is not announced); 0: HeldRetry.
+	HeldRetry time.Duration
 }
+
+// Outcomes held for a manager that is not connected: at most MaxHeld (the
+// oldest are dropped), retried when a session joins and every HeldRetry.
+const (
+	MaxHeld   = 32
+	HeldRetry = 30 * time.Second
+)
+
+// HeldNote ends a TurnRecord.Undelivered entry of an outcome that was held.
+const HeldNote = "not connected; held and sent when it connects"
 
 // wakeLoop runs a coding-agent worker: the task's turn, then one turn per
 // batch of inbound messages, resuming the same conversation.
@@ -61,6 +80,12 @@ type wakeLoop struct {
 	h     harness
 	state TurnState
 	batch batcher
+
+	// heldMu orders sends to the manager and guards held (also in
+	// held.json): the turn goroutine holds outcomes, the delivery
+	// goroutine sends them.
+	heldMu sync.Mutex
+	held   []HeldMessage
 }
 
 func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
@@ -83,7 +108,14 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
+	if cfg.HeldRetry <= 0 {
+		cfg.HeldRetry = HeldRetry
+	}
 	w := &wakeLoop{cfg: cfg, h: h, state: TurnState{Kind: cfg.Spec.Kind}}
+	if data, err := os.ReadFile(heldPath(cfg.Dir)); err == nil {
+		// A shim of the same run started again: what it held is still owed.
+		_ = json.Unmarshal(data, &w.held)
+	}
 	w.batch.notify = make(chan struct{}, 1)
 	return w, nil
 }
@@ -116,6 +148,12 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 		}
 	}()
 	defer func() { stopListen(); <-listened }()
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		w.deliverHeld(lctx)
+	}()
+	defer func() { stopListen(); <-delivered }()
 
 	if w.cfg.Spec.Task != "" {
 		started := false
@@ -374,13 +412,24 @@ func (w *wakeLoop) replyToOpenAsks(ctx context.Context, rec *TurnRecord, batch [
 	return out
 }
 
+// send sends a turn's outcome to the manager. A manager that is not
+// connected gets it when it connects: it is held (and so is everything
+// after it, to keep the order) and sent by deliverHeld.
 func (w *wakeLoop) send(ctx context.Context, rec *TurnRecord, to, text string) {
 	if to == "" {
 		rec.Undelivered = append(rec.Undelivered, "no manager to send to")
 		return
 	}
+	w.heldMu.Lock()
+	defer w.heldMu.Unlock()
+	if len(w.held) > 0 {
+		w.holdLocked(rec, to, text)
+		return
+	}
 	res, err := w.cfg.Session.Send(ctx, intercom.SendRequest{To: to, Text: text})
 	switch {
+	case err == nil && !res.OK && retryLater(res.Code):
+		w.holdLocked(rec, to, text)
 	case err != nil:
 		rec.Undelivered = append(rec.Undelivered, to+": "+err.Error())
 		w.cfg.Logger.Warn("could not send to the manager", "manager", to, "err", err)
@@ -389,6 +438,78 @@ func (w *wakeLoop) send(ctx context.Context, rec *TurnRecord, to, text string) {
 		w.cfg.Logger.Warn("the manager did not receive the turn's outcome", "manager", to, "code", res.Code, "reason", res.Reason)
 	default:
 		rec.Delivered = append(rec.Delivered, to)
+	}
+}
+
+// retryLater: the failure is the recipient's absence, which ends.
+func retryLater(code string) bool {
+	switch wire.FailureCode(code) {
+	case wire.FailSessionNotFound, wire.FailRecipientDisconnected, wire.FailDeliveryTimeout:
+		return true
+	}
+	return false
+}
+
+// holdLocked keeps an outcome for the manager until it connects. Called
+// with heldMu held.
+func (w *wakeLoop) holdLocked(rec *TurnRecord, to, text string) {
+	w.held = append(w.held, HeldMessage{To: to, Turn: rec.N, Text: text, HeldAt: w.cfg.Now()})
+	if n := len(w.held) - MaxHeld; n > 0 {
+		w.cfg.Logger.Warn("dropping the oldest outcomes held for the manager", "dropped", n)
+		w.held = slices.Delete(w.held, 0, n)
+	}
+	rec.Undelivered = append(rec.Undelivered, to+": "+HeldNote)
+	w.saveHeldLocked()
+}
+
+func (w *wakeLoop) saveHeldLocked() {
+	if err := writeHeld(w.cfg.Dir, w.held); err != nil {
+		w.cfg.Logger.Warn("could not write the held outcomes", "err", err)
+	}
+}
+
+// deliverHeld sends held outcomes, in order, to the current manager when a
+// session joins and every HeldRetry, until ctx ends.
+func (w *wakeLoop) deliverHeld(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.HeldRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.cfg.Joined:
+		case <-tick.C:
+		}
+		w.heldMu.Lock()
+		if len(w.held) > 0 {
+			w.flushHeldLocked(ctx)
+		}
+		w.heldMu.Unlock()
+	}
+}
+
+// flushHeldLocked sends what is held until the manager is found absent
+// again. An adoption since moves the outcomes to the new manager. Called
+// with heldMu held.
+func (w *wakeLoop) flushHeldLocked(ctx context.Context) {
+	manager := w.manager(ctx)
+	if manager == "" {
+		return
+	}
+	sent := 0
+	for _, h := range w.held {
+		res, err := w.cfg.Session.Send(ctx, intercom.SendRequest{To: manager, Text: h.Text})
+		if err != nil || (!res.OK && retryLater(res.Code)) {
+			break
+		}
+		if !res.OK {
+			w.cfg.Logger.Warn("a held outcome was refused; dropped", "turn", h.Turn, "manager", manager, "code", res.Code, "reason", res.Reason)
+		}
+		sent++
+	}
+	if sent > 0 {
+		w.held = slices.Delete(w.held, 0, sent)
+		w.saveHeldLocked()
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // registered and served (through tracker); it runs the wake loop until the
 // worker is stopped, signals READY once the first turn runs, and exits 0
 // on an orderly stop.
-func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session, tracker *turnTracker, regs *RegistryHandle, log *slog.Logger) int {
+func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session, tracker *turnTracker, regs *RegistryHandle, joined <-chan string, log *slog.Logger) int {
 	dir := WorkerDir(cfg.Paths, cfg.WorkerID, cfg.RunID)
 	spec, err := ReadHarnessSpec(dir)
 	if err != nil {
@@ -47,7 +47,7 @@ func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session,
 		Session: sess, Tracker: tracker, Registry: regs,
 		MCP: WorkerMCPServer(cfg.AgentFleet, spec.Kind, os.Environ(), cfg.AgentFleetEnv),
 		Env: harnessEnv(), FirstManager: os.Getenv(EnvManagerID),
-		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff,
+		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff, Joined: joined,
 	})
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)

@@ -55,7 +55,7 @@ func openTestSession(t *testing.T, p intercom.Paths, id string) *intercom.Sessio
 	return s
 }
 
-func newWakeWorld(t *testing.T, task string) *wakeWorld {
+func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWorld {
 	dir, err := os.MkdirTemp("", "afw")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
@@ -72,16 +72,32 @@ func newWakeWorld(t *testing.T, task string) *wakeWorld {
 		return h == intercom.Compatible
 	}, 5*time.Second, 5*time.Millisecond)
 	w.boss = openTestSession(t, w.p, "boss")
-	w.worker = openTestSession(t, w.p, "w1")
+	joined := make(chan string, 1) // as the shim wires it
+	w.worker, err = intercom.OpenSession(context.Background(), intercom.SessionConfig{Paths: w.p,
+		Identity: intercom.Identity{SessionID: "w1", Name: "w1", Model: "test", Cwd: "/", PID: os.Getpid(),
+			StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()},
+		OnSessionJoined: func(id string) {
+			select {
+			case joined <- id:
+			default:
+			}
+		}})
+	require.NoError(t, err)
+	t.Cleanup(func() { w.worker.Close() })
 	w.tracker = &turnTracker{Ops: w.worker}
 	regs := NewRegistryHandle(RegistryPath(w.p), true)
 	t.Cleanup(regs.Close)
 	wdir := WorkerDir(w.p, "w1", "0123456789ab")
 	require.NoError(t, WriteHarnessSpec(wdir, &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"}))
-	w.loop, err = newWakeLoop(wakeConfig{WorkerID: "w1", RunID: "0123456789ab", Dir: wdir,
+	cfg := wakeConfig{WorkerID: "w1", RunID: "0123456789ab", Dir: wdir,
 		Spec:    &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
 		Session: w.worker, Tracker: w.tracker, Registry: regs, FirstManager: "boss",
-		MCP: MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run})
+		MCP: MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run,
+		Joined: joined, HeldRetry: time.Hour}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	w.loop, err = newWakeLoop(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop, w.done = cancel, make(chan error, 1)
@@ -403,4 +419,45 @@ func argAfterTest(argv []string, flag string) string {
 		return argv[i+1]
 	}
 	return ""
+}
+
+// A manager that is not connected when a turn ends gets its outcomes when
+// it connects, in order; until then status shows them held.
+func TestWakeHoldsOutcomesForAnAbsentManager(t *testing.T) {
+	w := newWakeWorld(t, "")
+	<-w.ready
+	require.NoError(t, w.boss.Close())
+	other := openTestSession(t, w.p, "other")
+	w.send(other, "first")
+	st := w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 1 && st.Last != nil && len(st.Last.Undelivered) > 0 })
+	require.Equal(t, "boss", st.Held[0].To)
+	require.Equal(t, "done: first", st.Held[0].Text)
+	require.Contains(t, st.Last.Undelivered, "boss: not connected; held and sent when it connects")
+	w.send(other, "NOCREDS")
+	st = w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 2 })
+	require.Equal(t, 2, st.Held[1].Turn)
+
+	w.boss = openTestSession(t, w.p, "boss") // the manager connects
+	got := w.received(2)
+	require.Equal(t, "done: first", got[0].Text)
+	require.Contains(t, got[1].Text, "turn 2 of worker w1 (claude) failed: Not logged in")
+	w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 0 })
+	require.NoFileExists(t, heldPath(w.loop.cfg.Dir))
+
+	// Connected again: outcomes go out at once, nothing is held.
+	w.send(w.boss, "third")
+	require.Equal(t, "done: third", w.received(1)[0].Text)
+}
+
+// Held outcomes are retried on a timer too: a manager in another scope is
+// never announced to the worker.
+func TestWakeRetriesHeldOutcomes(t *testing.T) {
+	w := newWakeWorld(t, "", func(c *wakeConfig) { c.Joined, c.HeldRetry = nil, 50*time.Millisecond })
+	<-w.ready
+	require.NoError(t, w.boss.Close())
+	other := openTestSession(t, w.p, "other")
+	w.send(other, "first")
+	w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 1 })
+	w.boss = openTestSession(t, w.p, "boss")
+	require.Equal(t, "done: first", w.received(1)[0].Text)
 }

@@ -49,6 +49,11 @@ type SessionConfig struct {
 	// durable (fleet records worker activity there). It runs on the
 	// session's reader and must be quick.
 	OnMessage func(m *InboundMessage)
+	// OnSessionJoined, when set, is told the id of every session that
+	// joins this session's audience (session_joined, spec §4.2): a sender
+	// can retry what it holds for a session that was not connected. It
+	// runs on the session's reader and must not block.
+	OnSessionJoined func(sessionID string)
 	// ReplayFilter, when set, drops queued outbox entries it refuses instead
 	// of replaying them after a registration (ClientConfig.ReplayFilter).
 	ReplayFilter func(to string) bool
@@ -215,6 +220,9 @@ func (s *Session) Event(f *wire.BrokerFrame) {
 		s.mu.Lock()
 		s.roster[f.Session.ID] = f.Session
 		s.mu.Unlock()
+		if f.Type == wire.TypeSessionJoined && s.cfg.OnSessionJoined != nil {
+			s.cfg.OnSessionJoined(f.Session.ID)
+		}
 	case wire.TypeSessionLeft:
 		s.mu.Lock()
 		delete(s.roster, f.SessionID)

@@ -466,8 +466,17 @@ func printTurns(out io.Writer, w *fleet.Worker, t *fleet.TurnState) {
 			fmt.Fprintf(out, "  sent to:  %s\n", strings.Join(l.Delivered, ", "))
 		}
 		for _, u := range l.Undelivered {
+			if to, ok := strings.CutSuffix(u, ": "+fleet.HeldNote); ok && len(t.Held) == 0 {
+				fmt.Fprintf(out, "  sent to:  %s (held until it connected)\n", to)
+				continue
+			}
 			fmt.Fprintf(out, "  unsent:   %s\n", u)
 		}
+	}
+	if len(t.Held) > 0 {
+		h := t.Held[0]
+		fmt.Fprintf(out, "  held:     %d %s for %s since %s (not connected): sent when it connects\n", len(t.Held),
+			map[bool]string{true: "message", false: "messages"}[len(t.Held) == 1], h.To, h.HeldAt.Local().Format(time.TimeOnly))
 	}
 	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
 		fmt.Fprintf(out, "  backoff:  %d failed turns in a row; no turn before %s\n", t.Consecutive, t.NextTurnAt.Local().Format(time.TimeOnly))
