@@ -47,6 +47,9 @@ type HeldMessage struct {
 	HeldAt time.Time `json:"heldAt"`
 }
 
+// HeldNote ends a TurnRecord.Undelivered entry of an outcome that was held.
+const HeldNote = "not connected; held and sent when it connects"
+
 func heldPath(dir string) string { return filepath.Join(dir, "held.json") }
 
 func writeHeld(dir string, held []HeldMessage) error {

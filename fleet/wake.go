@@ -70,9 +70,6 @@ const (
 	HeldRetry = 30 * time.Second
 )
 
-// HeldNote ends a TurnRecord.Undelivered entry of an outcome that was held.
-const HeldNote = "not connected; held and sent when it connects"
-
 // wakeLoop runs a coding-agent worker: the task's turn, then one turn per
 // batch of inbound messages, resuming the same conversation.
 type wakeLoop struct {
