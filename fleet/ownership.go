@@ -129,6 +129,9 @@ func (f *Fleet) RenewAll(ctx context.Context) ([]*Worker, error) {
 	var out []*Worker
 	for _, w := range ws {
 		r, err := f.Renew(ctx, w.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue // it ended meanwhile (its record was not settled yet)
+		}
 		if err != nil {
 			return out, err
 		}
@@ -154,7 +157,11 @@ func (f *Fleet) Adopt(ctx context.Context, id string, force bool) (*Worker, erro
 		return w, fmt.Errorf("adopt %s: %w: it is %s", id, ErrNotFound, w.State)
 	}
 	if w.Manager == f.cfg.Caller {
-		return w, nil
+		// Already the caller's: adopting still renews its lease.
+		return f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+			renewed(r, f.cfg.Now())
+			return nil
+		})
 	}
 	if !force && f.connected(ctx, w.Manager) {
 		return w, fmt.Errorf("adopt %s: %w: %q is connected and still owns it; ask it, or adopt with --force", id, ErrManagerConnected, w.Manager)

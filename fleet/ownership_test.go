@@ -588,3 +588,69 @@ func TestStateComesFromSystemdAndTheRegistry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.StateStopped, rec.State)
 }
+
+// A unit on its way out (deactivating: its stop, or its exit record being
+// written) does not revive its ended record: the record is right.
+func TestReconcileLeavesEndingUnitsEnded(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("w1", "sleep", "300")
+	_, err := w.f.Stop(ctx, wk.ID)
+	require.NoError(t, err)
+	// A unit of the worker's name that takes its time to stop.
+	run := strings.Repeat("d", 12)
+	name := fleet.WorkerUnitName("w1", run)
+	require.NoError(t, w.reg.Insert(ctx, &fleet.Worker{ID: "w1", RunID: run, Unit: name, State: fleet.StateExited,
+		Manager: "boss", FirstManager: "boss", HasExit: true, ExitCode: "exited", ExitStatus: 3}))
+	_, err = w.m.StartService(ctx, units.ServiceSpec{Name: name, Argv: []string{"/bin/sh", "-c", `trap "" TERM; exec sleep 300`},
+		StopTimeout: time.Minute, Env: []string{fleet.EnvWorkerID + "=w1", fleet.EnvRunID + "=" + run, fleet.EnvAgentDir + "=" + w.p.AgentDir}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.m.KillUnit(context.Background(), name, syscall.SIGKILL) })
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.m.StopUnit(context.Background(), name) }()
+	require.Eventually(t, func() bool {
+		st, err := w.m.Unit(ctx, name)
+		return err == nil && st.ActiveState == "deactivating"
+	}, 10*time.Second, 10*time.Millisecond)
+
+	rep, err := w.f.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Revived)
+	require.Empty(t, rep.Recovered)
+	rec, err := w.reg.GetRun(ctx, "w1", run)
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateExited, rec.State, "still ended")
+	require.NoError(t, w.m.KillUnit(ctx, name, syscall.SIGKILL))
+	require.NoError(t, <-stopped)
+}
+
+// Renewing all workers renews every live one, passing over a worker whose
+// record was not settled since it ended; adopting one's own worker renews
+// its lease too.
+func TestRenewAllPassesOverEndedWorkersAndAdoptRenews(t *testing.T) {
+	c := newClock()
+	w := newWorld(t, withClock(c))
+	a := w.spawn("a", "sleep", "300")
+	// A record that still says running, of a unit long gone.
+	gone := strings.Repeat("e", 12)
+	require.NoError(t, w.reg.Insert(ctx, &fleet.Worker{ID: "gone", RunID: gone, Unit: fleet.WorkerUnitName("gone", gone),
+		State: fleet.StateRunning, Manager: "boss", FirstManager: "boss", LeaseDuration: time.Hour}))
+	z := w.spawn("z", "sleep", "300")
+
+	c.Advance(10 * time.Minute)
+	renewed, err := w.f.RenewAll(ctx)
+	require.NoError(t, err)
+	require.Len(t, renewed, 2)
+	for _, id := range []string{a.ID, z.ID} {
+		rec, err := w.reg.Get(ctx, id)
+		require.NoError(t, err)
+		requireSameTime(t, c.Now().Add(rec.LeaseDuration), rec.LeaseDeadline, id)
+	}
+	rec, err := w.reg.Get(ctx, "gone")
+	require.NoError(t, err)
+	require.False(t, rec.State.Live(), "settled on the way")
+
+	c.Advance(10 * time.Minute)
+	adopted, err := w.f.Adopt(ctx, a.ID, false)
+	require.NoError(t, err)
+	requireSameTime(t, c.Now().Add(adopted.LeaseDuration), adopted.LeaseDeadline, "adopting one's own worker renews it")
+}

@@ -121,6 +121,9 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 			_ = f.cfg.Units.StopUnit(ctx, u.Name)
 			_ = f.cfg.Units.ResetFailed(ctx, u.Name)
 			rep.Fenced = append(rep.Fenced, u.Name)
+		case u.ActiveState == "deactivating":
+			// Ending (its stop or exit record is being written): an ended
+			// record is right, and a missing one is not worth rebuilding.
 		case err == nil:
 			orphans = append(orphans, orphan{u.Name, id, run, true})
 		case errors.Is(err, ErrNotFound):

@@ -142,7 +142,8 @@ wait:
 		}
 	}
 	code, exitCode, status := exitOf(cmd.ProcessState, waitErr)
-	reg, err := regs.Get(ctx)
+	// A stop cancels ctx; the exit is still recorded.
+	reg, err := regs.Get(context.WithoutCancel(ctx))
 	if err != nil {
 		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
 	}

@@ -269,6 +269,9 @@ func newStatusWorkerCmd(s *streams) *cobra.Command {
 			if w.StateReason != "" && w.State.Live() {
 				state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
 			}
+			if w.StopReason != "" {
+				state += ", stop: " + strings.ReplaceAll(w.StopReason, "-", " ")
+			}
 			fmt.Fprintf(s.Out, "  state:    %s\n", state)
 			printTurns(s.Out, w, st.Turns)
 			fmt.Fprintf(s.Out, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
@@ -466,9 +469,11 @@ func printTurns(out io.Writer, w *fleet.Worker, t *fleet.TurnState) {
 			fmt.Fprintf(out, "  sent to:  %s\n", strings.Join(l.Delivered, ", "))
 		}
 		for _, u := range l.Undelivered {
-			if to, ok := strings.CutSuffix(u, ": "+fleet.HeldNote); ok && len(t.Held) == 0 {
-				fmt.Fprintf(out, "  sent to:  %s (held until it connected)\n", to)
-				continue
+			if to, ok := strings.CutSuffix(u, ": "+fleet.HeldNote); ok {
+				if len(t.Held) == 0 {
+					fmt.Fprintf(out, "  sent to:  %s (held until it connected)\n", to)
+				}
+				continue // else the held line says it
 			}
 			fmt.Fprintf(out, "  unsent:   %s\n", u)
 		}
