@@ -153,3 +153,26 @@ func TestManPages(t *testing.T) {
 		require.Contains(t, string(out), "EXAMPLE")
 	}
 }
+
+// Command-line mistakes exit 2, whichever layer catches them: cobra's
+// argument checks, unknown commands at every level, missing required flags,
+// bad flag values; a grouping command alone prints its help (exit 0).
+func TestUsageMistakesExit2(t *testing.T) {
+	t.Setenv("PI_CODING_AGENT_DIR", shortDir(t))
+	t.Setenv("AGENT_INTERCOM_SESSION_ID", "usage-test")
+	for _, args := range [][]string{
+		{"frobnicate"}, {"intercom", "frob"}, {"teams", "frob"}, {"bench", "frob"},
+		{"status"}, {"stop"}, {"logs"}, {"list", "foo"}, {"spawn", "--", "sleep", "5"},
+		{"intercom", "send"}, {"intercom", "send", "a", "b", "c"}, {"intercom", "ask"},
+		{"spawn", "--id", "w1", "--no-such-flag"}, {"logs", "w1", "-n", "x"}, {"logs", "w1", "-n", "0"}, {"logs", "w1", "-n", "-5"},
+	} {
+		_, err := runCLI(t, args...)
+		require.Error(t, err, "%v", args)
+		require.Equal(t, exitUsage, exitCode(err), "%v: %v", args, err)
+	}
+	for _, args := range [][]string{{}, {"intercom"}, {"teams"}, {"bench"}} {
+		out, err := runCLI(t, args...)
+		require.NoError(t, err, "%v", args)
+		require.Contains(t, out, "Usage:", "%v", args)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -41,8 +42,10 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, units.ErrUnsupported), errors.Is(err, fleet.ErrUnsupportedKind):
+	case errors.Is(err, units.ErrUnsupported):
 		return exitUnsupported
+	case errors.Is(err, fleet.ErrUnsupportedKind), strings.HasPrefix(err.Error(), "required flag(s)"):
+		return exitUsage // an unknown --kind; cobra's missing required flags
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
 		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
 		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly):

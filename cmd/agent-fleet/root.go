@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -49,7 +50,34 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 	root.AddCommand(newTeamCmd(s), newTeamsCmd(s))
 	root.AddCommand(newManCmd(s))
 	finishCommandTree(root)
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes cobra's argument errors usage errors (exit 2), and makes
+// a command that only groups others refuse an unknown subcommand (cobra
+// would print its help and exit 0) while still printing its help alone.
+func usageArgs(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return nil
+		}
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // newLogger logs to w at level ("debug", "info", "warn", "error").

@@ -416,6 +416,9 @@ func newLogsCmd(s *streams) *cobra.Command {
 		Example: "  agent-fleet logs tests -n 100",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if n < 1 {
+				return &usageError{fmt.Errorf("-n must be at least 1, not %d", n)}
+			}
 			env, err := openFleet(cmd.Context())
 			if err != nil {
 				return err
