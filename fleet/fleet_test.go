@@ -320,6 +320,12 @@ func TestCommandResolution(t *testing.T) {
 	require.ErrorIs(t, err, fleet.ErrInvalidID)
 	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "k", Kind: "gemini", Command: []string{"true"}})
 	require.ErrorIs(t, err, fleet.ErrUnsupportedKind)
+	// Coding-agent options on an exec worker would not be applied: refused.
+	for _, req := range []fleet.SpawnRequest{{Permission: "read-only"}, {Model: "m"}, {Effort: "high"}, {TurnTimeout: time.Minute}} {
+		req.ID, req.Command = "opt", []string{"true"}
+		_, err = w.f.Spawn(ctx, req)
+		require.ErrorIs(t, err, fleet.ErrInvalidRequest, "%+v", req)
+	}
 }
 
 func TestWorkerEnvironment(t *testing.T) {

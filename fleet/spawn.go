@@ -43,8 +43,10 @@ type SpawnRequest struct {
 
 // Spawn starts a worker and returns once its shim signalled READY: the
 // command was executed and the worker's intercom session is registered. A
-// worker that does not get there — including a command that exits non-zero
-// at once — is a *SpawnError, with the record kept as failed.
+// worker that does not get there — a command that cannot be executed, or
+// one whose non-zero exit is already known when READY arrives — is a
+// *SpawnError, with the record kept as failed. (READY follows the exec, so
+// a command that fails a moment later is a worker that exited.)
 func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := ValidID(req.ID); err != nil {
 		return nil, err
@@ -58,6 +60,15 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		kind = "exec"
 		if len(req.Command) == 0 {
 			return nil, fmt.Errorf("spawn %s: %w: an exec worker needs a command (agent-fleet spawn --id %s -- CMD ARGS…)", req.ID, ErrInvalidRequest, req.ID)
+		}
+		// A permission that would not be applied must not look applied.
+		for _, o := range []struct{ name, v string }{{"model", req.Model}, {"effort", req.Effort}, {"permission", req.Permission}} {
+			if o.v != "" {
+				return nil, fmt.Errorf("spawn %s: %w: %s is for the coding-agent kinds (claude, codex, opencode, pi); an exec worker runs its command as given", req.ID, ErrInvalidRequest, o.name)
+			}
+		}
+		if req.TurnTimeout != 0 {
+			return nil, fmt.Errorf("spawn %s: %w: turn timeout is for the coding-agent kinds; use max runtime for an exec worker", req.ID, ErrInvalidRequest)
 		}
 	case IsHarnessKind(kind):
 	default:
@@ -186,11 +197,12 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	// A command that ended at once ended before anyone could use it: a
 	// non-zero end is a failed spawn, a clean one a worker that finished.
+	// (The shim may have recorded the exit before the update read the record.)
 	if !st.Running() {
 		updated, _ = f.settle(ctx, updated)
-		if updated.State == StateFailed || (updated.HasExit && updated.ExitStatus != 0) {
-			return updated, &SpawnError{ID: w.ID, RunID: w.RunID, Reason: exitReason(updated), LogTail: tailLines(w.LogPath, 10)}
-		}
+	}
+	if updated.State == StateFailed || (updated.HasExit && updated.ExitStatus != 0) {
+		return updated, &SpawnError{ID: w.ID, RunID: w.RunID, Reason: exitReason(updated), LogTail: tailLines(w.LogPath, 10)}
 	}
 	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
 	return updated, nil

@@ -93,9 +93,10 @@ agent-fleet's worker shim, which holds the worker's intercom session (its id
 is the worker id). You become the worker's manager.
 
 --kind exec (the default) runs CMD. spawn returns once the command was
-executed and the session is registered; a command that fails before that is
-a failed spawn (exit 1, with its exit status and last log lines). CMD is
-resolved with your PATH.
+executed and the session is registered; a command that cannot be executed
+is a failed spawn (exit 1, with its exit status and last log lines), and so
+is one seen to exit non-zero by then (one that exits a moment later is a
+worker that exited: status shows how). CMD is resolved with your PATH.
 
 --kind claude, codex, opencode or pi runs a coding agent as a coworker: one
 non-interactive turn of the harness for --task, then one turn per batch of
