@@ -342,6 +342,9 @@ func (r *Registry) Get(ctx context.Context, id string) (*Worker, error) {
 		(SELECT run_id FROM workers WHERE id = ?1 AND `+liveStatesSQL+`),
 		(SELECT run_id FROM workers WHERE id = ?1 ORDER BY generation DESC, created_at_ms DESC, run_id DESC LIMIT 1))`, id)
 	w, err := scanWorker(row)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: no worker %q has a record here", ErrNotFound, id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get worker %q: %w", id, err)
 	}

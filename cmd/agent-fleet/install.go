@@ -136,7 +136,16 @@ func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
 		return err
 	}
 	var m *units.Systemd
-	if !opts.dryRun {
+	if opts.dryRun {
+		// Say now what install would refuse; without a manager, show the plan.
+		if dm, err := connectManager(ctx); err == nil {
+			err = checkUnitPath(ctx, dm, dir)
+			dm.Close()
+			if err != nil {
+				return err
+			}
+		}
+	} else {
 		// Before writing anything: the units must land where this user
 		// manager looks, or enabling them fails with files left behind.
 		if m, err = connectManager(ctx); err != nil {

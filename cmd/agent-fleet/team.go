@@ -160,6 +160,9 @@ func runTeamsJoin(ctx context.Context, s *streams, opts *teamsJoinOptions, name 
 	hc, herr := intercom.DialHolder(ctx, p, id.SessionID)
 	if herr != nil {
 		if !opts.create {
+			if _, _, err := teams.NewStore(p).Lookup(name); err != nil {
+				return err // no such team: that first
+			}
 			return &usageError{fmt.Errorf("%w: no session holder runs for %s, so there is nothing to move into team %s; "+
 				"run a command in it (agent-fleet teams join %s -- CMD), or start agent-fleet intercom listen (or agent-fleet mcp) first",
 				teams.ErrNoSwitch, id.SessionID, name, name)}
