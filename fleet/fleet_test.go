@@ -446,3 +446,26 @@ func TestSpawnFailsFastOnAWedgedManager(t *testing.T) {
 	require.Contains(t, err.Error(), "did not answer")
 	require.NoError(t, syscall.Kill(inst.PID, syscall.SIGCONT))
 }
+
+// A worker systemd stopped at its maximum runtime says so.
+func TestMaxRuntimeIsTheStopReason(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "short", Command: []string{"sleep", "300"}, MaxRuntime: time.Second})
+	require.NoError(t, err)
+	var st *fleet.Status
+	require.Eventually(t, func() bool {
+		st, err = w.f.Status(ctx, "short")
+		return err == nil && !st.Worker.State.Live()
+	}, 15*time.Second, 50*time.Millisecond)
+	require.Equal(t, fleet.StopMaxRuntime, st.Worker.StopReason, "%+v", st.Worker)
+	rec, err := w.reg.Get(ctx, "short")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StopMaxRuntime, rec.StopReason, "recorded")
+
+	stopped := w.spawn("asked", "sleep", "300")
+	_, err = w.f.Stop(ctx, stopped.ID)
+	require.NoError(t, err)
+	st, err = w.f.Status(ctx, "asked")
+	require.NoError(t, err)
+	require.Equal(t, "manager-requested", st.Worker.StopReason)
+}

@@ -44,6 +44,19 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			_ = f.cfg.Units.StopUnit(ctx, w.Unit)
 			_ = f.cfg.Units.ResetFailed(ctx, w.Unit)
 		}
+		if w.StopReason == "" && !w.ReadyAt.IsZero() && (st.Gone() || st.ActiveState == "inactive" || st.ActiveState == "failed") {
+			// Its shim recorded the exit; the unit's result says why.
+			if rec, err := units.ReadExitRecord(f.exitRecordPath(w)); err == nil && rec.Result == "timeout" {
+				if updated, err := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+					if r.StopReason == "" {
+						r.StopReason = StopMaxRuntime
+					}
+					return nil
+				}); err == nil {
+					w = updated
+				}
+			}
+		}
 		return w, st
 	}
 	switch {
@@ -55,6 +68,9 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			}
 			if recErr == nil && !r.HasExit {
 				applyExitRecord(r, rec)
+			}
+			if recErr == nil && rec.Result == "timeout" && r.StopReason == "" && !r.ReadyAt.IsZero() {
+				r.StopReason = StopMaxRuntime
 			}
 			if r.EndedAt.IsZero() {
 				r.EndedAt = f.cfg.Now()

@@ -112,8 +112,15 @@ type Worker struct {
 	// ExitStatus is the exit status, or the signal number when killed/dumped.
 	ExitStatus int
 	LastError  string
+	// StopReason says why the worker was stopped: "manager-requested",
+	// "lease-expired" (the janitor), StopMaxRuntime; "" when it ended by
+	// itself.
 	StopReason string
 }
+
+// StopMaxRuntime is the StopReason of a worker systemd stopped when its
+// maximum runtime (spawn --max-runtime) ran out.
+const StopMaxRuntime = "max-runtime"
 
 // Clone returns a deep copy of w (slices included).
 func (w *Worker) Clone() *Worker {
