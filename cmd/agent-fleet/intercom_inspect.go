@@ -241,6 +241,11 @@ while your session is registered: use it from a session holder (listen, mcp).`,
 			if err := o.ops.SetSummary(cmd.Context(), text); err != nil {
 				return err
 			}
+			if !o.holder {
+				// Published, but gone with this command's registration.
+				fmt.Fprintln(s.Out, "Summary published for this command's registration only: no session holder runs for your id, so it ends now. Run it while agent-fleet intercom listen (or agent-fleet mcp) holds your session.")
+				return nil
+			}
 			fmt.Fprintln(s.Out, "Summary updated.")
 			return nil
 		},
