@@ -484,8 +484,12 @@ func printTurns(out io.Writer, w *fleet.Worker, t *fleet.TurnState) {
 	}
 	if len(t.Held) > 0 {
 		h := t.Held[0]
-		fmt.Fprintf(out, "  held:     %d %s for %s since %s (not connected): sent when it connects\n", len(t.Held),
-			map[bool]string{true: "message", false: "messages"}[len(t.Held) == 1], h.To, h.HeldAt.Local().Format(time.TimeOnly))
+		what := map[bool]string{true: "message", false: "messages"}[len(t.Held) == 1]
+		if w.State.Live() {
+			fmt.Fprintf(out, "  held:     %d %s for %s since %s (not connected): sent when it connects\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+		} else {
+			fmt.Fprintf(out, "  unsent:   %d %s held for %s since %s were never delivered: the worker ended first (logs has every turn's output)\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+		}
 	}
 	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
 		fmt.Fprintf(out, "  backoff:  %d failed turns in a row; no turn before %s\n", t.Consecutive, t.NextTurnAt.Local().Format(time.TimeOnly))
