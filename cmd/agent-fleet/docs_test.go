@@ -164,13 +164,14 @@ func TestUsageMistakesExit2(t *testing.T) {
 		{"frobnicate"}, {"intercom", "frob"}, {"teams", "frob"}, {"bench", "frob"},
 		{"status"}, {"stop"}, {"logs"}, {"list", "foo"}, {"spawn", "--", "sleep", "5"},
 		{"intercom", "send"}, {"intercom", "send", "a", "b", "c"}, {"intercom", "ask"},
+		{"help", "nosuch"}, {"help", "intercom", "nosuch"},
 		{"spawn", "--id", "w1", "--no-such-flag"}, {"logs", "w1", "-n", "x"}, {"logs", "w1", "-n", "0"}, {"logs", "w1", "-n", "-5"},
 	} {
 		_, err := runCLI(t, args...)
 		require.Error(t, err, "%v", args)
 		require.Equal(t, exitUsage, exitCode(err), "%v: %v", args, err)
 	}
-	for _, args := range [][]string{{}, {"intercom"}, {"teams"}, {"bench"}} {
+	for _, args := range [][]string{{}, {"intercom"}, {"teams"}, {"bench"}, {"help"}, {"help", "intercom", "send"}} {
 		out, err := runCLI(t, args...)
 		require.NoError(t, err, "%v", args)
 		require.Contains(t, out, "Usage:", "%v", args)

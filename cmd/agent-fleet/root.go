@@ -51,7 +51,29 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 	root.AddCommand(newManCmd(s))
 	finishCommandTree(root)
 	usageArgs(root)
+	strictHelp(root)
 	return root
+}
+
+// strictHelp makes "help TOPIC" of an unknown topic a usage error (cobra
+// prints "Unknown help topic" and exits 0).
+func strictHelp(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "help" || c.Run == nil {
+			continue
+		}
+		show := c.Run
+		c.Run = nil
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				if found, rest, err := root.Find(args); err != nil || len(rest) > 0 || found == root {
+					return &usageError{fmt.Errorf("no help topic %q (see agent-fleet help)", strings.Join(args, " "))}
+				}
+			}
+			show(cmd, args)
+			return nil
+		}
+	}
 }
 
 // usageArgs makes cobra's argument errors usage errors (exit 2), and makes
