@@ -316,7 +316,9 @@ type HolderClient struct {
 	sessionID string
 }
 
-// ErrNoHolder means no live holder serves the session.
+// ErrNoHolder means no live holder serves the session: DialHolder found
+// none, or a HolderClient call could not connect to it (the operation was
+// not performed).
 var ErrNoHolder = errors.New("no live session holder")
 
 // DialHolder returns a client of the holder of sessionID once it answered
@@ -354,6 +356,10 @@ func (hc *HolderClient) Call(ctx context.Context, op string, args any, out any) 
 func (hc *HolderClient) call(ctx context.Context, op string, args any, out any) error {
 	nc, err := hc.dial(ctx)
 	if err != nil {
+		if ctx.Err() == nil {
+			// Nothing reached a holder: the call can be made elsewhere.
+			return fmt.Errorf("%w: %v", ErrNoHolder, err)
+		}
 		return err
 	}
 	defer nc.Close()

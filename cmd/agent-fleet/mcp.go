@@ -121,9 +121,25 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 	}
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
 		log.Info("session already held; acting through its holder", "session", id.SessionID)
-		return &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: team.close}, nil
+		f := &failoverOps{cur: team.through(p, hc), through: true, log: log,
+			takeOver: func(ctx context.Context) (*mcpSession, error) { return holdMCPSession(ctx, p, id, team, log) }}
+		return &mcpSession{ops: f, team: team, id: id.SessionID, stop: func() { f.stop(); team.close() }}, nil
 	}
+	ms, err := holdMCPSession(ctx, p, id, team, log)
+	if err != nil {
+		return nil, err
+	}
+	stop := ms.stop
+	ms.stop = func() { stop(); team.close() }
+	return ms, nil
+}
+
+// holdMCPSession registers id and serves its holder socket, or, when
+// another holder appeared meanwhile, acts through it. Its stop leaves team
+// open.
+func holdMCPSession(ctx context.Context, p intercom.Paths, id intercom.Identity, team *sessionTeam, log *slog.Logger) (*mcpSession, error) {
 	var sess *intercom.Session
+	var err error
 	activity := startActivity(p, id.SessionID, log)
 	for attempt := 0; ; attempt++ {
 		sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{
@@ -137,7 +153,7 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 		if errors.Is(err, intercom.ErrSessionIDInUse) {
 			// Perhaps a holder appeared meanwhile.
 			if hc, herr := intercom.DialHolder(ctx, p, id.SessionID); herr == nil {
-				ms := &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: team.close}
+				ms := &mcpSession{ops: team.through(p, hc), team: team, id: id.SessionID, stop: func() {}}
 				activity.Close()
 				return ms, nil
 			}
@@ -167,7 +183,6 @@ func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcp
 		runHolderJanitor(hctx, p, id.SessionID, log)
 	}()
 	return &mcpSession{ops: ops, session: sess, team: team, id: id.SessionID, stop: func() {
-		defer team.close()
 		cancel()
 		<-done
 		<-janitorDone

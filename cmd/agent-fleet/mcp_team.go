@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -28,10 +29,10 @@ type teamPendingArgs struct {
 // read-only look at an owned coworker's pending asks, spec §7.4). In Boss
 // team-only mode intercom_list is withdrawn (spec §7.3).
 func addTeamTools(server *mcp.Server, ops intercom.Ops, st *sessionTeam) {
-	if st == nil || st.svc == nil {
+	if st == nil || st.service() == nil {
 		return
 	}
-	t := &mcpTeamTools{ops: ops, team: st.svc, tools: &mcpTools{ops: ops}}
+	t := &mcpTeamTools{ops: ops, st: st, tools: &mcpTools{ops: ops}}
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_team", InputSchema: emptySchema, Annotations: readOnly,
 		Description: "Show your manager and coworkers (fleet workers, TmuxDeck team, named team or same-scope roster) and whether each is connected. " +
@@ -59,8 +60,21 @@ func addTeamTools(server *mcp.Server, ops intercom.Ops, st *sessionTeam) {
 
 type mcpTeamTools struct {
 	ops   intercom.Ops
-	team  teams.Teams
+	st    *sessionTeam
 	tools *mcpTools
+}
+
+// teamCall runs call on the session's team operations. When the holder
+// they went through is gone, an intercom call first lets a failoverOps
+// take the session over, and call runs again on what replaced them.
+func teamCall[T any](ctx context.Context, t *mcpTeamTools, call func(teams.Teams) (T, error)) (T, error) {
+	r, err := call(t.st.service())
+	if errors.Is(err, intercom.ErrNoHolder) {
+		if _, werr := t.ops.Whoami(ctx); werr == nil {
+			return call(t.st.service())
+		}
+	}
+	return r, err
 }
 
 func teamFailure(err error) *mcp.CallToolResult {
@@ -68,7 +82,7 @@ func teamFailure(err error) *mcp.CallToolResult {
 }
 
 func (t *mcpTeamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-	team, err := t.team.Team(ctx)
+	team, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.Team, error) { return svc.Team(ctx) })
 	if err != nil {
 		return teamFailure(err), nil, nil
 	}
@@ -80,13 +94,15 @@ func (t *mcpTeamTools) join(ctx context.Context, _ *mcp.CallToolRequest, a joinA
 		if a.Create {
 			return teamFailure(fmt.Errorf("name the team to create")), nil, nil
 		}
-		list, err := t.team.NamedTeams(ctx)
+		list, err := teamCall(ctx, t, func(svc teams.Teams) ([]teams.NamedTeam, error) { return svc.NamedTeams(ctx) })
 		if err != nil {
 			return teamFailure(err), nil, nil
 		}
 		return result(namedTeamsText(list), map[string]any{"teams": list}, false), nil, nil
 	}
-	res, err := t.team.Join(ctx, teams.JoinRequest{Name: a.Name, Create: a.Create})
+	res, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.JoinResult, error) {
+		return svc.Join(ctx, teams.JoinRequest{Name: a.Name, Create: a.Create})
+	})
 	if err != nil {
 		return teamFailure(err), nil, nil
 	}
@@ -120,7 +136,9 @@ func (t *mcpTeamTools) pending(ctx context.Context, req *mcp.CallToolRequest, a 
 	if w, err := t.ops.Whoami(ctx); err == nil && w.SessionID == a.Session {
 		return t.tools.pending(ctx, req, pendingArgs{MarkRead: a.MarkRead, AskID: a.AskID})
 	}
-	insp, err := t.team.InspectInbox(ctx, teams.InspectRequest{Session: a.Session, AskID: a.AskID})
+	insp, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.Inspection, error) {
+		return svc.InspectInbox(ctx, teams.InspectRequest{Session: a.Session, AskID: a.AskID})
+	})
 	if err != nil {
 		return teamFailure(fmt.Errorf("Failed to inspect pending asks: %w", err)), nil, nil
 	}

@@ -362,3 +362,49 @@ func TestMCPStdinCloseKeepsOutbox(t *testing.T) {
 	_, err = os.Stat(p.HolderSocket("keeper"))
 	require.True(t, os.IsNotExist(err))
 }
+
+// A second MCP server of an id already held acts through the first one's
+// holder; when the first exits, the second takes the session over and
+// every tool keeps working, team tools included.
+func TestMCPSecondServerTakesTheSessionOver(t *testing.T) {
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	connect := func(id string) *mcp.ClientSession {
+		cmd := as(t, dir, id, "mcp")
+		cmd.Stderr = os.Stderr
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	call := func(cs *mcp.ClientSession, name string, args map[string]any) toolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		require.NoError(t, err)
+		return decodeResult(t, res)
+	}
+	first := connect("dup")
+	second := connect("dup")
+	peer := connect("peer")
+	r := call(second, "intercom_status", nil)
+	require.False(t, r.isError, r.text)
+
+	require.NoError(t, first.Close()) // the holder goes away
+	require.Eventually(t, func() bool {
+		return !intercom.HolderAlive(intercom.NewPaths(dir), "dup")
+	}, 10*time.Second, 20*time.Millisecond)
+
+	r = call(second, "intercom_whoami", nil)
+	require.False(t, r.isError, r.text)
+	require.Contains(t, r.text, "dup")
+	require.Eventually(t, func() bool {
+		return strings.Contains(call(peer, "intercom_list", nil).text, "dup")
+	}, 10*time.Second, 50*time.Millisecond, "registered again, by the second server")
+	r = call(peer, "intercom_send", map[string]any{"to": "dup", "message": "still there?"})
+	require.False(t, r.isError, r.text)
+	r = call(second, "intercom_pending", nil)
+	require.Contains(t, r.text, "still there?")
+	r = call(second, "intercom_team", nil)
+	require.False(t, r.isError, r.text)
+	require.True(t, intercom.HolderAlive(intercom.NewPaths(dir), "dup"), "the second server holds it now")
+}

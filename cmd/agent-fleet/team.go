@@ -77,7 +77,7 @@ func runTeam(ctx context.Context, s *streams, opts *teamOptions) error {
 		return err
 	}
 	defer release()
-	team, err := st.svc.Team(ctx)
+	team, err := st.service().Team(ctx)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func runTeamsJoin(ctx context.Context, s *streams, opts *teamsJoinOptions, name 
 	}
 	defer st.close()
 	st.through(p, hc)
-	res, err := st.svc.Join(ctx, req)
+	res, err := st.service().Join(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func runInboxOf(ctx context.Context, s *streams, target string, req intercom.Pen
 		return err
 	}
 	defer release()
-	insp, err := st.svc.InspectInbox(ctx, teams.InspectRequest{Session: target, AskID: askID})
+	insp, err := st.service().InspectInbox(ctx, teams.InspectRequest{Session: target, AskID: askID})
 	if err != nil {
 		return err
 	}

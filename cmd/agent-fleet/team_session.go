@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -20,7 +21,22 @@ type sessionTeam struct {
 	id   intercom.Identity
 	boss *teams.Boss
 	reg  *teamRegistry
-	svc  teams.Teams
+
+	mu  sync.Mutex  // guards svc: an MCP server that takes its session over replaces it
+	svc teams.Teams // read it with service
+}
+
+// service returns the team operations of the session as it is held now.
+func (st *sessionTeam) service() teams.Teams {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.svc
+}
+
+func (st *sessionTeam) setService(svc teams.Teams) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.svc = svc
 }
 
 // newSessionTeam reads the Boss contract for id. A contract that is present
@@ -52,9 +68,10 @@ func (st *sessionTeam) hold(p intercom.Paths, sess *intercom.Session, log *slog.
 	} else if n > 0 {
 		log.Info("dropped messages the Boss contract refuses", "count", n)
 	}
-	st.svc = teams.NewService(teams.ServiceConfig{Paths: p, Ops: sess, Switch: sess.SwitchScope,
+	svc := teams.NewService(teams.ServiceConfig{Paths: p, Ops: sess, Switch: sess.SwitchScope,
 		Registry: st.reg, Connected: brokerConnected(p), Boss: st.boss, AskTTL: askTTL()})
-	return teams.GuardOps(sess, st.boss, st.id.SessionID), teams.HolderExtra(st.svc)
+	st.setService(svc)
+	return teams.GuardOps(sess, st.boss, st.id.SessionID), teams.HolderExtra(svc)
 }
 
 // through attaches the team to a session held by another process: team
@@ -63,7 +80,7 @@ func (st *sessionTeam) hold(p intercom.Paths, sess *intercom.Session, log *slog.
 func (st *sessionTeam) through(p intercom.Paths, hc *intercom.HolderClient) intercom.Ops {
 	local := teams.NewService(teams.ServiceConfig{Paths: p, Ops: hc, Registry: st.reg,
 		Connected: brokerConnected(p), Boss: st.boss, AskTTL: askTTL()})
-	st.svc = viaHolder{remote: teams.HolderTeams{Client: hc}, local: local}
+	st.setService(viaHolder{remote: teams.HolderTeams{Client: hc}, local: local})
 	return teams.GuardOps(hc, st.boss, st.id.SessionID)
 }
 
@@ -71,8 +88,8 @@ func (st *sessionTeam) through(p intercom.Paths, hc *intercom.HolderClient) inte
 // it lasts one command, so it cannot switch scope.
 func (st *sessionTeam) own(p intercom.Paths, sess *intercom.Session) intercom.Ops {
 	_, _ = teams.PurgeInbox(sess.Inbox(), st.boss, st.id.SessionID)
-	st.svc = teams.NewService(teams.ServiceConfig{Paths: p, Ops: sess, Registry: st.reg,
-		Connected: brokerConnected(p), Boss: st.boss, AskTTL: askTTL()})
+	st.setService(teams.NewService(teams.ServiceConfig{Paths: p, Ops: sess, Registry: st.reg,
+		Connected: brokerConnected(p), Boss: st.boss, AskTTL: askTTL()}))
 	return teams.GuardOps(sess, st.boss, st.id.SessionID)
 }
 
