@@ -596,6 +596,9 @@ func (s *Session) Pending(_ context.Context, req PendingRequest) (*PendingResult
 		if err := s.inbox.Consume(keys...); err != nil {
 			return nil, err
 		}
+		for i := range res.Unread {
+			res.Unread[i].Read = true // as they are now
+		}
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -49,7 +50,7 @@ var fleetSchema = map[string]any{
 		"role":        map[string]any{"type": "string", "maxLength": 64},
 		"cwd":         map[string]any{"type": "string", "description": "working directory (default: this session's)"},
 		"task":        map[string]any{"type": "string", "maxLength": 8000, "description": "the task (a coding agent's first turn)"},
-		"command":     map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "description": "argv of an exec worker; argv[0] is looked up on PATH"},
+		"command":     map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1, "description": "argv of an exec worker (argv[0] is looked up on PATH); for a coding-agent kind, the harness executable to use (and arguments put before every turn's), default the installed one"},
 		"env":         map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "extra environment; values are never recorded"},
 		"model":       map[string]any{"type": "string", "description": "coding agents: the harness's model"},
 		"effort":      map[string]any{"type": "string", "description": "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)"},
@@ -84,7 +85,35 @@ func fleetToolDescription() string {
 	return d
 }
 
+// misplaced names the first argument given that a's action does not use:
+// an argument that would be ignored must not look applied.
+func misplaced(a fleetArgs) string {
+	uses := func(actions ...string) bool { return slices.Contains(actions, a.Action) }
+	for _, f := range []struct {
+		name    string
+		given   bool
+		actions []string
+	}{
+		{"kind", a.Kind != "", []string{"spawn"}}, {"role", a.Role != "", []string{"spawn"}}, {"cwd", a.Cwd != "", []string{"spawn"}},
+		{"task", a.Task != "", []string{"spawn"}}, {"command", len(a.Command) > 0, []string{"spawn"}}, {"env", len(a.Env) > 0, []string{"spawn"}},
+		{"model", a.Model != "", []string{"spawn"}}, {"effort", a.Effort != "", []string{"spawn"}}, {"permission", a.Permission != "", []string{"spawn"}},
+		{"lease", a.Lease != "", []string{"spawn"}}, {"turnTimeout", a.TurnTimeout != "", []string{"spawn"}},
+		{"all", a.All, []string{"list", "adopt", "prune"}}, {"force", a.Force, []string{"adopt"}},
+		{"acknowledge", a.Acknowledge, []string{"forget", "prune"}}, {"execute", a.Execute, []string{"cleanup"}},
+		{"lines", a.Lines != 0, []string{"logs"}},
+	} {
+		if f.given && !uses(f.actions...) {
+			return f.name
+		}
+	}
+	return ""
+}
+
 func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallToolResult {
+	if name := misplaced(a); name != "" {
+		msg := fmt.Sprintf("agent_fleet %s does not take %s: leave it out (it would be ignored).", a.Action, name)
+		return result(msg, map[string]any{"ok": false, "error": msg}, true)
+	}
 	p, err := intercom.DefaultPaths()
 	if err != nil {
 		return failure(err)
@@ -111,7 +140,8 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 	}
 	needID := a.Action != "list" && a.Action != "renew" && a.Action != "prune" && a.Action != "cleanup" && !(a.Action == "adopt" && a.All)
 	if needID && a.ID == "" {
-		return result(fmt.Sprintf("agent_fleet %s needs an id.", a.Action), map[string]any{"ok": false}, true)
+		msg := fmt.Sprintf("agent_fleet %s needs an id.", a.Action)
+		return result(msg, map[string]any{"ok": false, "error": msg}, true)
 	}
 	env, err := openFleetAs(ctx, p, caller)
 	if err != nil {

@@ -158,7 +158,7 @@ func TestMCPTools(t *testing.T) {
 	r = w.call(t, "intercom_status", nil)
 	require.Contains(t, r.text, "Connected: Yes\nSession ID: alpha\nActive sessions: 2\nUnread messages: 1\nPending asks: 0")
 	r = w.call(t, "intercom_whoami", nil)
-	require.Contains(t, r.text, "[1 unread message and 0 pending asks waiting — call intercom_pending]")
+	require.Contains(t, r.text, "[1 unread message and 0 pending asks waiting — call intercom_pending with mark_read: true]")
 	r = w.call(t, "intercom_pending", map[string]any{"mark_read": true})
 	require.Equal(t, "- Beta: status please", r.text)
 	require.Len(t, r.structured["unread_messages"], 1)

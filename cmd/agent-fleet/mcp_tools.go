@@ -163,7 +163,7 @@ func (t *mcpTools) withFooter(ctx context.Context, r *mcp.CallToolResult) *mcp.C
 		return r
 	}
 	if tc, ok := r.Content[0].(*mcp.TextContent); ok {
-		tc.Text += fmt.Sprintf("\n\n[%s and %s waiting — call intercom_pending]", plural(len(p.Unread), "unread message"), plural(len(p.Asks), "pending ask"))
+		tc.Text += fmt.Sprintf("\n\n[%s and %s waiting — call intercom_pending with mark_read: true]", plural(len(p.Unread), "unread message"), plural(len(p.Asks), "pending ask"))
 	}
 	return r
 }
