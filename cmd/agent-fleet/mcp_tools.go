@@ -309,11 +309,20 @@ func (t *mcpTools) pending(ctx context.Context, _ *mcp.CallToolRequest, a pendin
 	}
 	// The unread list holds every message; asks are listed once, with their
 	// ask ids, under "Pending asks".
+	open := map[string]bool{}
+	for _, ask := range res.Asks {
+		open[ask.AskID] = true
+	}
 	var unread []map[string]any
 	var lines []string
 	for _, m := range res.Unread {
 		unread = append(unread, pendingEntry(m, ""))
-		if !m.ExpectsReply {
+		switch {
+		case m.ExpectsReply && open[m.AskID]:
+			// Listed under "Pending asks".
+		case m.ExpectsReply:
+			lines = append(lines, fmt.Sprintf("- %s: %s%s (an ask no longer open: withdrawn or expired)", displayName(m.From), m.Text, formatAttachments(m.Attachments)))
+		default:
 			lines = append(lines, fmt.Sprintf("- %s: %s%s", displayName(m.From), m.Text, formatAttachments(m.Attachments)))
 		}
 	}
