@@ -248,7 +248,11 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 	w.state.Current = rec
 	w.saveState()
 	w.setReason(ctx, "turn-running", "", false)
-	fmt.Fprintf(w.cfg.Log, "agent-fleet worker shim: turn %d (%s, %d messages) starts\n", n, reason, len(batch))
+	what := reason
+	if len(batch) > 0 {
+		what = fmt.Sprintf("%s: %d", reason, len(batch))
+	}
+	fmt.Fprintf(w.cfg.Log, "agent-fleet worker shim: turn %d (%s) starts\n", n, what)
 
 	var exit turnExit
 	cmd, err := w.h.command(spec, t)

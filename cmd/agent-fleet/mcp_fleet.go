@@ -197,7 +197,11 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 			if e := exitText(w); e != "" {
 				state += " (" + e + ")"
 			}
-			fmt.Fprintf(&b, "- %s [%s] %s, manager %s: %s\n", w.ID, state, w.Role, w.Manager, workerCommand(w))
+			role := ""
+			if w.Role != "" {
+				role = " " + w.Role + ","
+			}
+			fmt.Fprintf(&b, "- %s [%s]%s manager %s: %s\n", w.ID, state, role, w.Manager, workerCommand(w))
 		}
 		text := strings.TrimSuffix(b.String(), "\n")
 		if text == "" {

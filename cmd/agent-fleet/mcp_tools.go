@@ -168,6 +168,14 @@ func (t *mcpTools) withFooter(ctx context.Context, r *mcp.CallToolResult) *mcp.C
 	return r
 }
 
+// waitText says how long an ask waited: "200 ms", "1 second", "45 seconds".
+func waitText(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return plural(int(d.Round(time.Second)/time.Second), "second")
+}
+
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
@@ -255,8 +263,8 @@ func (t *mcpTools) ask(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) 
 		text := fmt.Sprintf("Reply from %s:\n%s%s", a.To, res.Reply.Text, formatAttachments(res.Reply.Attachments))
 		return t.withFooter(ctx, result(text, map[string]any{"ok": true, "message_id": res.MessageID, "reply": res.Reply}, false)), nil, nil
 	}
-	text := fmt.Sprintf("No reply from %q within %d seconds. The ask stays open: its reply will appear in intercom_pending (nothing to resend).",
-		a.To, int(wait.Round(time.Second)/time.Second))
+	text := fmt.Sprintf("No reply from %q within %s. The ask (message %s) stays open: its reply will appear in intercom_pending marked as its reply (nothing to resend).",
+		a.To, waitText(wait), res.MessageID)
 	return t.withFooter(ctx, result(text, map[string]any{"ok": true, "message_id": res.MessageID, "pending": true}, false)), nil, nil
 }
 
@@ -286,6 +294,9 @@ func pendingEntry(m intercom.MessageView, selector string) map[string]any {
 	}
 	if m.AskID != "" {
 		e["askId"] = m.AskID
+	}
+	if m.ReplyTo != "" {
+		e["reply_to"] = m.ReplyTo // the message id of the ask it answers
 	}
 	return e
 }
@@ -322,6 +333,8 @@ func (t *mcpTools) pending(ctx context.Context, _ *mcp.CallToolRequest, a pendin
 			// Listed under "Pending asks".
 		case m.ExpectsReply:
 			lines = append(lines, fmt.Sprintf("- %s: %s%s (an ask no longer open: withdrawn or expired)", displayName(m.From), m.Text, formatAttachments(m.Attachments)))
+		case m.ReplyTo != "":
+			lines = append(lines, fmt.Sprintf("- %s (reply to your message %s): %s%s", displayName(m.From), m.ReplyTo, m.Text, formatAttachments(m.Attachments)))
 		default:
 			lines = append(lines, fmt.Sprintf("- %s: %s%s", displayName(m.From), m.Text, formatAttachments(m.Attachments)))
 		}
