@@ -211,7 +211,7 @@ func runMCP(ctx context.Context, s *streams, opts *mcpOptions) error {
 		addFleetTool(server, ms.id)
 	}
 	addTeamTools(server, ms.ops, ms.team)
-	err = server.Run(ctx, &mcp.IOTransport{Reader: nopCloser{s.In}, Writer: nopWriteCloser{s.Out}})
+	err = server.Run(ctx, &mcp.IOTransport{Reader: newJSONLines(s.In, log), Writer: nopWriteCloser{s.Out}})
 	if err != nil && ctx.Err() == nil && !isClosing(err) {
 		return fmt.Errorf("mcp: %w", err)
 	}

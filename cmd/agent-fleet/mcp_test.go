@@ -416,3 +416,30 @@ func TestMCPSecondServerTakesTheSessionOver(t *testing.T) {
 	require.False(t, r.isError, r.text)
 	require.True(t, intercom.HolderAlive(intercom.NewPaths(dir), "dup"), "the second server holds it now")
 }
+
+// A line that is not JSON does not end the server: it is dropped and the
+// next request is answered.
+func TestMCPSurvivesALineThatIsNotJSON(t *testing.T) {
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	cmd := as(t, dir, "garbled", "mcp")
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	_, err = io.WriteString(in, "this is not json\n\n"+
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	require.NoError(t, err)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 1<<20)
+	require.True(t, sc.Scan(), "an answer: %v", sc.Err())
+	var resp struct {
+		ID     int             `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(sc.Bytes(), &resp), sc.Text())
+	require.Equal(t, 1, resp.ID)
+	require.Contains(t, string(resp.Result), "protocolVersion")
+}
