@@ -213,9 +213,9 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 		if err != nil {
 			return fleetFailure(err)
 		}
-		v := statusView(st)
-		data, _ := json.MarshalIndent(v, "", "  ")
-		return result(string(data), v, false)
+		var b strings.Builder
+		printStatus(&b, st)
+		return result(strings.TrimRight(b.String(), "\n"), statusView(st), false)
 	case "stop":
 		res, err := env.fleet.Stop(ctx, a.ID)
 		if err != nil {

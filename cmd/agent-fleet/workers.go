@@ -261,49 +261,55 @@ func newStatusWorkerCmd(s *streams) *cobra.Command {
 			if asJSON {
 				return printJSON(s.Out, statusView(st))
 			}
-			w := st.Worker
-			fmt.Fprintf(s.Out, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
-			state := string(w.State)
-			if e := exitText(w); e != "" {
-				state += " (" + e + ")"
-			}
-			if w.StateReason != "" && w.State.Live() {
-				state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
-			}
-			if w.StopReason != "" {
-				state += ", stop: " + strings.ReplaceAll(w.StopReason, "-", " ")
-			}
-			fmt.Fprintf(s.Out, "  state:    %s\n", state)
-			printTurns(s.Out, w, st.Turns)
-			fmt.Fprintf(s.Out, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
-			if l := leaseText(st); l != "" {
-				fmt.Fprintf(s.Out, "  lease:    %s\n", l)
-			}
-			fmt.Fprintf(s.Out, "  unit:     %s (%s)\n", w.Unit, unitText(st.Unit))
-			if w.ControlGroup != "" {
-				fmt.Fprintf(s.Out, "  cgroup:   %s\n", w.ControlGroup)
-			}
-			fmt.Fprintf(s.Out, "  command:  %s\n  cwd:      %s\n", strings.Join(w.Command, " "), w.Cwd)
-			if w.LogPath != "" {
-				fmt.Fprintf(s.Out, "  log:      %s\n", w.LogPath)
-			}
-			if w.LastError != "" {
-				fmt.Fprintf(s.Out, "  error:    %s\n", w.LastError)
-			}
-			if st.ProcessCount > 0 {
-				fmt.Fprintf(s.Out, "  processes (%d):\n", st.ProcessCount)
-				for _, p := range st.Processes {
-					fmt.Fprintf(s.Out, "    %d %s\n", p.PID, p.Name)
-				}
-				if st.ProcessCount > len(st.Processes) {
-					fmt.Fprintf(s.Out, "    … %d more\n", st.ProcessCount-len(st.Processes))
-				}
-			}
+			printStatus(s.Out, st)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
 	return cmd
+}
+
+// printStatus shows one worker for people (status, and agent_fleet's
+// status action).
+func printStatus(out io.Writer, st *fleet.Status) {
+	w := st.Worker
+	fmt.Fprintf(out, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
+	state := string(w.State)
+	if e := exitText(w); e != "" {
+		state += " (" + e + ")"
+	}
+	if w.StateReason != "" && w.State.Live() {
+		state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
+	}
+	if w.StopReason != "" {
+		state += ", stop: " + strings.ReplaceAll(w.StopReason, "-", " ")
+	}
+	fmt.Fprintf(out, "  state:    %s\n", state)
+	printTurns(out, w, st.Turns)
+	fmt.Fprintf(out, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
+	if l := leaseText(st); l != "" {
+		fmt.Fprintf(out, "  lease:    %s\n", l)
+	}
+	fmt.Fprintf(out, "  unit:     %s (%s)\n", w.Unit, unitText(st.Unit))
+	if w.ControlGroup != "" {
+		fmt.Fprintf(out, "  cgroup:   %s\n", w.ControlGroup)
+	}
+	fmt.Fprintf(out, "  command:  %s\n  cwd:      %s\n", strings.Join(w.Command, " "), w.Cwd)
+	if w.LogPath != "" {
+		fmt.Fprintf(out, "  log:      %s\n", w.LogPath)
+	}
+	if w.LastError != "" {
+		fmt.Fprintf(out, "  error:    %s\n", w.LastError)
+	}
+	if st.ProcessCount > 0 {
+		fmt.Fprintf(out, "  processes (%d):\n", st.ProcessCount)
+		for _, p := range st.Processes {
+			fmt.Fprintf(out, "    %d %s\n", p.PID, p.Name)
+		}
+		if st.ProcessCount > len(st.Processes) {
+			fmt.Fprintf(out, "    … %d more\n", st.ProcessCount-len(st.Processes))
+		}
+	}
 }
 
 // leaseText describes a live worker's idle lease for people.
