@@ -142,25 +142,31 @@ wait:
 		}
 	}
 	code, exitCode, status := exitOf(cmd.ProcessState, waitErr)
-	// A stop cancels ctx; the exit is still recorded.
-	reg, err := regs.Get(context.WithoutCancel(ctx))
-	if err != nil {
-		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
-	}
-	if reg != nil {
-		_, err := reg.Update(context.WithoutCancel(ctx), cfg.WorkerID, cfg.RunID, func(r *Worker) error {
-			r.HasExit, r.ExitCode, r.ExitStatus = true, exitCode, status
-			r.EndedAt = time.Now()
-			if r.State == StateRunning || r.State == StateProvisioning {
-				r.State = StateExited
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			log.Warn("could not record the exit status", "err", err)
-		}
-	}
+	recordExit(ctx, regs, cfg.WorkerID, cfg.RunID, exitCode, status, log)
 	return code
+}
+
+// recordExit records a shim's end — its command's, or its own for a
+// coding-agent worker — in the registry: exitCode is systemd's
+// ExecMainCode name ("exited", "killed"). A stop cancels ctx; the exit is
+// recorded all the same.
+func recordExit(ctx context.Context, regs *RegistryHandle, id, run, exitCode string, status int, log *slog.Logger) {
+	reg, err := regs.Get(context.WithoutCancel(ctx))
+	if err != nil || reg == nil {
+		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
+		return
+	}
+	_, err = reg.Update(context.WithoutCancel(ctx), id, run, func(r *Worker) error {
+		r.HasExit, r.ExitCode, r.ExitStatus = true, exitCode, status
+		r.EndedAt = time.Now()
+		if r.State == StateRunning || r.State == StateProvisioning {
+			r.State = StateExited
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		log.Warn("could not record the exit status", "err", err)
+	}
 }
 
 // ShimOpManager asks a worker's shim holder who manages the worker now

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -79,28 +78,8 @@ func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session,
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: cannot execute %s: %s\n", spec.Command[0], loop.state.Last.Error)
 		code = ShimExitExec
 	}
-	recordExit(ctx, regs, cfg.WorkerID, cfg.RunID, code, log)
+	recordExit(ctx, regs, cfg.WorkerID, cfg.RunID, "exited", code, log)
 	return code
-}
-
-// recordExit records a shim's own exit status in the registry.
-func recordExit(ctx context.Context, regs *RegistryHandle, id, run string, status int, log *slog.Logger) {
-	reg, err := regs.Get(context.WithoutCancel(ctx))
-	if err != nil || reg == nil {
-		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
-		return
-	}
-	_, err = reg.Update(context.WithoutCancel(ctx), id, run, func(r *Worker) error {
-		r.HasExit, r.ExitCode, r.ExitStatus = true, "exited", status
-		r.EndedAt = time.Now()
-		if r.State == StateRunning || r.State == StateProvisioning {
-			r.State = StateExited
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		log.Warn("could not record the exit status", "err", err)
-	}
 }
 
 // WorkerMCPServer is the agent-fleet MCP server entry of a coding-agent
