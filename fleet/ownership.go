@@ -114,6 +114,11 @@ func (f *Fleet) Renew(ctx context.Context, id string) (*Worker, error) {
 	if !w.State.Live() {
 		return w, fmt.Errorf("renew %s: %w: it is %s", id, ErrNotFound, w.State)
 	}
+	return f.renewRecord(ctx, w)
+}
+
+// renewRecord gives w's record a fresh idle lease.
+func (f *Fleet) renewRecord(ctx context.Context, w *Worker) (*Worker, error) {
 	return f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
 		renewed(r, f.cfg.Now())
 		return nil
@@ -157,11 +162,7 @@ func (f *Fleet) Adopt(ctx context.Context, id string, force bool) (*Worker, erro
 		return w, fmt.Errorf("adopt %s: %w: it is %s", id, ErrNotFound, w.State)
 	}
 	if w.Manager == f.cfg.Caller {
-		// Already the caller's: adopting still renews its lease.
-		return f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
-			renewed(r, f.cfg.Now())
-			return nil
-		})
+		return f.renewRecord(ctx, w) // already the caller's: adopting still renews it
 	}
 	if !force && f.connected(ctx, w.Manager) {
 		return w, fmt.Errorf("adopt %s: %w: %q is connected and still owns it; ask it, or adopt with --force", id, ErrManagerConnected, w.Manager)
