@@ -74,10 +74,10 @@ type mcpSession struct {
 	team    *sessionTeam // the Boss contract and the team operations
 }
 
-// openWorkerMCPSession acts as a fleet worker through its shim's holder,
-// and only so: a worker's turn never registers a second connection under
-// the worker's id. The shim serves its holder before the first turn starts.
-func openWorkerMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcpSession, error) {
+// openSessionForMCP resolves the session of this process's environment
+// and opens it: as a fleet worker's turn (worker), or as its own. An
+// unusable Boss contract gives a session that takes no part.
+func openSessionForMCP(ctx context.Context, log *slog.Logger, harness string, worker bool) (*mcpSession, error) {
 	p, err := intercom.DefaultPaths()
 	if err != nil {
 		return nil, err
@@ -87,9 +87,20 @@ func openWorkerMCPSession(ctx context.Context, log *slog.Logger, harness string)
 		return nil, &usageError{err}
 	}
 	team, err := newSessionTeam(p, id)
-	if err != nil {
+	switch {
+	case err != nil:
 		return deniedMCPSession(log, id, err), nil
+	case worker:
+		return openWorkerMCPSession(ctx, p, id, team)
+	default:
+		return openMCPSession(ctx, log, p, id, team)
 	}
+}
+
+// openWorkerMCPSession acts as a fleet worker through its shim's holder,
+// and only so: a worker's turn never registers a second connection under
+// the worker's id. The shim serves its holder before the first turn starts.
+func openWorkerMCPSession(ctx context.Context, p intercom.Paths, id intercom.Identity, team *sessionTeam) (*mcpSession, error) {
 	var herr error
 	for attempt := 0; attempt < 10; attempt++ {
 		var hc *intercom.HolderClient
@@ -106,19 +117,7 @@ func openWorkerMCPSession(ctx context.Context, log *slog.Logger, harness string)
 }
 
 // openMCPSession holds the session, or acts through its live holder.
-func openMCPSession(ctx context.Context, log *slog.Logger, harness string) (*mcpSession, error) {
-	p, err := intercom.DefaultPaths()
-	if err != nil {
-		return nil, err
-	}
-	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Harness, Harness: harness})
-	if err != nil {
-		return nil, &usageError{err}
-	}
-	team, err := newSessionTeam(p, id)
-	if err != nil {
-		return deniedMCPSession(log, id, err), nil // an unusable Boss contract: take no part
-	}
+func openMCPSession(ctx context.Context, log *slog.Logger, p intercom.Paths, id intercom.Identity, team *sessionTeam) (*mcpSession, error) {
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
 		log.Info("session already held; acting through its holder", "session", id.SessionID)
 		f := &failoverOps{cur: team.through(p, hc), through: true, log: log,
@@ -193,13 +192,7 @@ func holdMCPSession(ctx context.Context, p intercom.Paths, id intercom.Identity,
 
 func runMCP(ctx context.Context, s *streams, opts *mcpOptions) error {
 	log := newLogger(s.Err, opts.logLevel)
-	var ms *mcpSession
-	var err error
-	if opts.worker {
-		ms, err = openWorkerMCPSession(ctx, log, opts.harness)
-	} else {
-		ms, err = openMCPSession(ctx, log, opts.harness)
-	}
+	ms, err := openSessionForMCP(ctx, log, opts.harness, opts.worker)
 	if err != nil {
 		return err
 	}

@@ -60,11 +60,11 @@ func toolCaller(t *testing.T, cs *mcp.ClientSession) func(name string, args map[
 }
 
 // openTestMCP opens the MCP session of the process environment through
-// openMCPSession and serves it with the team tools.
+// openSessionForMCP and serves it with the team tools.
 func openTestMCP(t *testing.T) (*mcpSession, *mcp.Server) {
 	t.Helper()
 	log := newLogger(io.Discard, "error")
-	ms, err := openMCPSession(context.Background(), log, "")
+	ms, err := openSessionForMCP(context.Background(), log, "", false)
 	require.NoError(t, err)
 	t.Cleanup(ms.stop)
 	server := newMCPServer(ms.ops, log)
