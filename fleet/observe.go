@@ -29,6 +29,18 @@ type Status struct {
 	Turns *TurnState
 }
 
+// unitEnded: the unit runs nothing any more (collected, inactive or failed).
+func unitEnded(st units.UnitState) bool {
+	return st.Gone() || st.ActiveState == "inactive" || st.ActiveState == "failed"
+}
+
+// stoppedAtMaxRuntime: systemd ended r, a worker that got ready, because
+// its maximum runtime ran out (the unit's result), and nothing else said
+// why it stopped.
+func stoppedAtMaxRuntime(r *Worker, rec units.ExitRecord) bool {
+	return rec.Result == "timeout" && r.StopReason == "" && !r.ReadyAt.IsZero()
+}
+
 // settle reconciles one record with systemd (level-triggered): a live
 // record whose unit is gone ended — how, the exit record says — or was
 // lost; a unit running for a stopped record is stopped (the stop fence).
@@ -44,11 +56,11 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			_ = f.cfg.Units.StopUnit(ctx, w.Unit)
 			_ = f.cfg.Units.ResetFailed(ctx, w.Unit)
 		}
-		if w.StopReason == "" && !w.ReadyAt.IsZero() && (st.Gone() || st.ActiveState == "inactive" || st.ActiveState == "failed") {
+		if w.StopReason == "" && !w.ReadyAt.IsZero() && unitEnded(st) {
 			// Its shim recorded the exit; the unit's result says why.
-			if rec, err := units.ReadExitRecord(f.exitRecordPath(w)); err == nil && rec.Result == "timeout" {
+			if rec, err := units.ReadExitRecord(f.exitRecordPath(w)); err == nil && stoppedAtMaxRuntime(w, rec) {
 				if updated, err := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
-					if r.StopReason == "" {
+					if stoppedAtMaxRuntime(r, rec) {
 						r.StopReason = StopMaxRuntime
 					}
 					return nil
@@ -60,7 +72,7 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 		return w, st
 	}
 	switch {
-	case st.Gone() || st.ActiveState == "inactive" || st.ActiveState == "failed":
+	case unitEnded(st):
 		rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
 		updated, uerr := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
 			if !r.State.Live() {
@@ -69,7 +81,7 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			if recErr == nil && !r.HasExit {
 				applyExitRecord(r, rec)
 			}
-			if recErr == nil && rec.Result == "timeout" && r.StopReason == "" && !r.ReadyAt.IsZero() {
+			if recErr == nil && stoppedAtMaxRuntime(r, rec) {
 				r.StopReason = StopMaxRuntime
 			}
 			if r.EndedAt.IsZero() {
