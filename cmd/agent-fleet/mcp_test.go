@@ -271,23 +271,26 @@ func TestMCPProtocol20250618(t *testing.T) {
 
 // Two real `agent-fleet mcp` processes as two sessions, driven by the SDK
 // client over stdio.
+// mcpProcess starts agent-fleet mcp as session id in agent directory dir
+// and connects an MCP client to it.
+func mcpProcess(t *testing.T, dir, id string) *mcp.ClientSession {
+	t.Helper()
+	cmd := as(t, dir, id, "mcp")
+	cmd.Stderr = os.Stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 func TestMCPTwoProcesses(t *testing.T) {
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
-	connect := func(id string) *mcp.ClientSession {
-		cmd := as(t, dir, id, "mcp")
-		cmd.Stderr = os.Stderr
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-			Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
+	connect := func(id string) *mcp.ClientSession { return mcpProcess(t, dir, id) }
 	a, b := connect("mcp-a"), connect("mcp-b")
 	call := func(cs *mcp.ClientSession, name string, args map[string]any) toolResult {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-		require.NoError(t, err)
-		return decodeResult(t, res)
+		return toolCaller(t, cs)(name, args)
 	}
 	// Registered at startup: visible before any tool call of b's.
 	r := call(a, "intercom_list", nil)
@@ -377,19 +380,9 @@ func TestMCPStdinCloseKeepsOutbox(t *testing.T) {
 func TestMCPSecondServerTakesTheSessionOver(t *testing.T) {
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
-	connect := func(id string) *mcp.ClientSession {
-		cmd := as(t, dir, id, "mcp")
-		cmd.Stderr = os.Stderr
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-			Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
+	connect := func(id string) *mcp.ClientSession { return mcpProcess(t, dir, id) }
 	call := func(cs *mcp.ClientSession, name string, args map[string]any) toolResult {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-		require.NoError(t, err)
-		return decodeResult(t, res)
+		return toolCaller(t, cs)(name, args)
 	}
 	first := connect("dup")
 	second := connect("dup")

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -186,12 +184,7 @@ func TestMCPJoinWithRealProcesses(t *testing.T) {
 	t.Cleanup(func() { stopBroker(t, dir) })
 	startNamedListener(t, dir, "outsider", "Outsider")
 	connect := func(id string) func(name string, args map[string]any) toolResult {
-		cmd := as(t, dir, id, "mcp")
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-			Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { cs.Close() })
-		return toolCaller(t, cs)
+		return toolCaller(t, mcpProcess(t, dir, id))
 	}
 	a, b := connect("mcp-lead"), connect("mcp-mate")
 	r := a("intercom_list", nil)
