@@ -31,9 +31,10 @@ type RegistryOptions struct {
 	// BusyTimeout is SQLite's busy_timeout, in whole milliseconds (0 =
 	// DefaultBusyTimeout).
 	BusyTimeout time.Duration
-	// OnChange, when set, runs after every committed write of this handle
-	// (outside the write lock), e.g. to refresh a view other tools read.
-	// It must not write to the registry.
+	// OnChange, when set, runs after every committed write of this handle,
+	// on the writer's goroutine (outside the write lock). It must not write
+	// to the registry. (Views other tools read are refreshed by the
+	// process-wide hook instead: SetChangeHook, off the writer's path.)
 	OnChange func(ctx context.Context, r *Registry)
 }
 
@@ -54,6 +55,7 @@ type Registry struct {
 	now       func() time.Time
 	writeSem  chan struct{}
 	onChange  func(context.Context, *Registry)
+	hooks     hookRunner
 	id        string
 	createdAt time.Time
 	file      os.FileInfo // the file as opened, to notice a replacement
@@ -185,9 +187,13 @@ func (r *Registry) loadMeta(ctx context.Context) error {
 	return classify(rows.Err())
 }
 
-// Close closes the registry's connections. The last connection of the last
-// process to close checkpoints the WAL into the file.
-func (r *Registry) Close() error { return r.db.Close() }
+// Close waits for the change hook's pending run (SetChangeHook) and closes
+// the registry's connections. The last connection of the last process to
+// close checkpoints the WAL into the file.
+func (r *Registry) Close() error {
+	r.AwaitChangeHook()
+	return r.db.Close()
+}
 
 // Path is the absolute path of the registry file.
 func (r *Registry) Path() string { return r.path }
@@ -421,6 +427,39 @@ func (r *Registry) List(ctx context.Context, f Filter) ([]*Worker, error) {
 	return out, nil
 }
 
+// Summary is the part of a worker's record that views of the registry show
+// (the workers.json view, team rosters).
+type Summary struct {
+	ID, RunID string
+	Kind      string
+	Role      string
+	Manager   string
+	State     State
+}
+
+// LiveSummaries returns the summaries of the live incarnations, ids in byte
+// order: List(Filter{LiveOnly: true}) reading six columns instead of every
+// one, for views rewritten after every change.
+func (r *Registry) LiveSummaries(ctx context.Context) ([]Summary, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT id, run_id, kind, role, manager, state FROM workers WHERE `+liveStatesSQL+` ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list live workers: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []Summary
+	for rows.Next() {
+		var s Summary
+		if err := rows.Scan(&s.ID, &s.RunID, &s.Kind, &s.Role, &s.Manager, &s.State); err != nil {
+			return nil, fmt.Errorf("list live workers: %w", classify(err))
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list live workers: %w", classify(err))
+	}
+	return out, nil
+}
+
 // Update reads incarnation id+runID, calls fn on a copy of it and writes the
 // result back, all in one IMMEDIATE transaction: no concurrent writer's change
 // can be lost between the read and the write (anchor §7.6 item 2). fn runs
@@ -569,7 +608,7 @@ func (r *Registry) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	if r.onChange != nil {
 		r.onChange(context.WithoutCancel(ctx), r)
 	}
-	runChangeHook(context.WithoutCancel(ctx), r)
+	r.hooks.changed(context.WithoutCancel(ctx), r)
 	return nil
 }
 

@@ -64,12 +64,6 @@ type viewWorker struct {
 	Role             string `json:"role,omitempty"`
 }
 
-type viewFile struct {
-	Version int          `json:"version"`
-	Writer  string       `json:"writer"`
-	Workers []viewWorker `json:"workers"`
-}
-
 // InspectWorkersView reports who owns workers.json, for doctor.
 func InspectWorkersView(p intercom.Paths) ViewStatus {
 	st, _ := inspectView(WorkersViewPath(p))
@@ -84,6 +78,9 @@ func inspectView(path string) (ViewStatus, []byte) {
 		return ViewStatus{State: ViewAbsent, Path: path}, nil
 	case err != nil:
 		return ViewStatus{State: ViewUnreadable, Path: path, Err: err}, nil
+	}
+	if bytes.HasPrefix(data, []byte(viewHead)) {
+		return ViewStatus{State: ViewOurs, Path: path, Workers: bytes.Count(data, []byte(viewEntry))}, data
 	}
 	var top struct {
 		Writer  json.RawMessage   `json:"writer"`
@@ -136,15 +133,32 @@ func RefreshWorkersView(ctx context.Context, p intercom.Paths, list func(context
 	return ViewOurs, nil
 }
 
+// viewHead begins every view encodeView writes; each worker then has a
+// line of its own beginning with viewEntry (JSON strings hold no raw
+// newline), so that a view of ours is known and counted without a parse.
+const (
+	viewHead  = "{\n  \"version\": 1,\n  \"writer\": \"" + WorkersViewWriter + "\",\n  \"workers\": ["
+	viewEntry = "\n    {"
+)
+
 func encodeView(workers []WorkerRecord) []byte {
-	f := viewFile{Version: 1, Writer: WorkersViewWriter, Workers: []viewWorker{}}
+	data := []byte(viewHead)
+	n := 0
 	for _, w := range workers {
 		if !w.Live {
 			continue
 		}
-		f.Workers = append(f.Workers, viewWorker{ID: w.ID, RunID: w.RunID, Owned: true, ManagerSessionID: w.Manager,
+		entry, _ := json.Marshal(viewWorker{ID: w.ID, RunID: w.RunID, Owned: true, ManagerSessionID: w.Manager,
 			IntercomTarget: w.ID, State: w.State, Harness: w.Harness, Role: w.Role})
+		if n > 0 {
+			data = append(data, ',')
+		}
+		data = append(append(data, "\n    "...), entry...) // viewEntry, as entry begins with '{'
+
+		n++
 	}
-	data, _ := json.MarshalIndent(f, "", "  ")
-	return append(data, '\n')
+	if n > 0 {
+		data = append(data, "\n  "...)
+	}
+	return append(data, "]\n}\n"...)
 }

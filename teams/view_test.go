@@ -2,6 +2,7 @@ package teams
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,8 +187,10 @@ func TestWorkersViewOwnership(t *testing.T) {
 			data, err := os.ReadFile(path)
 			require.NoError(t, err)
 			if c.written {
-				require.Contains(t, string(data), `"managerSessionId": "boss"`)
-				require.Equal(t, ViewOurs, InspectWorkersView(p).State)
+				var v viewFile
+				require.NoError(t, json.Unmarshal(data, &v))
+				require.Equal(t, "boss", v.Workers[0].ManagerSessionID)
+				require.Equal(t, ViewStatus{State: ViewOurs, Path: path, Workers: 1}, InspectWorkersView(p))
 			} else {
 				require.Equal(t, *c.existing, string(data), "never touched")
 				require.Equal(t, before.State, InspectWorkersView(p).State)
@@ -197,6 +200,44 @@ func TestWorkersViewOwnership(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// viewFile is the whole workers.json view, as its readers parse it.
+type viewFile struct {
+	Version int          `json:"version"`
+	Writer  string       `json:"writer"`
+	Workers []viewWorker `json:"workers"`
+}
+
+// The view is JSON whatever the strings hold, and a view of ours is known
+// and counted without a parse — also one written indented by an earlier
+// agent-fleet.
+func TestWorkersViewEncoding(t *testing.T) {
+	for _, n := range []int{0, 1, 3} {
+		var ws []WorkerRecord
+		for i := range n {
+			ws = append(ws, live(fmt.Sprintf("w%d", i), "aaaaaaaaaaaa", "boss", "exec", "role\n    {\"x\": \"y\"}"))
+		}
+		ws = append(ws, WorkerRecord{ID: "gone", RunID: "bbbbbbbbbbbb", State: "exited"})
+		data := encodeView(ws)
+		var v viewFile
+		require.NoError(t, json.Unmarshal(data, &v), "%s", data)
+		require.Equal(t, 1, v.Version)
+		require.Equal(t, WorkersViewWriter, v.Writer)
+		require.Len(t, v.Workers, n)
+		require.NotNil(t, v.Workers)
+		if n > 0 {
+			require.Equal(t, "role\n    {\"x\": \"y\"}", v.Workers[0].Role)
+		}
+		indented, err := json.MarshalIndent(v, "", "  ")
+		require.NoError(t, err)
+		for _, form := range [][]byte{data, indented} {
+			path := filepath.Join(t.TempDir(), "workers.json")
+			require.NoError(t, os.WriteFile(path, form, 0o600))
+			st, _ := inspectView(path)
+			require.Equal(t, ViewStatus{State: ViewOurs, Path: path, Workers: n}, st, "%s", form)
+		}
+	}
+}
 
 // Refreshes of many writers never interleave, and the last one wins.
 func TestWorkersViewConcurrentRefresh(t *testing.T) {

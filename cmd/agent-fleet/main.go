@@ -8,12 +8,18 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := newRootCmd(defaultStreams()).ExecuteContext(ctx)
 	stop()
+	// Views of the registry other tools read are refreshed off the
+	// writers' path; a write of this command must not lose its view.
+	fleet.AwaitChangeHooks(5 * time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent-fleet:", err)
 	}

@@ -67,13 +67,14 @@ func (r *teamRegistry) LiveWorkers(ctx context.Context) ([]teams.WorkerRecord, e
 }
 
 func liveWorkerRecords(ctx context.Context, reg *fleet.Registry) ([]teams.WorkerRecord, error) {
-	ws, err := reg.List(ctx, fleet.Filter{LiveOnly: true})
+	ss, err := reg.LiveSummaries(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]teams.WorkerRecord, 0, len(ws))
-	for _, w := range ws {
-		out = append(out, workerRecord(w))
+	out := make([]teams.WorkerRecord, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, teams.WorkerRecord{ID: s.ID, RunID: s.RunID, Manager: s.Manager, Harness: s.Kind, Role: s.Role,
+			State: string(s.State), Live: s.State.Live()})
 	}
 	return out, nil
 }
