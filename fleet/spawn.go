@@ -117,6 +117,17 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		k, _, _ := strings.Cut(kv, "=")
 		w.EnvKeys = append(w.EnvKeys, k)
 	}
+	// The manager's environment is asked for alongside the checks and the
+	// reservation: two D-Bus calls in flight at once.
+	type environment struct {
+		env []string
+		err error
+	}
+	managerEnvs := make(chan environment, 1)
+	go func() {
+		env, err := f.cfg.Units.ManagerEnvironment(ctx)
+		managerEnvs <- environment{env, err}
+	}()
 	if err := f.refuseRunningUnit(ctx, req.ID); err != nil {
 		return nil, err
 	}
@@ -155,9 +166,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	env := workerEnv(f.cfg.CallerEnv, f.cfg.Paths.AgentDir, extra, identity)
 	env = append(env, f.cfg.ShimEnv...)
-	managerEnv, err := f.cfg.Units.ManagerEnvironment(ctx)
-	if err != nil {
-		return nil, f.spawnFailed(ctx, w, startFailure(err), errors.Is(err, units.ErrTimeout))
+	me := <-managerEnvs
+	if me.err != nil {
+		return nil, f.spawnFailed(ctx, w, startFailure(me.err), errors.Is(me.err, units.ErrTimeout))
 	}
 
 	spec := units.ServiceSpec{
@@ -166,7 +177,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		Argv:             append(append(append(append([]string(nil), f.cfg.Shim...), shimArgs...), "--"), argv...),
 		WorkingDirectory: cwd,
 		Env:              env,
-		UnsetEnv:         unsetFromManager(managerEnv, env),
+		UnsetEnv:         unsetFromManager(me.env, env),
 		Type:             units.ServiceNotify,
 		StartTimeout:     f.cfg.StartTimeout,
 		StopTimeout:      f.cfg.StopTimeout,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -51,8 +52,10 @@ the unit is inactive and its cgroup proven empty). In the same run, on the same
 D-Bus connection, it starts and stops a bare transient unit (Type=exec, the
 same command) per worker, timed from the start call to its job done, and runs
 the worker shim N times outside systemd to measure the command's own start-up
-(exec of agent-fleet, registry, intercom registration, session holder, exec of
-the command, READY). It reports p50/p99 of each and the ratios; issue 5's
+(exec of agent-fleet, intercom registration, session holder, exec of the
+command, READY). The four kinds take turns in a random order each round, and
+everything started runs until the stop phase, so each start meets the same
+units and sessions. It reports p50/p99 of each and the ratios; issue 5's
 target is a spawn within 1.3× of the bare unit plus that start-up.
 
 It runs in a temporary agent directory with its own broker, on your user
@@ -129,9 +132,9 @@ type benchSpawnResult struct {
 }
 
 var benchIncludes = map[string]string{
-	"spawn":       "fleet.Spawn: registry reserve, user manager environment read, transient Type=notify unit start until the shim's READY (exec of agent-fleet, registry open, intercom registration, session holder, exec of the command), registry update",
+	"spawn":       "fleet.Spawn: running-unit check and user manager environment read (concurrent D-Bus calls), registry reserve, transient Type=notify unit start until the shim's READY (exec of agent-fleet, intercom registration, session holder, exec of the command), registry update",
 	"bareStart":   "units.StartService of a Type=exec transient unit running the same command, on the same D-Bus connection: start call until the start job is done (systemd forked and executed the command)",
-	"shimStartup": "the worker shim started by this process outside systemd, from fork/exec until READY=1 on a notify socket: the command's own start-up under agent-fleet",
+	"shimStartup": "the worker shim started by this process outside systemd, from fork/exec until READY=1 on a notify socket: the command's own start-up under agent-fleet (it runs on, holding its session, until the stop phase)",
 	"stop":        "fleet.Stop: registry stop fence, stop job (SIGTERM to the cgroup), wait until inactive, cgroup read (and SIGKILL of survivors), reset-failed, exit record, registry update",
 	"bareStop":    "units.StopUnit of the bare unit until its stop job is done",
 	"shimUnit":    "the worker shim (running the same command) as a bare Type=notify transient unit on the same connection: systemd plus the shim's start-up until READY, and its stop, without fleet's registry and environment work",
@@ -254,9 +257,10 @@ func runBenchSpawn(ctx context.Context, s *streams, opts *benchSpawnOptions) (er
 	if _, err := probe.run(ctx, "bench-"+tag+"-probe"); err != nil {
 		return err
 	}
+	probe.stop("bench-" + tag + "-probe")
 
-	// The three kinds alternate, so that each sees the same load of
-	// running units; operations run back to back (pausing between them
+	// The four kinds alternate, so that each sees the same load of
+	// running units and sessions; operations run back to back (pausing between them
 	// lets the CPUs idle, and waking them costs more than the operation).
 	var spawnT, stopT, bareStartT, bareStopT, shimT, shimUnitStartT, shimUnitStopT []time.Duration
 	timed := func(into *[]time.Duration, op func() error) error {
@@ -270,37 +274,44 @@ func runBenchSpawn(ctx context.Context, s *streams, opts *benchSpawnOptions) (er
 	bareName := func(i int) string { return fmt.Sprintf("agent-fleet-bench-%s-%d.service", tag, i) }
 	shimName := func(i int) string { return fmt.Sprintf("agent-fleet-bench-%s-shim-%d.service", tag, i) }
 	workerID := func(i int) string { return fmt.Sprintf("bench-%s-%d", tag, i) }
+	probeID := func(i int) string { return fmt.Sprintf("bench-%s-probe-%d", tag, i) }
 
-	fmt.Fprintf(log, "bench spawn: timing the worker shim's start-up %d times\n", opts.workers)
-	for i := range opts.workers {
-		d, err := probe.run(ctx, fmt.Sprintf("bench-%s-probe-%d", tag, i))
-		if err != nil {
-			return err
-		}
-		shimT = append(shimT, d)
-	}
 	fmt.Fprintf(log, "bench spawn: starting %d workers, %d bare units and %d shim units\n", opts.workers, opts.workers, opts.workers)
 	for i := range opts.workers {
-		sb.bare[bareName(i)] = false
-		if err := timed(&bareStartT, func() error {
-			_, err := fe.units.StartService(ctx, bareSpec(bareName(i)))
-			return err
-		}); err != nil {
-			return fmt.Errorf("bench spawn: bare unit: %w", err)
+		// Each start leaves work behind (a session's join wakes every
+		// session of its scope); in a fresh order per round each kind
+		// follows each other kind alike.
+		starts := []struct {
+			into *[]time.Duration
+			what string // for errors not already saying what failed
+			op   func() error
+		}{
+			{&shimT, "", func() error { _, err := probe.run(ctx, probeID(i)); return err }},
+			{&bareStartT, "bare unit: ", func() error {
+				sb.bare[bareName(i)] = false
+				_, err := fe.units.StartService(ctx, bareSpec(bareName(i)))
+				return err
+			}},
+			{&shimUnitStartT, "shim unit: ", func() error {
+				sb.bare[shimName(i)] = false
+				_, err := fe.units.StartService(ctx, shimSpec(shimName(i), fmt.Sprintf("bench-%s-shim-%d", tag, i)))
+				return err
+			}},
+			{&spawnT, "", func() error { return spawnAndTrack(ctx, sb, spawnReq(workerID(i))) }},
 		}
-		sb.bare[shimName(i)] = false
-		if err := timed(&shimUnitStartT, func() error {
-			_, err := fe.units.StartService(ctx, shimSpec(shimName(i), fmt.Sprintf("bench-%s-shim-%d", tag, i)))
-			return err
-		}); err != nil {
-			return fmt.Errorf("bench spawn: shim unit: %w", err)
-		}
-		if err := timed(&spawnT, func() error { return spawnAndTrack(ctx, sb, spawnReq(workerID(i))) }); err != nil {
-			return err
+		mrand.Shuffle(len(starts), func(a, b int) { starts[a], starts[b] = starts[b], starts[a] })
+		for _, st := range starts {
+			if err := timed(st.into, st.op); err != nil {
+				if st.what != "" {
+					return fmt.Errorf("bench spawn: %s%w", st.what, err)
+				}
+				return err
+			}
 		}
 	}
 	fmt.Fprintf(log, "bench spawn: stopping them\n")
 	for i := range opts.workers {
+		probe.stop(probeID(i))
 		if err := timed(&bareStopT, func() error { return fe.units.StopUnit(ctx, bareName(i)) }); err != nil {
 			return fmt.Errorf("bench spawn: bare unit: %w", err)
 		}
@@ -416,13 +427,22 @@ func randomTag() string {
 }
 
 // shimProbe runs the worker shim outside systemd, with a notify socket of
-// its own, to time the command's own start-up until READY.
+// its own, to time the command's own start-up until READY. Probes keep
+// running (holding their sessions, like the workers they are compared with)
+// until stopped.
 type shimProbe struct {
 	exe     string
 	command []string
 	paths   intercom.Paths
 	sock    *net.UnixConn
 	path    string
+	running map[string]*probeProc
+}
+
+// probeProc is one running probe shim.
+type probeProc struct {
+	cmd    *exec.Cmd
+	exited chan error
 }
 
 func newShimProbe(p intercom.Paths, exe string, command []string) (*shimProbe, error) {
@@ -431,16 +451,37 @@ func newShimProbe(p intercom.Paths, exe string, command []string) (*shimProbe, e
 	if err != nil {
 		return nil, fmt.Errorf("bench spawn: notify socket: %w", err)
 	}
-	return &shimProbe{exe: exe, command: command, paths: p, sock: sock, path: path}, nil
+	return &shimProbe{exe: exe, command: command, paths: p, sock: sock, path: path, running: map[string]*probeProc{}}, nil
 }
 
+// close stops every probe still running and removes the notify socket.
 func (sp *shimProbe) close() {
+	for id := range sp.running {
+		sp.stop(id)
+	}
 	sp.sock.Close()
 	os.Remove(sp.path)
 }
 
-// run starts `agent-fleet worker-shim` as worker id, waits for READY=1,
-// then stops it (SIGTERM, which it forwards to the command) and reaps it.
+// stop ends the probe of worker id (SIGTERM, which it forwards to the
+// command; SIGKILL after 10 s) and reaps it.
+func (sp *shimProbe) stop(id string) {
+	p := sp.running[id]
+	if p == nil {
+		return
+	}
+	delete(sp.running, id)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// run starts `agent-fleet worker-shim` as worker id and times it until
+// READY=1; the probe then runs on until stop(id).
 func (sp *shimProbe) run(ctx context.Context, id string) (time.Duration, error) {
 	argv := append([]string{"worker-shim", "--id", id, "--run", randomTag() + randomTag(), "--"}, sp.command...)
 	cmd := exec.Command(sp.exe, argv...)
@@ -452,8 +493,9 @@ func (sp *shimProbe) run(ctx context.Context, id string) (time.Duration, error) 
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("bench spawn: start the shim probe: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	p := &probeProc{cmd: cmd, exited: make(chan error, 1)}
+	go func() { p.exited <- cmd.Wait() }()
+	sp.running[id] = p
 	ready := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 4096)
@@ -470,30 +512,22 @@ func (sp *shimProbe) run(ctx context.Context, id string) (time.Duration, error) 
 			}
 		}
 	}()
-	var took time.Duration
 	var err error
 	select {
 	case err = <-ready:
-		took = time.Since(began)
-	case werr := <-exited:
+		if err == nil {
+			return time.Since(began), nil
+		}
+	case werr := <-p.exited:
+		delete(sp.running, id)
 		_ = sp.sock.SetReadDeadline(time.Now()) // ends the reader
 		<-ready
 		return 0, fmt.Errorf("bench spawn: the shim probe exited before READY (%v): %s", werr, strings.TrimSpace(stderr.String()))
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if err != nil {
-		_ = sp.sock.SetReadDeadline(time.Now())
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	if err != nil {
-		return 0, fmt.Errorf("bench spawn: the shim probe: %w", err)
-	}
-	return took, nil
+	_ = sp.sock.SetReadDeadline(time.Now())
+	<-ready
+	sp.stop(id)
+	return 0, fmt.Errorf("bench spawn: the shim probe: %w", err)
 }

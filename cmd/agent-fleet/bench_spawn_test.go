@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +56,17 @@ func TestBenchSpawn(t *testing.T) {
 	left, err := m.ListUnits(ctx, res.UnitPatterns...)
 	require.NoError(t, err)
 	require.Empty(t, left, "units left behind by the benchmark")
+
+	// The shim probes ran as this benchmark's children until its stop
+	// phase: none may outlive it.
+	tag := strings.TrimSuffix(strings.TrimPrefix(res.UnitPatterns[1], "agent-fleet-bench-"), "-*.service")
+	require.NotEmpty(t, tag)
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	require.NoError(t, err)
+	for _, f := range procs {
+		argv, _ := os.ReadFile(f)
+		require.NotContains(t, string(argv), "bench-"+tag+"-probe", "a shim probe outlived the benchmark: %s", f)
+	}
 }
 
 func TestSummarize(t *testing.T) {
