@@ -55,6 +55,7 @@ type Registry struct {
 	now       func() time.Time
 	writeSem  chan struct{}
 	onChange  func(context.Context, *Registry)
+	stmts     *statements
 	hooks     hookRunner
 	id        string
 	createdAt time.Time
@@ -141,6 +142,7 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	r.db = db
+	r.stmts = newStatements(db)
 	if err := enableWAL(ctx, db, busy); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
@@ -192,8 +194,11 @@ func (r *Registry) loadMeta(ctx context.Context) error {
 // close checkpoints the WAL into the file.
 func (r *Registry) Close() error {
 	r.AwaitChangeHook()
-	return r.db.Close()
+	return errors.Join(r.stmts.close(), r.db.Close())
 }
+
+// cached reads outside a transaction with prepared statements.
+func (r *Registry) cached() querier { return cachedQuerier{s: r.stmts} }
 
 // Path is the absolute path of the registry file.
 func (r *Registry) Path() string { return r.path }
@@ -240,7 +245,7 @@ func (r *Registry) Reserve(ctx context.Context, w *Worker) error {
 	if err := validateFields(rec); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	err := r.write(ctx, func(tx *sql.Tx) error {
+	err := r.write(ctx, func(tx querier) error {
 		if live, err := liveIncarnation(ctx, tx, rec.ID); err != nil {
 			return err
 		} else if live != nil {
@@ -304,7 +309,7 @@ func (r *Registry) Insert(ctx context.Context, w *Worker) error {
 	if err := validateFields(rec); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	err := r.write(ctx, func(tx *sql.Tx) error {
+	err := r.write(ctx, func(tx querier) error {
 		if _, err := getRun(ctx, tx, rec.ID, rec.RunID); err == nil {
 			return fmt.Errorf("%w: incarnation already recorded", ErrConflict)
 		} else if !errors.Is(err, ErrNotFound) {
@@ -344,7 +349,7 @@ func (r *Registry) Get(ctx context.Context, id string) (*Worker, error) {
 	}
 	// One statement, so one snapshot; each subquery is one index probe (the
 	// live index, then id+generation), however long the id's history.
-	row := r.db.QueryRowContext(ctx, `SELECT `+workerColumns+` FROM workers WHERE id = ?1 AND run_id = coalesce(
+	row := r.cached().QueryRowContext(ctx, `SELECT `+workerColumns+` FROM workers WHERE id = ?1 AND run_id = coalesce(
 		(SELECT run_id FROM workers WHERE id = ?1 AND `+liveStatesSQL+`),
 		(SELECT run_id FROM workers WHERE id = ?1 ORDER BY generation DESC, created_at_ms DESC, run_id DESC LIMIT 1))`, id)
 	w, err := scanWorker(row)
@@ -365,7 +370,7 @@ func (r *Registry) GetRun(ctx context.Context, id, runID string) (*Worker, error
 	if err := ValidRunID(runID); err != nil {
 		return nil, fmt.Errorf("get worker %q: %w", id, err)
 	}
-	w, err := getRun(ctx, r.db, id, runID)
+	w, err := getRun(ctx, r.cached(), id, runID)
 	if err != nil {
 		return nil, fmt.Errorf("get worker %q run %s: %w", id, runID, err)
 	}
@@ -485,7 +490,7 @@ func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker
 	}
 	var out *Worker
 	var fnErr error
-	err := r.write(ctx, func(tx *sql.Tx) error {
+	err := r.write(ctx, func(tx querier) error {
 		cur, err := getRun(ctx, tx, id, runID)
 		if err != nil {
 			return err
@@ -543,7 +548,7 @@ func (r *Registry) Forget(ctx context.Context, id string) (int, error) {
 		return 0, fmt.Errorf("forget worker: %w", err)
 	}
 	var n int64
-	err := r.write(ctx, func(tx *sql.Tx) error {
+	err := r.write(ctx, func(tx querier) error {
 		if live, err := liveIncarnation(ctx, tx, id); err != nil {
 			return err
 		} else if live != nil {
@@ -582,7 +587,7 @@ func (r *Registry) PruneManager(ctx context.Context, olderThan time.Time, manage
 	}
 	cutoff := olderThan.UnixMilli()
 	var n int64
-	err := r.write(ctx, func(tx *sql.Tx) error {
+	err := r.write(ctx, func(tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE `+terminalStatesSQL+`
 			AND (CASE WHEN ended_at_ms != 0 THEN ended_at_ms ELSE updated_at_ms END) < ?
 			AND (? = '' OR manager = ?)`, cutoff, manager, manager)
@@ -601,7 +606,7 @@ func (r *Registry) PruneManager(ctx context.Context, olderThan time.Time, manage
 // write runs fn in one BEGIN IMMEDIATE transaction and commits it; fn's error
 // rolls back. In-process writers queue on writeSem (honouring ctx) so only
 // writers of other processes meet SQLite's busy handler.
-func (r *Registry) write(ctx context.Context, fn func(*sql.Tx) error) error {
+func (r *Registry) write(ctx context.Context, fn func(querier) error) error {
 	if err := r.writeLocked(ctx, fn); err != nil {
 		return err
 	}
@@ -612,7 +617,7 @@ func (r *Registry) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-func (r *Registry) writeLocked(ctx context.Context, fn func(*sql.Tx) error) error {
+func (r *Registry) writeLocked(ctx context.Context, fn func(querier) error) error {
 	select {
 	case r.writeSem <- struct{}{}:
 	case <-ctx.Done():
@@ -623,7 +628,7 @@ func (r *Registry) writeLocked(ctx context.Context, fn func(*sql.Tx) error) erro
 	if err != nil {
 		return classify(err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(cachedQuerier{r.stmts, tx}); err != nil {
 		tx.Rollback() //nolint:errcheck // the first error is the one to report
 		return err
 	}

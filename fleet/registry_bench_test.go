@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -23,7 +22,7 @@ var benchSizes = []int{1, 100, 1000}
 func populate(b *testing.B, r *Registry, n int) {
 	b.Helper()
 	now := time.Now()
-	err := r.write(context.Background(), func(tx *sql.Tx) error {
+	err := r.write(context.Background(), func(tx querier) error {
 		for i := range n {
 			w := &Worker{
 				ID: fmt.Sprintf("w%04d", i), RunID: fmt.Sprintf("%012x", i), Generation: 1,
