@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -143,16 +142,25 @@ func cloneStrings(s []string) []string {
 // RunIDPattern is what a RunID looks like: 12 lowercase hex digits.
 const RunIDPattern = "^[0-9a-f]{12}$"
 
-var (
-	workerIDRe = regexp.MustCompile(intercom.SessionIDPattern)
-	runIDRe    = regexp.MustCompile(RunIDPattern)
-)
+// validRunID reports whether runID matches RunIDPattern (spelled out, as
+// intercom.ValidSessionID).
+func validRunID(runID string) bool {
+	if len(runID) != 12 {
+		return false
+	}
+	for i := 0; i < len(runID); i++ {
+		if c := runID[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidID checks id against DESIGN.md's id pattern
 // (intercom.SessionIDPattern, at most 64 characters). The error wraps
 // ErrInvalidID.
 func ValidID(id string) error {
-	if !workerIDRe.MatchString(id) {
+	if !intercom.ValidSessionID(id) {
 		return fmt.Errorf("%w: %q does not match %s", ErrInvalidID, id, intercom.SessionIDPattern)
 	}
 	return nil
@@ -160,7 +168,7 @@ func ValidID(id string) error {
 
 // ValidRunID checks runID against RunIDPattern. The error wraps ErrInvalidID.
 func ValidRunID(runID string) error {
-	if !runIDRe.MatchString(runID) {
+	if !validRunID(runID) {
 		return fmt.Errorf("%w: run id %q does not match %s", ErrInvalidID, runID, RunIDPattern)
 	}
 	return nil

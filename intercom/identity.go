@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/user"
-	"regexp"
 	"strings"
 	"time"
 
@@ -28,15 +27,30 @@ const (
 // adapters and for systemd unit names.
 const SessionIDPattern = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 
-var sessionIDRe = regexp.MustCompile(SessionIDPattern)
-
 // ErrInvalidSessionID is returned for a configured id that does not match
 // SessionIDPattern.
 var ErrInvalidSessionID = errors.New("session id must match " + SessionIDPattern)
 
+// ValidSessionID reports whether id matches SessionIDPattern. It is
+// spelled out rather than compiled: the counted repetition would cost every
+// process start a compile.
+func ValidSessionID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // ValidateSessionID checks an id against SessionIDPattern.
 func ValidateSessionID(id string) error {
-	if !sessionIDRe.MatchString(id) {
+	if !ValidSessionID(id) {
 		return fmt.Errorf("%w: %q", ErrInvalidSessionID, id)
 	}
 	return nil

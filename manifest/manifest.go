@@ -15,6 +15,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // Schema constants (spec §7.1).
@@ -66,11 +67,15 @@ var (
 )
 
 var (
-	runIDRe     = regexp.MustCompile(`^team_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-	sessionIDRe = regexp.MustCompile(`^tmuxdeck-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	// Compiled when a manifest is first read, not at every process start.
+	runIDRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^team_` + uuidV4) })
+	sessionIDRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^tmuxdeck-` + uuidV4) })
 	topKeys     = []string{"version", "backend", "runId", "leadId", "members", "createdAt", "capabilities"}
 	memberKeys  = []string{"sessionId", "role"}
 )
+
+// uuidV4 is a lowercase version-4 UUID to the end of the text.
+const uuidV4 = `[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`
 
 // maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER (2^53-1).
 const maxSafeInteger = 1<<53 - 1
@@ -95,10 +100,10 @@ func Parse(data []byte) (*Manifest, error) {
 	if s, ok := str(top["backend"]); !ok || s != Backend {
 		return nil, ErrInvalid
 	}
-	if m.RunID, ok = str(top["runId"]); !ok || !runIDRe.MatchString(m.RunID) {
+	if m.RunID, ok = str(top["runId"]); !ok || !runIDRe().MatchString(m.RunID) {
 		return nil, ErrInvalid
 	}
-	if m.LeadID, ok = str(top["leadId"]); !ok || !sessionIDRe.MatchString(m.LeadID) {
+	if m.LeadID, ok = str(top["leadId"]); !ok || !sessionIDRe().MatchString(m.LeadID) {
 		return nil, ErrInvalid
 	}
 	var members []json.RawMessage
@@ -113,7 +118,7 @@ func Parse(data []byte) (*Manifest, error) {
 			return nil, ErrInvalid
 		}
 		id, ok := str(obj["sessionId"])
-		if !ok || !sessionIDRe.MatchString(id) || seen[id] {
+		if !ok || !sessionIDRe().MatchString(id) || seen[id] {
 			return nil, ErrInvalid
 		}
 		seen[id] = true

@@ -111,3 +111,21 @@ func TestResolveBus(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoUserBus)
 	require.Contains(t, err.Error(), "points at "+filepath.Join(empty, "bus"))
 }
+
+func TestValidUnitName(t *testing.T) {
+	long := strings.Repeat("a", 255-len(".service")) + ".service"
+	for name, want := range map[string]bool{
+		"agent-fleet-worker-w1-0123456789ab.service": true,
+		"a:b_c.d-e.service":                          true,
+		long:                                         true,
+		"a" + long:                                   false, // 256 bytes
+		".service":                                   false,
+		"x@1.service":                                false, // a template instance
+		"x.socket":                                   false,
+		"x y.service":                                false,
+		"x.service\n":                                false,
+		"":                                           false,
+	} {
+		require.Equal(t, want, ValidUnitName(name), "%q", name)
+	}
+}
