@@ -305,6 +305,33 @@ func TestConcurrentSpawnsOfOneID(t *testing.T) {
 	require.Equal(t, 1, won, "exactly one spawn wins")
 }
 
+// A unit that runs without a record (a lost or rebuilt registry) refuses
+// its id: the spawn is a conflict and leaves no record behind.
+func TestSpawnRefusesAnIDWhoseUnitRunsWithoutARecord(t *testing.T) {
+	w := newWorld(t)
+	first := w.spawn("twin", "sleep", "60")
+	lost, err := fleet.OpenRegistry(ctx, filepath.Join(shortDir(t), "fleet.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { lost.Close() })
+	f2 := w.fleet("boss", func(c *fleet.Config) { c.Registry = lost })
+
+	_, err = f2.Spawn(ctx, fleet.SpawnRequest{ID: "twin", Command: []string{"sleep", "60"}})
+	require.ErrorIs(t, err, fleet.ErrConflict)
+	require.Contains(t, err.Error(), first.Unit)
+	require.Contains(t, err.Error(), "stop it first")
+	left, err := lost.List(ctx, fleet.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, left, "the refused reservation was taken back")
+
+	_, err = w.f.Stop(ctx, "twin")
+	require.NoError(t, err)
+	again, err := f2.Spawn(ctx, fleet.SpawnRequest{ID: "twin", Command: []string{"sleep", "60"}})
+	require.NoError(t, err)
+	require.Equal(t, 2, again.Generation, "the taken-back reservation's generation is not given again")
+	_, err = f2.Stop(ctx, "twin")
+	require.NoError(t, err)
+}
+
 func TestCommandResolution(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()

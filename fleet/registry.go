@@ -538,6 +538,35 @@ func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker
 	return out, nil
 }
 
+// Unreserve deletes incarnation id+runID while it is still provisioning:
+// a reservation whose unit was never asked for (Spawn's own checks refused
+// it). The run and generation stay in the ledgers, never to be given again.
+// Errors: ErrInvalidID, ErrNotFound (no such incarnation provisioning).
+func (r *Registry) Unreserve(ctx context.Context, id, runID string) error {
+	if err := ValidID(id); err != nil {
+		return fmt.Errorf("unreserve worker: %w", err)
+	}
+	if err := ValidRunID(runID); err != nil {
+		return fmt.Errorf("unreserve worker %q: %w", id, err)
+	}
+	err := r.write(ctx, func(tx querier) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE id = ? AND run_id = ? AND state = 'provisioning'`, id, runID)
+		if err != nil {
+			return classify(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return classify(err)
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("unreserve worker %q run %s: %w", id, runID, err)
+	}
+	return nil
+}
+
 // Forget deletes every incarnation of id once none is live, and returns how
 // many it deleted. The ledgers keep the id's generation and RunIDs, so a later
 // spawn of the id gets the next generation and a never-used RunID. Errors:

@@ -1179,3 +1179,25 @@ func TestStates(t *testing.T) {
 		assert.Equal(t, s.Terminal(), strings.Contains(terminalStatesSQL, "'"+string(s)+"'"), s)
 	}
 }
+
+// Unreserve takes back a provisioning reservation only; its run and
+// generation are never given again.
+func TestUnreserve(t *testing.T) {
+	ctx := context.Background()
+	r := openTestRegistry(t, registryPath(t), nil)
+	w := &Worker{ID: "u", Kind: "exec", Manager: "m"}
+	require.NoError(t, r.Reserve(ctx, w))
+	require.NoError(t, r.Unreserve(ctx, w.ID, w.RunID))
+	_, err := r.Get(ctx, "u")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, r.Unreserve(ctx, w.ID, w.RunID), ErrNotFound)
+
+	again := &Worker{ID: "u", Kind: "exec", Manager: "m"}
+	require.NoError(t, r.Reserve(ctx, again))
+	require.Equal(t, 2, again.Generation)
+	require.NotEqual(t, w.RunID, again.RunID)
+	_, err = r.Update(ctx, again.ID, again.RunID, func(x *Worker) error { x.State = StateRunning; return nil })
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Unreserve(ctx, again.ID, again.RunID), ErrNotFound, "a worker that started is not a reservation")
+	require.ErrorIs(t, r.Unreserve(ctx, "bad id!", again.RunID), ErrInvalidID)
+}

@@ -117,8 +117,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		k, _, _ := strings.Cut(kv, "=")
 		w.EnvKeys = append(w.EnvKeys, k)
 	}
-	// The manager's environment is asked for alongside the checks and the
-	// reservation: two D-Bus calls in flight at once.
+	// The running-unit check and the manager's environment are asked of
+	// systemd while the registry reserves: two D-Bus calls in flight beside
+	// one SQLite transaction. A refusal then takes the reservation back.
 	type environment struct {
 		env []string
 		err error
@@ -128,11 +129,19 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		env, err := f.cfg.Units.ManagerEnvironment(ctx)
 		managerEnvs <- environment{env, err}
 	}()
-	if err := f.refuseRunningUnit(ctx, req.ID); err != nil {
-		return nil, err
-	}
+	refused := make(chan error, 1)
+	go func() { refused <- f.refuseRunningUnit(ctx, req.ID) }()
 	if err := f.cfg.Registry.Reserve(ctx, w); err != nil {
+		if rerr := <-refused; errors.Is(rerr, ErrConflict) {
+			return nil, rerr // the unit, not a record, is the reason to give
+		}
 		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
+	if err := <-refused; err != nil {
+		if uerr := f.cfg.Registry.Unreserve(context.WithoutCancel(ctx), w.ID, w.RunID); uerr != nil {
+			f.log.Warn("could not take back a refused reservation", "id", w.ID, "run", w.RunID, "err", uerr)
+		}
+		return nil, err
 	}
 	if !f.cfg.Journal {
 		w.LogPath = filepath.Join(LogDir(f.cfg.Paths), w.ID+"-"+w.RunID+".log")
