@@ -35,10 +35,24 @@ func unitEnded(st units.UnitState) bool {
 }
 
 // stoppedAtMaxRuntime: systemd ended r, a worker that got ready, because
-// its maximum runtime ran out (the unit's result), and nothing else said
-// why it stopped.
-func stoppedAtMaxRuntime(r *Worker, rec units.ExitRecord) bool {
-	return rec.Result == "timeout" && r.StopReason == "" && !r.ReadyAt.IsZero()
+// its maximum runtime ran out (the unit's result "timeout"), and nothing
+// else said why it stopped.
+func stoppedAtMaxRuntime(r *Worker, result string) bool {
+	return result == "timeout" && r.StopReason == "" && !r.ReadyAt.IsZero()
+}
+
+// endResult is the unit's result once it is ending or ended: the exit
+// record's, else the unit's own — systemd sets it when the runtime runs
+// out, before the stop (and the exit record written at its end) is over,
+// while the shim may have recorded the exit already.
+func endResult(st units.UnitState, rec units.ExitRecord, recErr error) string {
+	switch {
+	case recErr == nil:
+		return rec.Result
+	case st.ActiveState == "deactivating" || unitEnded(st):
+		return st.Result
+	}
+	return ""
 }
 
 // settle reconciles one record with systemd (level-triggered): a live
@@ -56,11 +70,12 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			_ = f.cfg.Units.StopUnit(ctx, w.Unit)
 			_ = f.cfg.Units.ResetFailed(ctx, w.Unit)
 		}
-		if w.StopReason == "" && !w.ReadyAt.IsZero() && unitEnded(st) {
+		if w.StopReason == "" && !w.ReadyAt.IsZero() && (st.ActiveState == "deactivating" || unitEnded(st)) {
 			// Its shim recorded the exit; the unit's result says why.
-			if rec, err := units.ReadExitRecord(f.exitRecordPath(w)); err == nil && stoppedAtMaxRuntime(w, rec) {
+			rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
+			if result := endResult(st, rec, recErr); stoppedAtMaxRuntime(w, result) {
 				if updated, err := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
-					if stoppedAtMaxRuntime(r, rec) {
+					if stoppedAtMaxRuntime(r, result) {
 						r.StopReason = StopMaxRuntime
 					}
 					return nil
@@ -81,7 +96,7 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			if recErr == nil && !r.HasExit {
 				applyExitRecord(r, rec)
 			}
-			if recErr == nil && stoppedAtMaxRuntime(r, rec) {
+			if stoppedAtMaxRuntime(r, endResult(st, rec, recErr)) {
 				r.StopReason = StopMaxRuntime
 			}
 			if r.EndedAt.IsZero() {
