@@ -78,20 +78,48 @@ func workerEnv(callerEnv func(string) string, agentDir string, extra []string, i
 	return env
 }
 
-// unsetFromManager names the variables of the user manager's environment a
-// worker must not inherit: everything Stripped, except what the worker's own
-// environment sets (systemd applies UnsetEnvironment= after Environment=,
-// so naming those would remove the worker's identity too).
-func unsetFromManager(managerEnv, workerEnv []string) []string {
-	own := map[string]bool{}
-	for _, kv := range workerEnv {
-		k, _, _ := strings.Cut(kv, "=")
-		own[k] = true
+// EnvShimKeep names, comma-separated, the variables of the strip list that
+// a worker's unit sets itself (its identity, --env entries). The shim keeps
+// those and removes every other such variable — what the user manager's own
+// environment passes on to every unit — before anything reads its
+// environment, so neither the shim nor the command ever sees one. (Doing it
+// there, rather than with UnsetEnvironment= from the manager's environment
+// read at spawn, saves spawn a D-Bus call and cannot miss a variable set
+// between that read and the start.)
+const EnvShimKeep = "AGENT_FLEET_SHIM_KEEP"
+
+// serviceVars are what systemd sets for a service's own process: the shim
+// needs them (NOTIFY_SOCKET for READY); commandEnv keeps them from the
+// command.
+var serviceVars = []string{"NOTIFY_SOCKET", "MAINPID", "INVOCATION_ID", "SYSTEMD_EXEC_PID"}
+
+// shimKeep is EnvShimKeep's value for a unit environment.
+func shimKeep(env []string) string {
+	var keep []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); Stripped(k) {
+			keep = append(keep, k)
+		}
+	}
+	return strings.Join(keep, ",")
+}
+
+// inheritedStripped names the variables of env that match the strip list
+// and that the unit did not set itself (per EnvShimKeep in env): the user
+// manager's, for the shim to remove.
+func inheritedStripped(env []string) []string {
+	keep := map[string]bool{}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, EnvShimKeep+"="); ok {
+			for _, k := range strings.Split(v, ",") {
+				keep[k] = true
+			}
+		}
 	}
 	var out []string
-	for _, kv := range managerEnv {
+	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if Stripped(k) && !own[k] && !slices.Contains(out, k) {
+		if Stripped(k) && !keep[k] && !slices.Contains(serviceVars, k) {
 			out = append(out, k)
 		}
 	}

@@ -436,8 +436,12 @@ func TestManagerEnvironmentIsStripped(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
-	setenv("set-environment", "CODEX_INTERCOM_SESSION_ID=leaked", "TMUXDECK_TEAM=leaked", "HARMLESS_SETTING=kept")
-	t.Cleanup(func() { setenv("unset-environment", "CODEX_INTERCOM_SESSION_ID", "TMUXDECK_TEAM", "HARMLESS_SETTING") })
+	// AGENT_INTERCOM_ROLE is one of the identity variables, but this
+	// worker has no role: the manager's must not stand in for it.
+	setenv("set-environment", "CODEX_INTERCOM_SESSION_ID=leaked", "TMUXDECK_TEAM=leaked", fleet.EnvRole+"=leaked", "HARMLESS_SETTING=kept")
+	t.Cleanup(func() {
+		setenv("unset-environment", "CODEX_INTERCOM_SESSION_ID", "TMUXDECK_TEAM", fleet.EnvRole, "HARMLESS_SETTING")
+	})
 	out := filepath.Join(t.TempDir(), "env")
 	w.spawn("clean", "sh", "-c", "env > "+out+"; sleep 60")
 	var env string
@@ -447,7 +451,9 @@ func TestManagerEnvironmentIsStripped(t *testing.T) {
 		return err == nil && strings.Contains(env, "AGENT_INTERCOM_WORKER_ID")
 	}, 5*time.Second, 20*time.Millisecond)
 	require.NotContains(t, env, "leaked")
+	require.NotContains(t, env, fleet.EnvShimKeep)
 	require.Contains(t, env, "HARMLESS_SETTING=kept\n")
+	require.Contains(t, env, fleet.EnvSessionID+"=clean\n")
 }
 
 // A wedged user manager (SIGSTOPped) makes spawn fail within its deadline

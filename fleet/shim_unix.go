@@ -65,6 +65,9 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: "+format+"\n", args...)
 		return code
 	}
+	for _, k := range inheritedStripped(os.Environ()) {
+		os.Unsetenv(k)
+	}
 	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Worker, WorkerID: cfg.WorkerID})
 	if err != nil {
 		return fail(ShimExitNoSession, "identity: %v", err)
@@ -217,11 +220,11 @@ func exitOf(ps *os.ProcessState, err error) (code int, exitCode string, status i
 }
 
 // commandEnv is the shim's environment minus what is systemd's business
-// with the shim alone.
+// with the shim alone, and EnvShimKeep.
 func commandEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "NOTIFY_SOCKET=") || strings.HasPrefix(kv, "MAINPID=") {
+		if strings.HasPrefix(kv, "NOTIFY_SOCKET=") || strings.HasPrefix(kv, "MAINPID=") || strings.HasPrefix(kv, EnvShimKeep+"=") {
 			continue
 		}
 		out = append(out, kv)

@@ -117,18 +117,8 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		k, _, _ := strings.Cut(kv, "=")
 		w.EnvKeys = append(w.EnvKeys, k)
 	}
-	// The running-unit check and the manager's environment are asked of
-	// systemd while the registry reserves: two D-Bus calls in flight beside
-	// one SQLite transaction. A refusal then takes the reservation back.
-	type environment struct {
-		env []string
-		err error
-	}
-	managerEnvs := make(chan environment, 1)
-	go func() {
-		env, err := f.cfg.Units.ManagerEnvironment(ctx)
-		managerEnvs <- environment{env, err}
-	}()
+	// The running-unit check is asked of systemd while the registry
+	// reserves; a refusal then takes the reservation back.
 	refused := make(chan error, 1)
 	go func() { refused <- f.refuseRunningUnit(ctx, req.ID) }()
 	if err := f.cfg.Registry.Reserve(ctx, w); err != nil {
@@ -175,10 +165,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	env := workerEnv(f.cfg.CallerEnv, f.cfg.Paths.AgentDir, extra, identity)
 	env = append(env, f.cfg.ShimEnv...)
-	me := <-managerEnvs
-	if me.err != nil {
-		return nil, f.spawnFailed(ctx, w, startFailure(me.err), errors.Is(me.err, units.ErrTimeout))
-	}
+	env = append(env, EnvShimKeep+"="+shimKeep(env))
 
 	spec := units.ServiceSpec{
 		Name:             w.Unit,
@@ -186,7 +173,6 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		Argv:             append(append(append(append([]string(nil), f.cfg.Shim...), shimArgs...), "--"), argv...),
 		WorkingDirectory: cwd,
 		Env:              env,
-		UnsetEnv:         unsetFromManager(me.env, env),
 		Type:             units.ServiceNotify,
 		StartTimeout:     f.cfg.StartTimeout,
 		StopTimeout:      f.cfg.StopTimeout,

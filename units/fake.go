@@ -62,8 +62,6 @@ type FakeOptions struct {
 	Behavior func(ServiceSpec) FakeOutcome
 	// Version is the reported systemd version; default "252.38-fake".
 	Version string
-	// Environment is the reported manager environment.
-	Environment []string
 }
 
 // Fake is an in-memory Manager for fast tests. No process runs: MainPID
@@ -345,15 +343,6 @@ func (f *Fake) ListUnits(ctx context.Context, patterns ...string) ([]UnitSummary
 	}
 	slices.SortFunc(out, func(a, b UnitSummary) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
-}
-
-// ManagerEnvironment implements Manager.
-func (f *Fake) ManagerEnvironment(ctx context.Context) ([]string, error) {
-	if err := f.enter(ctx, "read manager property Environment"); err != nil {
-		return nil, err
-	}
-	defer f.mu.Unlock()
-	return slices.Clone(f.opts.Environment), nil
 }
 
 // Version implements Manager.

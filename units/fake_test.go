@@ -13,7 +13,7 @@ import (
 )
 
 func TestFakeFaults(t *testing.T) {
-	f := units.NewFake(units.FakeOptions{Environment: []string{"HOME=/home/x"}})
+	f := units.NewFake(units.FakeOptions{})
 	spec := units.ServiceSpec{Name: "agent-fleet-worker-w1-r1.service", Argv: []string{"/bin/sleep", "300"}}
 
 	f.SetWedged(true)
@@ -28,9 +28,6 @@ func TestFakeFaults(t *testing.T) {
 	f.SetUnreachable(true)
 	require.ErrorIs(t, f.Ping(context.Background()), units.ErrManagerUnreachable)
 	f.SetUnreachable(false)
-	env, err := f.ManagerEnvironment(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, []string{"HOME=/home/x"}, env)
 
 	record := filepath.Join(t.TempDir(), "exit")
 	spec.ExitRecord = record

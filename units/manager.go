@@ -48,9 +48,6 @@ type Manager interface {
 	// set, not what it inherits). Fleet reads worker identities from it to
 	// rebuild a lost registry. ErrUnitNotFound if the unit is not loaded.
 	ServiceEnvironment(ctx context.Context, name string) ([]string, error)
-	// ManagerEnvironment is the user manager's own environment, which every
-	// unit inherits unless ServiceSpec.UnsetEnv removes it.
-	ManagerEnvironment(ctx context.Context) ([]string, error)
 	// Version is the user manager's systemd version.
 	Version(ctx context.Context) (Version, error)
 	// Ping checks that the user manager itself answers (not only the bus).

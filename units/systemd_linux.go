@@ -476,19 +476,6 @@ func (s *Systemd) managerProperty(ctx context.Context, prop string) (dbus.Varian
 	return v, err
 }
 
-// ManagerEnvironment implements Manager.
-func (s *Systemd) ManagerEnvironment(ctx context.Context) ([]string, error) {
-	v, err := s.managerProperty(ctx, "Environment")
-	if err != nil {
-		return nil, err
-	}
-	env, ok := v.Value().([]string)
-	if !ok {
-		return nil, fmt.Errorf("read manager property Environment: unexpected type %s", v.Signature())
-	}
-	return env, nil
-}
-
 // Version implements Manager.
 func (s *Systemd) Version(ctx context.Context) (Version, error) {
 	v, err := s.managerProperty(ctx, "Version")

@@ -53,9 +53,6 @@ func (s *Systemd) ListUnits(context.Context, ...string) ([]UnitSummary, error) {
 	return nil, ErrUnsupported
 }
 
-// ManagerEnvironment returns ErrUnsupported.
-func (s *Systemd) ManagerEnvironment(context.Context) ([]string, error) { return nil, ErrUnsupported }
-
 // Version returns ErrUnsupported.
 func (s *Systemd) Version(context.Context) (Version, error) { return Version{}, ErrUnsupported }
 
