@@ -298,8 +298,6 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 	return &SpawnError{ID: w.ID, RunID: w.RunID, Reason: reason, LogTail: tailLines(w.LogPath, 10)}
 }
 
-// abandon marks a reserved record failed when the spawn could not even be
-// attempted.
 // refuseRunningUnit refuses an id whose worker unit still runs, whatever
 // the registry says (a lost or rebuilt registry must never lead to a second
 // copy of a running worker).
@@ -324,6 +322,8 @@ func (f *Fleet) refuseRunningUnit(ctx context.Context, id string) error {
 	return nil
 }
 
+// abandon marks a reserved record failed when the spawn could not even be
+// attempted.
 func (f *Fleet) abandon(ctx context.Context, w *Worker, cause error) error {
 	_, _ = f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
 		r.State, r.StateReason, r.LastError, r.EndedAt = StateFailed, "spawn-failed", cause.Error(), f.cfg.Now()
