@@ -13,7 +13,44 @@ import (
 var changeHook atomic.Pointer[func(context.Context, *Registry)]
 
 // hookRuns counts the change-hook runs in flight in the process.
-var hookRuns sync.WaitGroup
+var hookRuns runCount
+
+// runCount counts runs in flight; unlike a sync.WaitGroup it may be waited
+// on while runs still start (a process exiting while writes go on).
+type runCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (c *runCount) add() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.n++
+}
+
+func (c *runCount) done() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 {
+		close(c.idle)
+	}
+}
+
+// idleCh is closed once no run is in flight.
+func (c *runCount) idleCh() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		return closedCh
+	}
+	return c.idle
+}
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // SetChangeHook installs the process-wide registry change hook (nil
 // removes it). cmd sets it once, at start, to keep views of the registry
@@ -25,8 +62,7 @@ var hookRuns sync.WaitGroup
 // Registry; writes made while it runs are coalesced into one more run, so
 // the last run always follows the last write. Registry.Close and
 // Registry.AwaitChangeHook wait for it, AwaitChangeHooks for all of the
-// process's. The hook must not write to the
-// registry nor close it.
+// process's. The hook must not write to the registry nor close it.
 func SetChangeHook(fn func(ctx context.Context, r *Registry)) {
 	if fn == nil {
 		changeHook.Store(nil)
@@ -40,7 +76,7 @@ type hookRunner struct {
 	mu      sync.Mutex
 	dirty   bool
 	running bool
-	done    sync.WaitGroup
+	runs    runCount
 }
 
 // changed schedules a run of the process-wide hook for r.
@@ -55,14 +91,14 @@ func (h *hookRunner) changed(ctx context.Context, r *Registry) {
 		return
 	}
 	h.running = true
-	h.done.Add(1)
-	hookRuns.Add(1)
+	h.runs.add()
+	hookRuns.add()
 	go h.run(ctx, r)
 }
 
 func (h *hookRunner) run(ctx context.Context, r *Registry) {
-	defer hookRuns.Done()
-	defer h.done.Done()
+	defer hookRuns.done()
+	defer h.runs.done()
 	for {
 		h.mu.Lock()
 		if !h.dirty {
@@ -82,13 +118,8 @@ func (h *hookRunner) run(ctx context.Context, r *Registry) {
 // Registry of the process, for a process about to exit; it reports whether
 // they all ended.
 func AwaitChangeHooks(timeout time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		hookRuns.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-hookRuns.idleCh():
 		return true
 	case <-time.After(timeout):
 		return false
@@ -97,4 +128,4 @@ func AwaitChangeHooks(timeout time.Duration) bool {
 
 // AwaitChangeHook waits until the process-wide change hook has run for
 // every write this handle committed so far.
-func (r *Registry) AwaitChangeHook() { r.hooks.done.Wait() }
+func (r *Registry) AwaitChangeHook() { <-r.hooks.runs.idleCh() }

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -76,4 +78,38 @@ func TestChangeHookCoalesces(t *testing.T) {
 	require.NoError(t, reg.Close())
 	require.Len(t, entered, 1, "three writes during a run make one more run")
 	require.Equal(t, []int{4, 4}, counts, "the runs read the registry after the writes (the second after the last)")
+}
+
+// A process may wait for the hooks while writes still go on (it is
+// exiting): waiting never races with runs starting.
+func TestAwaitChangeHooksWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	SetChangeHook(func(context.Context, *Registry) { time.Sleep(time.Millisecond) })
+	t.Cleanup(func() { SetChangeHook(nil) })
+	reg, err := OpenRegistry(ctx, registryPath(t))
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				wrote <- nil
+				return
+			default:
+			}
+			if err := reg.Reserve(ctx, &Worker{ID: fmt.Sprintf("w%d", i), Kind: "exec", Manager: "m"}); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	for range 50 {
+		AwaitChangeHooks(10 * time.Millisecond)
+		reg.AwaitChangeHook()
+	}
+	close(stop)
+	require.NoError(t, <-wrote)
+	require.NoError(t, reg.Close())
+	require.True(t, AwaitChangeHooks(time.Second))
 }
