@@ -43,13 +43,13 @@ func ParseEnv(entries []string) ([]string, error) {
 	for _, e := range entries {
 		k, _, ok := strings.Cut(e, "=")
 		if !ok || !envNameRE.MatchString(k) {
-			return nil, fmt.Errorf("%w: --env wants NAME=value, got %q", ErrInvalidRequest, e)
+			return nil, fmt.Errorf("%w: env entries are NAME=value, got %q", ErrInvalidRequest, e)
 		}
 		if strings.ContainsRune(e, 0) {
-			return nil, fmt.Errorf("%w: --env %s contains a NUL byte", ErrInvalidRequest, k)
+			return nil, fmt.Errorf("%w: env %s contains a NUL byte", ErrInvalidRequest, k)
 		}
 		if strings.HasPrefix(k, "AGENT_INTERCOM_") || k == EnvAgentDir {
-			return nil, fmt.Errorf("%w: --env %s: fleet sets the intercom identity itself", ErrInvalidRequest, k)
+			return nil, fmt.Errorf("%w: env %s: fleet sets the intercom identity itself", ErrInvalidRequest, k)
 		}
 		out = append(out, e)
 	}

@@ -198,7 +198,7 @@ func CheckHarnessOptions(kind, model, effort, permission string) error {
 		return err
 	}
 	if strings.ContainsAny(model, "\x00\n") || strings.HasPrefix(model, "-") {
-		return fmt.Errorf("%w: --model %q is not a model name", ErrInvalidRequest, model)
+		return fmt.Errorf("%w: model %q is not a model name", ErrInvalidRequest, model)
 	}
 	return h.check(model, effort, permission)
 }

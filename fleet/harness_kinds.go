@@ -26,10 +26,10 @@ type claudeHarness struct{}
 var claudeModes = []string{"acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan"}
 
 func (claudeHarness) check(_, effort, permission string) error {
-	if err := oneOf("--effort for claude", effort, "low", "medium", "high", "xhigh", "max"); err != nil {
+	if err := oneOf("effort for claude", effort, "low", "medium", "high", "xhigh", "max"); err != nil {
 		return err
 	}
-	return oneOf("--permission for claude", permission,
+	return oneOf("permission for claude", permission,
 		append([]string{PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull}, claudeModes...)...)
 }
 
@@ -116,10 +116,10 @@ func (claudeHarness) parse(out []byte) TurnResult {
 type codexHarness struct{}
 
 func (codexHarness) check(_, effort, permission string) error {
-	if err := oneOf("--effort for codex", effort, "low", "medium", "high", "xhigh"); err != nil {
+	if err := oneOf("effort for codex", effort, "low", "medium", "high", "xhigh"); err != nil {
 		return err
 	}
-	return oneOf("--permission for codex", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull, "danger-full-access")
+	return oneOf("permission for codex", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull, "danger-full-access")
 }
 
 func (codexHarness) newSession(string, string) string { return "" }
@@ -267,9 +267,9 @@ type opencodeHarness struct{}
 
 func (opencodeHarness) check(_, effort, permission string) error {
 	if strings.ContainsAny(effort, " \n\x00") {
-		return fmt.Errorf("%w: --effort %q is not an OpenCode model variant", ErrInvalidRequest, effort)
+		return fmt.Errorf("%w: effort %q is not an OpenCode model variant", ErrInvalidRequest, effort)
 	}
-	return oneOf("--permission for opencode", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull)
+	return oneOf("permission for opencode", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull)
 }
 
 func (opencodeHarness) newSession(string, string) string { return "" }
@@ -378,13 +378,13 @@ func (opencodeHarness) parse(out []byte) TurnResult {
 type piHarness struct{}
 
 func (piHarness) check(_, effort, permission string) error {
-	if err := oneOf("--effort for pi", effort, "off", "minimal", "low", "medium", "high", "xhigh", "max"); err != nil {
+	if err := oneOf("effort for pi", effort, "off", "minimal", "low", "medium", "high", "xhigh", "max"); err != nil {
 		return err
 	}
 	if permission == PermissionWorkspaceWrite {
 		return fmt.Errorf("%w: pi has no sandbox that keeps writes inside the workspace; use --permission read-only or full", ErrInvalidRequest)
 	}
-	return oneOf("--permission for pi", permission, PermissionReadOnly, PermissionFull)
+	return oneOf("permission for pi", permission, PermissionReadOnly, PermissionFull)
 }
 
 // newSession: --session-id opens the conversation with that id or creates

@@ -59,7 +59,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	case kind == "" || kind == "exec":
 		kind = "exec"
 		if len(req.Command) == 0 {
-			return nil, fmt.Errorf("spawn %s: %w: an exec worker needs a command (agent-fleet spawn --id %s -- CMD ARGS…)", req.ID, ErrInvalidRequest, req.ID)
+			return nil, fmt.Errorf("spawn %s: %w: an exec worker needs a command to run", req.ID, ErrInvalidRequest)
 		}
 		// A permission that would not be applied must not look applied.
 		for _, o := range []struct{ name, v string }{{"model", req.Model}, {"effort", req.Effort}, {"permission", req.Permission}} {

@@ -165,7 +165,7 @@ func TestUsageMistakesExit2(t *testing.T) {
 		{"status"}, {"stop"}, {"logs"}, {"list", "foo"}, {"spawn", "--", "sleep", "5"},
 		{"intercom", "send"}, {"intercom", "send", "a", "b", "c"}, {"intercom", "ask"},
 		{"help", "nosuch"}, {"help", "intercom", "nosuch"},
-		{"spawn", "--id", "w1", "--no-such-flag"}, {"logs", "w1", "-n", "x"}, {"logs", "w1", "-n", "0"}, {"logs", "w1", "-n", "-5"},
+		{"spawn", "--id", "w1", "--no-such-flag"}, {"spawn", "--id", "w1"}, {"spawn", "--id", "w1", "--kind", "exec"}, {"logs", "w1", "-n", "x"}, {"logs", "w1", "-n", "0"}, {"logs", "w1", "-n", "-5"},
 	} {
 		_, err := runCLI(t, args...)
 		require.Error(t, err, "%v", args)

@@ -113,6 +113,9 @@ CMD names the harness executable (and arguments put before every turn's).`,
   agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
   agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && (opts.req.Kind == "" || opts.req.Kind == "exec") {
+				return &usageError{fmt.Errorf("an exec worker needs a command: agent-fleet spawn --id %s -- CMD ARGS…", opts.req.ID)}
+			}
 			opts.req.Command = args
 			env, err := openFleet(cmd.Context())
 			if err != nil {
