@@ -25,6 +25,17 @@ type claudeHarness struct{}
 // as they are.
 var claudeModes = []string{"acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan"}
 
+// codexSandboxes are Codex's own sandbox modes accepted beside the portable
+// three (read-only and workspace-write are both).
+var codexSandboxes = []string{"danger-full-access"}
+
+// PermissionValues is every permission some kind accepts: the portable
+// three, then Claude Code's modes and Codex's sandboxes (a kind refuses the
+// others').
+func PermissionValues() []string {
+	return slices.Concat([]string{PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull}, claudeModes, codexSandboxes)
+}
+
 func (claudeHarness) check(_, effort, permission string) error {
 	if err := oneOf("effort for claude", effort, "low", "medium", "high", "xhigh", "max"); err != nil {
 		return err
@@ -119,7 +130,7 @@ func (codexHarness) check(_, effort, permission string) error {
 	if err := oneOf("effort for codex", effort, "low", "medium", "high", "xhigh"); err != nil {
 		return err
 	}
-	return oneOf("permission for codex", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull, "danger-full-access")
+	return oneOf("permission for codex", permission, slices.Concat([]string{PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull}, codexSandboxes)...)
 }
 
 func (codexHarness) newSession(string, string) string { return "" }
@@ -382,7 +393,7 @@ func (piHarness) check(_, effort, permission string) error {
 		return err
 	}
 	if permission == PermissionWorkspaceWrite {
-		return fmt.Errorf("%w: pi has no sandbox that keeps writes inside the workspace; use --permission read-only or full", ErrInvalidRequest)
+		return fmt.Errorf("%w: pi has no sandbox that keeps writes inside the workspace; use permission read-only or full", ErrInvalidRequest)
 	}
 	return oneOf("permission for pi", permission, PermissionReadOnly, PermissionFull)
 }
