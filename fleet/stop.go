@@ -62,9 +62,13 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker) (*StopResult, error) {
 	res := &StopResult{}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.StopTimeout+15*time.Second)
 	defer cancel()
+	// A unit's cgroup is fixed for its life: the one recorded at READY
+	// (or by recovery) is systemd's; ask only when none was recorded.
 	cgroup := w.ControlGroup
-	if st, err := f.cfg.Units.Unit(sctx, w.Unit); err == nil && st.ControlGroup != "" {
-		cgroup = st.ControlGroup
+	if cgroup == "" {
+		if st, err := f.cfg.Units.Unit(sctx, w.Unit); err == nil {
+			cgroup = st.ControlGroup
+		}
 	}
 	stopErr := f.cfg.Units.StopUnit(sctx, w.Unit)
 	if errors.Is(stopErr, units.ErrUnitNotFound) {
