@@ -259,8 +259,8 @@ func runBenchSpawn(ctx context.Context, s *streams, opts *benchSpawnOptions) (er
 	}
 	probe.stop("bench-" + tag + "-probe")
 
-	// The four kinds alternate, so that each sees the same load of
-	// running units and sessions; operations run back to back (pausing between them
+	// The four kinds alternate, so that each sees the same load of running
+	// units and sessions; operations run back to back (pausing between them
 	// lets the CPUs idle, and waking them costs more than the operation).
 	var spawnT, stopT, bareStartT, bareStopT, shimT, shimUnitStartT, shimUnitStopT []time.Duration
 	timed := func(into *[]time.Duration, op func() error) error {
