@@ -76,6 +76,7 @@ type hookRunner struct {
 	mu      sync.Mutex
 	dirty   bool
 	running bool
+	closed  bool // Registry.Close: a write still finishing starts no run
 	runs    runCount
 }
 
@@ -86,6 +87,9 @@ func (h *hookRunner) changed(ctx context.Context, r *Registry) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
 	h.dirty = true
 	if h.running {
 		return
@@ -129,3 +133,10 @@ func AwaitChangeHooks(timeout time.Duration) bool {
 // AwaitChangeHook waits until the process-wide change hook has run for
 // every write this handle committed so far.
 func (r *Registry) AwaitChangeHook() { <-r.hooks.runs.idleCh() }
+
+// close stops new runs; the one in flight goes on (Close waits for it).
+func (h *hookRunner) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+}

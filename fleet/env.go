@@ -88,9 +88,10 @@ func workerEnv(callerEnv func(string) string, agentDir string, extra []string, i
 // between that read and the start.)
 const EnvShimKeep = "AGENT_FLEET_SHIM_KEEP"
 
-// serviceVars are what systemd sets for a service's own process: the shim
-// needs them (NOTIFY_SOCKET for READY); commandEnv keeps them from the
-// command.
+// serviceVars are what systemd sets for a service's own process, never
+// the manager's to pass on: the shim needs NOTIFY_SOCKET for READY
+// (commandEnv keeps it and MAINPID from the command; INVOCATION_ID and
+// SYSTEMD_EXEC_PID are the worker unit's own).
 var serviceVars = []string{"NOTIFY_SOCKET", "MAINPID", "INVOCATION_ID", "SYSTEMD_EXEC_PID"}
 
 // shimKeep is EnvShimKeep's value for a unit environment.

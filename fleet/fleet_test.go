@@ -332,6 +332,25 @@ func TestSpawnRefusesAnIDWhoseUnitRunsWithoutARecord(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// Another process's status or list leaves a reservation its spawn may
+// still be working on alone (no unit yet is not a lost worker); one older
+// than any spawn waits is lost.
+func TestSettleLeavesAnInFlightSpawnAlone(t *testing.T) {
+	w := newWorld(t)
+	r := &fleet.Worker{ID: "inflight", Kind: "exec", Manager: "boss", Command: []string{"sleep", "1"}}
+	require.NoError(t, w.reg.Reserve(ctx, r))
+	st, err := w.f.Status(ctx, "inflight")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateProvisioning, st.Worker.State)
+
+	later := w.fleet("boss", func(c *fleet.Config) {
+		c.Now = func() time.Time { return time.Now().Add(c.StartTimeout + 11*time.Second) }
+	})
+	st, err = later.Status(ctx, "inflight")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateLost, st.Worker.State, "its spawn is gone: no unit ever came")
+}
+
 func TestCommandResolution(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()

@@ -55,6 +55,14 @@ func endResult(st units.UnitState, rec units.ExitRecord, recErr error) string {
 	return ""
 }
 
+// spawnInFlight: w is a reservation its spawn may still be working on
+// (the unit not yet asked for, starting, or READY but not yet recorded):
+// younger than the longest a spawn waits. Another process's settle must not
+// call it lost or running meanwhile.
+func (f *Fleet) spawnInFlight(w *Worker) bool {
+	return w.State == StateProvisioning && w.ReadyAt.IsZero() && f.cfg.Now().Sub(w.CreatedAt) < f.cfg.StartTimeout+10*time.Second
+}
+
 // settle reconciles one record with systemd (level-triggered): a live
 // record whose unit is gone ended — how, the exit record says — or was
 // lost; a unit running for a stopped record is stopped (the stop fence).
@@ -85,6 +93,9 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			}
 		}
 		return w, st
+	}
+	if f.spawnInFlight(w) {
+		return w, st // its spawn settles it: READY, or a failed spawn
 	}
 	switch {
 	case unitEnded(st):

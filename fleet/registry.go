@@ -193,6 +193,7 @@ func (r *Registry) loadMeta(ctx context.Context) error {
 // the registry's connections. The last connection of the last process to
 // close checkpoints the WAL into the file.
 func (r *Registry) Close() error {
+	r.hooks.close()
 	r.AwaitChangeHook()
 	return errors.Join(r.stmts.close(), r.db.Close())
 }

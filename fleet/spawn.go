@@ -204,7 +204,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	// A command that ended at once ended before anyone could use it: a
 	// non-zero end is a failed spawn, a clean one a worker that finished.
 	// (The shim may have recorded the exit before the update read the record.)
-	if !st.Running() {
+	if !st.Running() || st.MainPID == 0 {
 		updated, _ = f.settle(ctx, updated)
 	}
 	if updated.State == StateFailed || (updated.HasExit && updated.ExitStatus != 0) {

@@ -347,7 +347,9 @@ var typeStateProperties = []string{"Result", "MainPID", "ControlGroup", "ExecMai
 // flight at once: the Unit interface's properties (GetAll, ~100) and the
 // five of the unit's type interface (Get each). GetAll over every
 // interface returns ~400 properties and takes about three times as long,
-// after every start and in every stop's polling.
+// after every start and in every stop's polling. The calls are not one
+// snapshot: a main process that ends between them may show as an active
+// unit with MainPID 0 (callers that need the process treat that as ended).
 func readUnitProperties(ctx context.Context, c *conn, name string) (map[string]any, error) {
 	obj := c.sys.Object("org.freedesktop.systemd1", dbus.ObjectPath("/org/freedesktop/systemd1/unit/"+sdbus.PathBusEscape(name)))
 	typ := name[strings.LastIndexByte(name, '.')+1:] // "service" → org.freedesktop.systemd1.Service

@@ -140,6 +140,8 @@ func TestMCPFleetTool(t *testing.T) {
 	r = call(map[string]any{"action": "spawn", "id": "p", "kind": "claude", "task": "t", "permission": "read-write"})
 	require.True(t, r.isError, "permissions are a closed set in the schema")
 	require.Contains(t, r.text, "permission")
+	r = call(map[string]any{"action": "list", "permission": ""})
+	require.False(t, r.isError, "an empty permission is the harness's default, as if not given: %s", r.text)
 	r = call(map[string]any{"action": "spawn", "id": "p"})
 	require.True(t, r.isError)
 	require.Contains(t, r.text, "an exec worker needs a command to run")

@@ -19,9 +19,14 @@ func main() {
 	stop()
 	// Views of the registry other tools read are refreshed off the
 	// writers' path; a write of this command must not lose its view.
-	fleet.AwaitChangeHooks(5 * time.Second)
+	fleet.AwaitChangeHooks(exitHookWait)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent-fleet:", err)
 	}
 	os.Exit(exitCode(err))
 }
+
+// exitHookWait bounds the wait for registry views at exit: longer than a
+// view refresh waits for its file lock (5 s), so a refresh that would
+// succeed is not cut off.
+const exitHookWait = 7 * time.Second

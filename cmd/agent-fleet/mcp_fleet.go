@@ -54,7 +54,7 @@ var fleetSchema = map[string]any{
 		"env":         map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "extra environment; values are never recorded"},
 		"model":       map[string]any{"type": "string", "description": "coding agents: the harness's model"},
 		"effort":      map[string]any{"type": "string", "description": "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)"},
-		"permission":  map[string]any{"type": "string", "enum": fleet.PermissionValues(), "description": "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access"},
+		"permission":  map[string]any{"type": "string", "enum": append([]string{""}, fleet.PermissionValues()...), "description": "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access"},
 		"turnTimeout": map[string]any{"type": "string", "description": "coding agents: end a turn after this long, a Go duration (default 2h)"},
 		"lease":       map[string]any{"type": "string", "description": "idle lease as a Go duration, e.g. 30m"},
 		"all":         map[string]any{"type": "boolean", "description": "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records"},

@@ -53,7 +53,7 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 				}
 			}
 			code := fleet.RunShim(cmd.Context(), cfg)
-			fleet.AwaitChangeHooks(5 * time.Second) // the exit record's view
+			fleet.AwaitChangeHooks(exitHookWait) // the exit record's view
 			os.Exit(code)
 			return nil
 		},
