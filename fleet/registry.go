@@ -443,6 +443,11 @@ type Summary struct {
 	State     State
 }
 
+// Summary returns w's summary.
+func (w *Worker) Summary() Summary {
+	return Summary{ID: w.ID, RunID: w.RunID, Kind: w.Kind, Role: w.Role, Manager: w.Manager, State: w.State}
+}
+
 // LiveSummaries returns the summaries of the live incarnations, ids in byte
 // order: List(Filter{LiveOnly: true}) reading six columns instead of every
 // one, for views rewritten after every change.

@@ -193,15 +193,11 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 		var b strings.Builder
 		for i, w := range ws {
 			views[i] = viewWorker(w)
-			state := string(w.State)
-			if e := exitText(w); e != "" {
-				state += " (" + e + ")"
-			}
 			role := ""
 			if w.Role != "" {
 				role = " " + w.Role + ","
 			}
-			fmt.Fprintf(&b, "- %s [%s]%s manager %s: %s\n", w.ID, state, role, w.Manager, workerCommand(w))
+			fmt.Fprintf(&b, "- %s [%s]%s manager %s: %s\n", w.ID, stateText(w), role, w.Manager, workerCommand(w))
 		}
 		text := strings.TrimSuffix(b.String(), "\n")
 		if text == "" {

@@ -53,7 +53,7 @@ func (r *teamRegistry) Worker(ctx context.Context, id, runID string) (*teams.Wor
 	if err != nil {
 		return nil, err
 	}
-	rec := workerRecord(w)
+	rec := workerRecord(w.Summary())
 	return &rec, nil
 }
 
@@ -73,15 +73,15 @@ func liveWorkerRecords(ctx context.Context, reg *fleet.Registry) ([]teams.Worker
 	}
 	out := make([]teams.WorkerRecord, 0, len(ss))
 	for _, s := range ss {
-		out = append(out, teams.WorkerRecord{ID: s.ID, RunID: s.RunID, Manager: s.Manager, Harness: s.Kind, Role: s.Role,
-			State: string(s.State), Live: s.State.Live()})
+		out = append(out, workerRecord(s))
 	}
 	return out, nil
 }
 
-func workerRecord(w *fleet.Worker) teams.WorkerRecord {
-	return teams.WorkerRecord{ID: w.ID, RunID: w.RunID, Manager: w.Manager, Harness: w.Kind, Role: w.Role,
-		State: string(w.State), Live: w.State.Live()}
+// workerRecord is a worker as teams reads it.
+func workerRecord(s fleet.Summary) teams.WorkerRecord {
+	return teams.WorkerRecord{ID: s.ID, RunID: s.RunID, Manager: s.Manager, Harness: s.Kind, Role: s.Role,
+		State: string(s.State), Live: s.State.Live()}
 }
 
 // refreshWorkersView rewrites <agentDir>/intercom/orchestrator/workers.json

@@ -78,6 +78,15 @@ func exitText(w *fleet.Worker) string {
 	return fmt.Sprintf("%s by signal %d", w.ExitCode, w.ExitStatus)
 }
 
+// stateText is a worker's state for people, with how it ended when it did:
+// "running", "exited (exit 3)".
+func stateText(w *fleet.Worker) string {
+	if e := exitText(w); e != "" {
+		return string(w.State) + " (" + e + ")"
+	}
+	return string(w.State)
+}
+
 type spawnOptions struct {
 	req    fleet.SpawnRequest
 	asJSON bool
@@ -132,11 +141,7 @@ CMD names the harness executable (and arguments put before every turn's).`,
 			if opts.asJSON {
 				return printJSON(s.Out, viewWorker(w))
 			}
-			state := string(w.State)
-			if w.HasExit {
-				state += " (" + exitText(w) + ")"
-			}
-			fmt.Fprintf(s.Out, "Spawned worker %s: run %s, unit %s, pid %d, %s.\n", w.ID, w.RunID, w.Unit, w.MainPID, state)
+			fmt.Fprintf(s.Out, "Spawned worker %s: run %s, unit %s, pid %d, %s.\n", w.ID, w.RunID, w.Unit, w.MainPID, stateText(w))
 			if fleet.IsHarnessKind(w.Kind) {
 				fmt.Fprintln(s.Out, strings.TrimSpace(harnessSpawnNote(w)))
 			}
@@ -203,10 +208,7 @@ func printWorkers(out io.Writer, ws []*fleet.Worker, all bool) {
 	fmt.Fprintln(tw, "ID\tRUN\tSTATE\tROLE\tMANAGER\tAGE\tLEASE\tCOMMAND")
 	now := time.Now()
 	for _, w := range ws {
-		state := string(w.State)
-		if e := exitText(w); e != "" {
-			state += " (" + e + ")"
-		}
+		state := stateText(w)
 		if fleet.IsHarnessKind(w.Kind) && w.State.Live() && w.StateReason != "" {
 			state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
 		}
@@ -277,10 +279,7 @@ func newStatusWorkerCmd(s *streams) *cobra.Command {
 func printStatus(out io.Writer, st *fleet.Status) {
 	w := st.Worker
 	fmt.Fprintf(out, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
-	state := string(w.State)
-	if e := exitText(w); e != "" {
-		state += " (" + e + ")"
-	}
+	state := stateText(w)
 	if w.StateReason != "" && w.State.Live() {
 		state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
 	}
