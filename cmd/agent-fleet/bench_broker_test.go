@@ -7,12 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/bench"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -20,7 +21,7 @@ import (
 
 // requireSaneMeasurement checks the invariants every measurement holds,
 // whatever the machine's speed.
-func requireSaneMeasurement(t *testing.T, m *measurement, withBroker bool) {
+func requireSaneMeasurement(t *testing.T, m *bench.Measurement, withBroker bool) {
 	t.Helper()
 	require.Positive(t, m.Delivered)
 	require.Equal(t, m.Delivered, m.Latency.N)
@@ -55,12 +56,12 @@ func TestBenchBrokerStartsAndStopsItsBroker(t *testing.T) {
 	for _, k := range []string{"broker", "load", "driver", "result", "targets", "includes", "presenceUpdates"} {
 		require.Contains(t, raw, k)
 	}
-	var res benchBrokerResult
+	var res bench.BrokerResult
 	require.NoError(t, json.Unmarshal(out, &res))
 	require.True(t, res.Broker.Started)
 	require.Equal(t, "agent-fleet", res.Broker.Implementation)
 	require.Contains(t, res.Broker.RateLimit, "raised", "an unpaced load needs the rate limit raised")
-	require.Equal(t, loadView{Pairs: 2, TextBytes: 256, RatePerSender: 0, Window: 8, Sessions: 4, Scopes: 1, WarmupMs: 100}, res.Load)
+	require.Equal(t, bench.LoadView{Pairs: 2, TextBytes: 256, RatePerSender: 0, Window: 8, Sessions: 4, Scopes: 1, WarmupMs: 100}, res.Load)
 	requireSaneMeasurement(t, res.Result, true)
 	require.GreaterOrEqual(t, res.Result.Delivered, 600)
 
@@ -116,15 +117,12 @@ func startBenchTarget(t *testing.T, tweak func(*broker.Config)) intercom.Paths {
 	return p
 }
 
-func benchStreams() (*streams, *bytes.Buffer, *bytes.Buffer) {
-	var out, errb bytes.Buffer
-	return &streams{In: strings.NewReader(""), Out: &out, Err: &errb}, &out, &errb
-}
+func benchStreams() (*factory.IOStreams, *bytes.Buffer, *bytes.Buffer) { return testStreams() }
 
 // runBench runs `bench ARGS…` in this process, reporting errors only
 // through its result, as the root command does.
-func runBench(s *streams, args ...string) error {
-	cmd := newBenchCmd(s)
+func runBench(s *factory.IOStreams, args ...string) error {
+	cmd := newBenchCmd(testFactory(s))
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	cmd.SetArgs(args)
 	return cmd.Execute()
@@ -137,7 +135,7 @@ func TestBenchBrokerAgainstASocket(t *testing.T) {
 	s, out, errb := benchStreams()
 	require.NoError(t, runBench(s, "broker", "--socket", p.BrokerSocket(), "--json", "--pairs", "2", "--rate", "200",
 		"--sessions", "24", "--scopes", "3", "--presence-interval", "200ms", "--warmup", "100ms", "--duration", "700ms"), errb.String())
-	var res benchBrokerResult
+	var res bench.BrokerResult
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
 	require.False(t, res.Broker.Started)
 	require.Equal(t, "agent-fleet", res.Broker.Implementation, "it answers the local API")
@@ -203,7 +201,7 @@ func TestBenchClientBesideRawFrames(t *testing.T) {
 	for _, k := range []string{"broker", "load", "client", "raw", "durabilityCost", "includes"} {
 		require.Contains(t, raw, k)
 	}
-	var res benchClientResult
+	var res bench.ClientResult
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
 	requireSaneMeasurement(t, res.Raw, true)
 	requireSaneMeasurement(t, res.Client, true)

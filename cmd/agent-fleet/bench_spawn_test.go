@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/bench"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
@@ -31,12 +32,12 @@ func TestBenchSpawn(t *testing.T) {
 		"shimStartup", "shimUnitStart", "shimUnitStop", "ratios", "target", "includes", "unitPatterns"} {
 		require.Contains(t, raw, k)
 	}
-	var res benchSpawnResult
+	var res bench.SpawnResult
 	require.NoError(t, json.Unmarshal(out, &res))
 	require.Equal(t, 3, res.Workers)
 	require.Equal(t, "user", res.Manager)
 	require.Equal(t, "300", res.Command[1])
-	for name, l := range map[string]latency{"spawn": res.Spawn, "stop": res.Stop, "bareStart": res.BareStart, "bareStop": res.BareStop,
+	for name, l := range map[string]bench.Latency{"spawn": res.Spawn, "stop": res.Stop, "bareStart": res.BareStart, "bareStop": res.BareStop,
 		"shimStartup": res.ShimStartup, "shimUnitStart": res.ShimUnitStart, "shimUnitStop": res.ShimUnitStop} {
 		require.Equal(t, 3, l.N, name)
 		require.Positive(t, l.P50Ms, name)
@@ -46,8 +47,8 @@ func TestBenchSpawn(t *testing.T) {
 	}
 	require.Positive(t, res.Ratios.SpawnToBare.P50)
 	require.InDelta(t, res.Spawn.P50Ms/(res.BareStart.P50Ms+res.ShimStartup.P50Ms), res.Ratios.SpawnToBarePlusStartup.P50, 1e-9)
-	require.Equal(t, spawnTarget, res.Target.SpawnToBarePlusStartup)
-	require.Equal(t, res.Ratios.SpawnToBarePlusStartup.P50 <= spawnTarget, res.Target.MetAtP50)
+	require.Equal(t, bench.SpawnTarget, res.Target.SpawnToBarePlusStartup)
+	require.Equal(t, res.Ratios.SpawnToBarePlusStartup.P50 <= bench.SpawnTarget, res.Target.MetAtP50)
 	require.Len(t, res.UnitPatterns, 2)
 
 	m := unitstest.Connect(t, inst)
@@ -67,15 +68,4 @@ func TestBenchSpawn(t *testing.T) {
 		argv, _ := os.ReadFile(f)
 		require.NotContains(t, string(argv), "bench-"+tag+"-probe", "a shim probe outlived the benchmark: %s", f)
 	}
-}
-
-func TestSummarize(t *testing.T) {
-	var ds []time.Duration
-	for i := 100; i >= 1; i-- {
-		ds = append(ds, time.Duration(i)*time.Millisecond)
-	}
-	l := summarize(ds)
-	require.Equal(t, latency{P50Ms: 50, P99Ms: 99, MinMs: 1, MaxMs: 100, MeanMs: 50.5, N: 100}, l)
-	require.Equal(t, latency{P50Ms: 7, P99Ms: 7, MinMs: 7, MaxMs: 7, MeanMs: 7, N: 1}, summarize([]time.Duration{7 * time.Millisecond}))
-	require.Equal(t, latency{}, summarize(nil))
 }

@@ -1,24 +1,21 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 )
 
-// askTimeoutEnv sets the ask edge TTL in milliseconds (spec §5.7).
-const askTimeoutEnv = "PI_INTERCOM_ASK_TIMEOUT_MS"
-
 type brokerOptions struct {
+	Factory      *factory.Factory
 	noIdleExit   bool
 	idleExit     time.Duration
 	maxSessions  int
@@ -27,10 +24,11 @@ type brokerOptions struct {
 	logLevel     string
 	logToFile    bool
 	detach       bool
+	args         []string // the flags given, for --detach's broker
 }
 
-func newBrokerCmd(s *streams) *cobra.Command {
-	opts := &brokerOptions{}
+func newBrokerCmd(f *factory.Factory, runF func(*brokerOptions) error) *cobra.Command {
+	opts := &brokerOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run the intercom broker in the foreground",
@@ -51,36 +49,39 @@ connection that woke it, if no session registers); systemd keeps listening.`,
   PI_CODING_AGENT_DIR=$(mktemp -d) agent-fleet broker --no-idle-exit --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBroker(cmd, s, opts)
+			cmd.Flags().Visit(func(fl *pflag.Flag) {
+				if fl.Name != "detach" {
+					opts.args = append(opts.args, "--"+fl.Name+"="+fl.Value.String())
+				}
+			})
+			if runF != nil {
+				return runF(opts)
+			}
+			return brokerRun(cmd.Context(), opts)
 		},
 	}
-	f := cmd.Flags()
-	f.BoolVar(&opts.noIdleExit, "no-idle-exit", false, "keep running when no session is connected")
-	f.DurationVar(&opts.idleExit, "idle-exit", broker.DefaultIdleExit, "exit this long after the last session leaves")
-	f.IntVar(&opts.maxSessions, "max-sessions", broker.DefaultMaxSessions, "most sessions registered at once")
-	f.Float64Var(&opts.rateCapacity, "rate-capacity", broker.DefaultRateCapacity, "per-connection token bucket size (1 token per started 8 KiB frame)")
-	f.Float64Var(&opts.rateRefill, "rate-refill", broker.DefaultRateRefill, "per-connection token refill, tokens per second")
-	f.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.BoolVar(&opts.logToFile, "log-to-file", false, "log to broker.log in the intercom directory (trimmed past 1 MiB at start) instead of stderr")
-	f.BoolVar(&opts.detach, "detach", false, "start the broker in the background, detached from this process, and return")
+	fs := cmd.Flags()
+	fs.BoolVar(&opts.noIdleExit, "no-idle-exit", false, "keep running when no session is connected")
+	fs.DurationVar(&opts.idleExit, "idle-exit", broker.DefaultIdleExit, "exit this long after the last session leaves")
+	fs.IntVar(&opts.maxSessions, "max-sessions", broker.DefaultMaxSessions, "most sessions registered at once")
+	fs.Float64Var(&opts.rateCapacity, "rate-capacity", broker.DefaultRateCapacity, "per-connection token bucket size (1 token per started 8 KiB frame)")
+	fs.Float64Var(&opts.rateRefill, "rate-refill", broker.DefaultRateRefill, "per-connection token refill, tokens per second")
+	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&opts.logToFile, "log-to-file", false, "log to broker.log in the intercom directory (trimmed past 1 MiB at start) instead of stderr")
+	fs.BoolVar(&opts.detach, "detach", false, "start the broker in the background, detached from this process, and return")
 	return cmd
 }
 
-func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
-	paths, err := intercom.DefaultPaths()
+func brokerRun(ctx context.Context, opts *brokerOptions) error {
+	f := opts.Factory
+	paths, err := f.Paths()
 	if err != nil {
 		return err
 	}
 	if opts.detach {
-		var args []string
-		cmd.Flags().Visit(func(f *pflag.Flag) {
-			if f.Name != "detach" {
-				args = append(args, "--"+f.Name+"="+f.Value.String())
-			}
-		})
-		return launchDetachedBroker(paths, args)
+		return f.LaunchDetachedBroker(paths, opts.args)
 	}
-	logw := s.Err
+	logw := f.IO.Err
 	if opts.logToFile {
 		if err := intercom.EnsureDir(paths.Dir); err != nil {
 			return err
@@ -94,7 +95,7 @@ func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
 	}
 	cfg := broker.Config{
 		Paths:        paths,
-		Logger:       newLogger(logw, opts.logLevel),
+		Logger:       factory.NewLogger(logw, opts.logLevel),
 		MaxSessions:  opts.maxSessions,
 		IdleExit:     opts.idleExit,
 		RateCapacity: opts.rateCapacity,
@@ -105,15 +106,11 @@ func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
 	if opts.noIdleExit {
 		cfg.IdleExit = -1
 	}
-	if v := strings.TrimSpace(os.Getenv(askTimeoutEnv)); v != "" {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms <= 0 {
-			return &usageError{fmt.Errorf("%s must be a positive number of milliseconds, got %q", askTimeoutEnv, v)}
-		}
-		cfg.AskTTL = time.Duration(ms) * time.Millisecond
+	if cfg.AskTTL, err = f.BrokerAskTTL(); err != nil {
+		return err
 	}
 	if opts.maxSessions < 1 || opts.rateCapacity < 1 || opts.rateRefill <= 0 {
-		return &usageError{fmt.Errorf("--max-sessions, --rate-capacity and --rate-refill must be positive")}
+		return factory.Usagef("--max-sessions, --rate-capacity and --rate-refill must be positive")
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		// The broker handles every frame on one event loop under one lock:
@@ -121,7 +118,7 @@ func runBroker(cmd *cobra.Command, s *streams, opts *brokerOptions) error {
 		// CPU than the frames at the rates agents send. GOMAXPROCS wins.
 		runtime.GOMAXPROCS(1)
 	}
-	err = broker.ListenAndServe(cmd.Context(), cfg)
+	err = broker.ListenAndServe(ctx, cfg)
 	if err != nil && opts.logToFile {
 		cfg.Logger.Error("broker failed", "err", err) // for the log tail a client quotes
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
@@ -23,7 +24,7 @@ func TestAutoStartedBrokerRunsInItsOwnUnit(t *testing.T) {
 	inst := unitstest.Require(t)
 	m := unitstest.Connect(t, inst)
 	dir := shortDir(t)
-	unit := BrokerUnitName(dir)
+	unit := factory.BrokerUnitName(dir)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/demo"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
@@ -29,7 +30,7 @@ var (
 func requireDemoLeftNothing(t *testing.T, inst unitstest.Instance, out string) {
 	t.Helper()
 	m := unitstest.Connect(t, inst)
-	patterns := []string{fleet.WorkerUnitName(demoPing, "*"), fleet.WorkerUnitName(demoPong, "*")}
+	patterns := []string{fleet.WorkerUnitName(demo.PingWorker, "*"), fleet.WorkerUnitName(demo.PongWorker, "*")}
 	if b := brokerUnitRE.FindString(out); b != "" {
 		patterns = append(patterns, b)
 	}
@@ -82,7 +83,7 @@ func TestDemo(t *testing.T) {
 	require.Regexp(t, `demo-pong: running, unit active/running\n\s+cgroup /\S+agent-fleet-worker-demo-pong-[0-9a-f]{12}\.service\n\s+[1-9]\d* processes: `, out, "status shows unit, cgroup and processes")
 	requireConversation(t, out, 3)
 	require.Contains(t, out, "demo-ping: done: 3 of 3 asks answered")
-	for _, id := range []string{demoPong, demoPing} {
+	for _, id := range []string{demo.PongWorker, demo.PingWorker} {
 		require.Regexp(t, `Stopped `+id+` in \d+ms: state stopped, unit inactive\.\n\s+cgroup /\S+: 0 processes — verified empty\.`, out)
 	}
 	require.Contains(t, out, "No unit of the run is left (3 checked by name).")

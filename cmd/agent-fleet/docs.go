@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -21,8 +22,8 @@ import (
 // command is in it: `--version`, examples for cobra's own help and
 // completion commands, and shell completion of worker ids and of flags
 // with a fixed set of values.
-func finishCommandTree(root *cobra.Command) {
-	root.Version = buildVersion()
+func finishCommandTree(root *cobra.Command, version string) {
+	root.Version = version
 	root.SetVersionTemplate("agent-fleet {{.Version}}\n")
 	root.DisableAutoGenTag = true // man pages stay reproducible
 
@@ -148,11 +149,13 @@ func workerIDCompletions(ctx context.Context) []string {
 }
 
 type manOptions struct {
+	IO      *factory.IOStreams
+	Version string
 	section string
 }
 
-func newManCmd(s *streams) *cobra.Command {
-	opts := &manOptions{}
+func newManCmd(f *factory.Factory) *cobra.Command {
+	opts := &manOptions{IO: f.IO, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "man DIR",
 		Short: "Write man pages for every command to DIR",
@@ -165,14 +168,14 @@ to MANPATH.`,
   agent-fleet man /tmp/man && man -l /tmp/man/agent-fleet.1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMan(cmd.Root(), s, args[0], opts)
+			return manRun(cmd.Root(), args[0], opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.section, "section", "1", "man section of the pages")
 	return cmd
 }
 
-func runMan(root *cobra.Command, s *streams, dir string, opts *manOptions) error {
+func manRun(root *cobra.Command, dir string, opts *manOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -180,7 +183,7 @@ func runMan(root *cobra.Command, s *streams, dir string, opts *manOptions) error
 	header := &doc.GenManHeader{
 		Title:   "AGENT-FLEET",
 		Section: opts.section,
-		Source:  "agent-fleet " + buildVersion(),
+		Source:  "agent-fleet " + opts.Version,
 		Manual:  "agent-fleet manual",
 		Date:    &date,
 	}
@@ -188,7 +191,7 @@ func runMan(root *cobra.Command, s *streams, dir string, opts *manOptions) error
 		return fmt.Errorf("write man pages to %s: %w", dir, err)
 	}
 	pages, _ := filepath.Glob(filepath.Join(dir, "agent-fleet*."+opts.section))
-	fmt.Fprintf(s.Out, "wrote %d man pages to %s\n", len(pages), dir)
+	fmt.Fprintf(opts.IO.Out, "wrote %d man pages to %s\n", len(pages), dir)
 	return nil
 }
 

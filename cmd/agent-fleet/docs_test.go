@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -38,7 +40,7 @@ func commands(root *cobra.Command) []*cobra.Command {
 // Every command has --help with an example (the issue asks for it of
 // every command, cobra's own help and completion included).
 func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
-	root := newRootCmd(defaultStreams())
+	root := newRootCmd(testFactory(factory.System()))
 	all := commands(root)
 	require.Greater(t, len(all), 40)
 	for _, c := range all {
@@ -55,15 +57,15 @@ func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
 func TestVersionAndBuildInfo(t *testing.T) {
 	out, err := runCLI(t, "--version")
 	require.NoError(t, err)
-	require.Equal(t, "agent-fleet "+buildVersion()+"\n", out)
+	require.Equal(t, "agent-fleet "+factory.BuildVersion(version)+"\n", out)
 	out, err = runCLI(t, "version")
 	require.NoError(t, err)
-	require.Contains(t, out, "agent-fleet "+buildVersion()+"\nprotocol: pi-intercom v4\ngo: ")
+	require.Contains(t, out, "agent-fleet "+factory.BuildVersion(version)+"\nprotocol: pi-intercom v4\ngo: ")
 	out, err = runCLI(t, "version", "--json")
 	require.NoError(t, err)
 	var v map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	require.Equal(t, buildVersion(), v["version"])
+	require.Equal(t, factory.BuildVersion(version), v["version"])
 	require.Equal(t, "pi-intercom v4", v["protocol"])
 
 	// A release build names its version at link time.
@@ -107,7 +109,7 @@ func TestCompletionScripts(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, comp, "\t")
 	require.NoDirExists(t, p.OrchestratorDir())
-	registerWorkers(t, p, "operator-me", "w-alpha", "w-beta")
+	fleettest.RecordWorkers(t, p, "operator-me", "w-alpha", "w-beta")
 	for _, verb := range []string{"stop", "status", "logs", "adopt", "renew", "forget"} {
 		comp, err = runCLI(t, "__complete", verb, "")
 		require.NoError(t, err)
@@ -129,7 +131,7 @@ func TestManPages(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "man1")
 	out, err := runCLI(t, "man", dir)
 	require.NoError(t, err, out)
-	root := newRootCmd(defaultStreams())
+	root := newRootCmd(testFactory(factory.System()))
 	n := 0
 	for _, c := range commands(root) {
 		if c.Name() == "help" {

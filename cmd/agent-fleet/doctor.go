@@ -1,22 +1,26 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agent-fleet/agent-fleet/fleet"
-	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
 )
 
 // errDoctorFailed: at least one doctor check failed (exit 1).
 var errDoctorFailed = errors.New("doctor found problems")
 
-func newDoctorCmd(s *streams) *cobra.Command {
-	var asJSON bool
+type hostOptions struct {
+	Factory *factory.Factory
+	JSON    bool
+}
+
+func newDoctorCmd(f *factory.Factory, runF func(*hostOptions) error) *cobra.Command {
+	opts := &hostOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check what this host offers agent-fleet, with a fix for each problem",
@@ -28,75 +32,52 @@ ok, warn or fail, with a one-line fix. Exits 1 when anything fails.`,
 		Example: "  agent-fleet doctor\n  agent-fleet doctor --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := intercom.DefaultPaths()
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			checks := doctorChecks(cmd.Context(), fleet.DoctorConfig{Paths: p})
-			failed := false
-			for _, c := range checks {
-				failed = failed || c.Status == fleet.CheckFail
-			}
-			if asJSON {
-				if err := printJSON(s.Out, map[string]any{"ok": !failed, "checks": checks}); err != nil {
-					return err
-				}
-			} else {
-				for _, c := range checks {
-					fmt.Fprintf(s.Out, "%-4s  %-16s %s\n", strings.ToUpper(string(c.Status)), c.Name, c.Detail)
-					if c.Fix != "" {
-						fmt.Fprintf(s.Out, "      %-16s fix: %s\n", "", c.Fix)
-					}
-				}
-			}
-			if failed {
-				return errDoctorFailed
-			}
-			return nil
+			return doctorRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
 }
 
-func newCapabilitiesCmd(s *streams) *cobra.Command {
-	var asJSON bool
+func doctorRun(ctx context.Context, opts *hostOptions) error {
+	rep, err := verbs.Host(ctx, opts.Factory, verbs.Args{Action: "doctor"})
+	if err != nil {
+		return err
+	}
+	if err := output.Print(opts.Factory.IO.Out, rep, opts.JSON); err != nil {
+		return err
+	}
+	if rep.(output.DoctorReport).Failed() {
+		return errDoctorFailed
+	}
+	return nil
+}
+
+func newCapabilitiesCmd(f *factory.Factory, runF func(*hostOptions) error) *cobra.Command {
+	opts := &hostOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:     "capabilities",
 		Short:   "Print what this host supports (for agents to read first)",
 		Example: "  agent-fleet capabilities --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := capabilities(cmd.Context())
-			if asJSON {
-				return printJSON(s.Out, c)
+			if runF != nil {
+				return runF(opts)
 			}
-			fmt.Fprintf(s.Out, "platform:      %s\nprotocol:      %s\n", c.Platform, c.Protocol)
-			if c.FleetBackend == "unavailable" {
-				fmt.Fprintf(s.Out, "fleet:         unavailable: %s\n", c.FleetReason)
-			} else {
-				fmt.Fprintf(s.Out, "fleet:         %s (systemd %s), worker kinds: %s, logs: %s\n", c.FleetBackend, c.SystemdVersion, strings.Join(c.WorkerKinds, ", "), c.WorkerLogs)
-			}
-			if c.CgroupLayout != "" {
-				fmt.Fprintf(s.Out, "cgroups:       %s layout, cgroup.kill: %v\n", c.CgroupLayout, c.CgroupKill)
-			}
-			kinds := make([]string, 0, len(c.Harnesses))
-			for k := range c.Harnesses {
-				kinds = append(kinds, k)
-			}
-			sort.Strings(kinds)
-			for _, k := range kinds {
-				path := c.Harnesses[k]
-				if path == "" {
-					path = "not found"
-				} else if v := c.HarnessVersions[k]; v != "" {
-					path += " (" + v + ")"
-				}
-				fmt.Fprintf(s.Out, "harness %-10s %s\n", k+":", path)
-			}
-			return nil
+			return capabilitiesRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
+}
+
+func capabilitiesRun(ctx context.Context, opts *hostOptions) error {
+	rep, err := verbs.Host(ctx, opts.Factory, verbs.Args{Action: "capabilities"})
+	if err != nil {
+		return err
+	}
+	return output.Print(opts.Factory.IO.Out, rep, opts.JSON)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
@@ -12,7 +13,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
-// Exit codes, in one place (DESIGN.md "CLI").
+// Exit codes, in one place (docs/architecture.md "CLI").
 const (
 	exitOK          = 0
 	exitFailure     = 1
@@ -25,18 +26,9 @@ const (
 	exitUnknown     = 8
 )
 
-// errAskTimeout: a one-shot ask got no reply in time and was cancelled.
-var errAskTimeout = errors.New("ask timed out")
-
-// usageError marks a command-line mistake (exit 2).
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
 // exitCode maps an error to the process exit code.
 func exitCode(err error) int {
-	var ue *usageError
+	var ue *factory.UsageError
 	switch {
 	case err == nil:
 		return exitOK
@@ -54,7 +46,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound):
 		return exitNotFound
-	case errors.Is(err, errNoSystemd), errors.Is(err, units.ErrNoUserBus), errors.Is(err, units.ErrManagerUnreachable),
+	case errors.Is(err, factory.ErrNoSystemd), errors.Is(err, units.ErrNoUserBus), errors.Is(err, units.ErrManagerUnreachable),
 		errors.Is(err, units.ErrTimeout):
 		return exitUnavailable
 	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget),

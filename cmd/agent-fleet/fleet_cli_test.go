@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
@@ -36,20 +38,20 @@ func TestFleetCLI(t *testing.T) {
 	out, err := fleetCLI(t, dir, "spawn", "--id", "cli-worker", "--role", "tester", "--json", "--", "sh", "-c",
 		`agent-fleet intercom send operator-test "hello manager" || true; sleep 300`)
 	require.NoError(t, err, "%s", out)
-	var w workerView
+	var w output.Worker
 	require.NoError(t, json.Unmarshal(out, &w), "%s", out)
 	require.Equal(t, "running", w.State)
 	require.Equal(t, "operator-test", w.Manager)
 
 	out, err = fleetCLI(t, dir, "list", "--json")
 	require.NoError(t, err, "%s", out)
-	var list []workerView
+	var list []output.Worker
 	require.NoError(t, json.Unmarshal(out, &list))
 	require.Len(t, list, 1)
 
 	out, err = fleetCLI(t, dir, "status", "cli-worker", "--json")
 	require.NoError(t, err, "%s", out)
-	var st statusJSON
+	var st output.Status
 	require.NoError(t, json.Unmarshal(out, &st))
 	require.Equal(t, "active", st.UnitActive)
 	require.GreaterOrEqual(t, st.ProcessCount, 2)
@@ -104,49 +106,42 @@ func TestMCPFleetTool(t *testing.T) {
 	dir := shortDir(t)
 	t.Setenv("PI_CODING_AGENT_DIR", dir)
 	t.Cleanup(func() { stopBroker(t, dir) })
-	server := newMCPServer(nil, newLogger(io.Discard, "error"))
-	addFleetTool(server, "mcp-manager")
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(context.Background(), st, nil)
-	require.NoError(t, err)
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
-	require.NoError(t, err)
-	defer cs.Close()
-	call := func(args map[string]any) toolResult {
+	s, _, _ := testStreams()
+	cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: testFactory(s), Caller: "mcp-manager"}))
+	call := func(args map[string]any) mcptest.Result {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
 		require.NoError(t, err)
-		return decodeResult(t, res)
+		return mcptest.Decode(t, res)
 	}
 	r := call(map[string]any{"action": "spawn", "id": "mcp-w", "command": []any{"sleep", "300"}, "env": map[string]any{"TOKEN": "x"}})
-	require.False(t, r.isError, r.text)
-	require.Contains(t, r.text, "Spawned worker mcp-w")
-	require.Equal(t, "mcp-manager", r.structured["manager"])
+	require.False(t, r.IsError, r.Text)
+	require.Contains(t, r.Text, "Spawned worker mcp-w")
+	require.Equal(t, "mcp-manager", r.Structured["manager"])
 	r = call(map[string]any{"action": "list"})
-	require.Contains(t, r.text, "- mcp-w [running]")
+	require.Contains(t, r.Text, "- mcp-w [running]")
 	r = call(map[string]any{"action": "status", "id": "mcp-w"})
-	require.Contains(t, r.text, "Worker mcp-w (run ", "the text is status's, for people and agents")
-	require.Contains(t, r.text, "(active/running)")
-	require.Equal(t, "active", r.structured["unitActiveState"])
+	require.Contains(t, r.Text, "Worker mcp-w (run ", "the text is status's, for people and agents")
+	require.Contains(t, r.Text, "(active/running)")
+	require.Equal(t, "active", r.Structured["unitActiveState"])
 	r = call(map[string]any{"action": "stop", "id": "nope"})
-	require.True(t, r.isError)
+	require.True(t, r.IsError)
 	r = call(map[string]any{"action": "stop", "id": "mcp-w"})
-	require.False(t, r.isError, r.text)
-	require.Equal(t, "Stopped mcp-w; its cgroup is empty.", r.text)
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "Stopped mcp-w; its cgroup is empty.", r.Text)
 	r = call(map[string]any{"action": "spawn"})
-	require.True(t, r.isError)
+	require.True(t, r.IsError)
 	r = call(map[string]any{"action": "fly"})
-	require.True(t, r.isError, "unknown actions are refused by the schema")
+	require.True(t, r.IsError, "unknown actions are refused by the schema")
 	r = call(map[string]any{"action": "spawn", "id": "p", "kind": "claude", "task": "t", "permission": "read-write"})
-	require.True(t, r.isError, "permissions are a closed set in the schema")
-	require.Contains(t, r.text, "permission")
+	require.True(t, r.IsError, "permissions are a closed set in the schema")
+	require.Contains(t, r.Text, "permission")
 	r = call(map[string]any{"action": "list", "permission": ""})
-	require.False(t, r.isError, "an empty permission is the harness's default, as if not given: %s", r.text)
+	require.False(t, r.IsError, "an empty permission is the harness's default, as if not given: %s", r.Text)
 	r = call(map[string]any{"action": "spawn", "id": "p"})
-	require.True(t, r.isError)
-	require.Contains(t, r.text, "an exec worker needs a command to run")
-	require.NotContains(t, r.text, "--", "no CLI syntax for an MCP caller")
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "an exec worker needs a command to run")
+	require.NotContains(t, r.Text, "--", "no CLI syntax for an MCP caller")
 	r = call(map[string]any{"action": "capabilities"})
-	require.True(t, strings.Contains(r.text, "systemd-user"), r.text)
+	require.True(t, strings.Contains(r.Text, "systemd-user"), r.Text)
 	time.Sleep(10 * time.Millisecond)
 }

@@ -38,13 +38,8 @@ import (
 //	SEND-PROGRESS …  intercom_send to the manager named in the turn header
 //	SLEEP …          start a child, then sleep (stop during a turn)
 //	anything else    answer "done: <line> [whoami=<id> fleet-tool=<bool>]"
-func init() {
-	kind := os.Getenv("AGENT_FLEET_FAKE_HARNESS")
-	if kind == "" {
-		return
-	}
-	os.Exit(runStandIn(kind, os.Args[1:]))
-}
+//
+// TestMain runs it when AGENT_FLEET_FAKE_HARNESS names the kind.
 
 // standInCall is one invocation, as recorded in calls.jsonl.
 type standInCall struct {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
@@ -48,7 +49,7 @@ func newHarnessWorld(t *testing.T) *harnessWorld {
 	w.boss = startListener(t, w.dir, "boss")
 	t.Cleanup(func() {
 		out, _ := w.cli("list", "--json")
-		var ws []workerView
+		var ws []output.Worker
 		_ = json.Unmarshal(out, &ws)
 		for _, wk := range ws {
 			if wk.State == "running" || wk.State == "provisioning" || wk.State == "stopping" {
@@ -78,12 +79,12 @@ func (w *harnessWorld) must(args ...string) string {
 	return string(out)
 }
 
-func (w *harnessWorld) spawn(id, kind string, args ...string) workerView {
+func (w *harnessWorld) spawn(id, kind string, args ...string) output.Worker {
 	w.t.Helper()
 	all := append([]string{"spawn", "--id", id, "--kind", kind, "--json", "--env", TurnBackoffEnv + "=400ms"}, args...)
 	all = append(all, "--", filepath.Join(w.bin, kind))
 	out := w.must(all...)
-	var v workerView
+	var v output.Worker
 	require.NoError(w.t, json.Unmarshal([]byte(out), &v), out)
 	require.Equal(w.t, "running", v.State)
 	require.Equal(w.t, kind, v.Kind)
@@ -133,9 +134,9 @@ func (w *harnessWorld) calls(kind string) []standInCall {
 	return out
 }
 
-func (w *harnessWorld) status(id string) statusJSON {
+func (w *harnessWorld) status(id string) output.Status {
 	w.t.Helper()
-	var st statusJSON
+	var st output.Status
 	require.NoError(w.t, json.Unmarshal([]byte(w.must("status", id, "--json")), &st))
 	return st
 }

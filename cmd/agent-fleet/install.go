@@ -11,18 +11,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
 type installOptions struct {
-	dryRun bool
-	binary string
+	Factory *factory.Factory
+	IO      *factory.IOStreams
+	dryRun  bool
+	binary  string
 }
 
-func newInstallCmd(s *streams) *cobra.Command {
-	opts := &installOptions{}
+func newInstallCmd(f *factory.Factory, runF func(*installOptions) error) *cobra.Command {
+	opts := &installOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "install [--dry-run] [--binary PATH]",
 		Short: "Install the broker's socket activation and the janitor's timer as systemd user units",
@@ -55,7 +58,10 @@ Needs Linux with a systemd user manager (exit 5 elsewhere, 6 without one).`,
   systemctl --user status agent-fleet-broker.socket agent-fleet-cleanup.timer`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runInstall(cmd.Context(), s, opts)
+			if runF != nil {
+				return runF(opts)
+			}
+			return installRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "show what would be written and done, change nothing")
@@ -63,8 +69,8 @@ Needs Linux with a systemd user manager (exit 5 elsewhere, 6 without one).`,
 	return cmd
 }
 
-func newUninstallCmd(s *streams) *cobra.Command {
-	opts := &installOptions{}
+func newUninstallCmd(f *factory.Factory, runF func(*installOptions) error) *cobra.Command {
+	opts := &installOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "uninstall [--dry-run]",
 		Short: "Stop, disable and remove the systemd user units that install added",
@@ -76,7 +82,10 @@ before install. Workers and the agent directory are not touched.`,
 		Example: "  agent-fleet uninstall --dry-run\n  agent-fleet uninstall",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runUninstall(cmd.Context(), s, opts)
+			if runF != nil {
+				return runF(opts)
+			}
+			return uninstallRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "show what would be removed, change nothing")
@@ -104,32 +113,33 @@ func installBinary(flag string) (string, error) {
 		bin = resolved
 	}
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return "", &usageError{fmt.Errorf("%s is not an executable", bin)}
+		return "", factory.Usage(fmt.Errorf("%s is not an executable", bin))
 	}
 	if flag == "" && strings.Contains(bin, "/go-build") { // go run, go test
-		return "", &usageError{fmt.Errorf("this agent-fleet is a temporary build (%s): install it first (go install ./cmd/agent-fleet), or pass --binary PATH", bin)}
+		return "", factory.Usage(fmt.Errorf("this agent-fleet is a temporary build (%s): install it first (go install ./cmd/agent-fleet), or pass --binary PATH", bin))
 	}
 	return bin, nil
 }
 
-func runInstall(ctx context.Context, s *streams, opts *installOptions) error {
-	if hostOS != "linux" {
+func installRun(ctx context.Context, opts *installOptions) error {
+	s := opts.IO
+	if opts.Factory.GOOS != "linux" {
 		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
 	}
 	bin, err := installBinary(opts.binary)
 	if err != nil {
 		return err
 	}
-	p, err := intercom.DefaultPaths()
+	p, err := opts.Factory.Paths()
 	if err != nil {
 		return err
 	}
 	if err := intercom.CheckSocketPath(p.BrokerSocket()); err != nil {
-		return &usageError{err}
+		return factory.Usage(err)
 	}
 	params := contribsystemd.Params{Binary: bin, AgentDir: p.AgentDir, BrokerSocket: p.BrokerSocket()}
 	if err := params.Check(); err != nil {
-		return &usageError{err}
+		return factory.Usage(err)
 	}
 	dir, err := units.UserUnitDir(os.Getenv)
 	if err != nil {
@@ -241,15 +251,15 @@ func checkUnitPath(ctx context.Context, m *units.Systemd, dir string) error {
 	if len(user) > 0 {
 		hint = fmt.Sprintf("; it reads %s: run install with XDG_CONFIG_HOME=%s", strings.Join(user, ", "), strings.TrimSuffix(filepath.Clean(user[0]), "/systemd/user"))
 	}
-	return &usageError{fmt.Errorf("%w: %s%s", errUnitPath, dir, hint)}
+	return factory.Usage(fmt.Errorf("%w: %s%s", errUnitPath, dir, hint))
 }
 
 // installBrokerSocket starts the broker's socket unit, or says why it waits.
 // A running socket whose unit changed is restarted (with the broker it
 // started: its sessions reconnect); a broker that serves the socket without
 // it (started on demand, or a TypeScript one) is never disturbed: the
-// enabled socket takes over once it exits, through brokerStarter.
-func installBrokerSocket(ctx context.Context, s *streams, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
+// enabled socket takes over once it exits, through the factory's broker starter.
+func installBrokerSocket(ctx context.Context, s *factory.IOStreams, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
 	sock, svc := contribsystemd.BrokerSocket, contribsystemd.BrokerService
 	st, err := m.Unit(ctx, sock)
 	if err != nil {
@@ -299,8 +309,9 @@ func installBrokerSocket(ctx context.Context, s *streams, m *units.Systemd, p in
 	return nil
 }
 
-func runUninstall(ctx context.Context, s *streams, opts *installOptions) error {
-	if hostOS != "linux" {
+func uninstallRun(ctx context.Context, opts *installOptions) error {
+	s := opts.IO
+	if opts.Factory.GOOS != "linux" {
 		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
 	}
 	dir, err := units.UserUnitDir(os.Getenv)
@@ -367,7 +378,7 @@ func writeUnitFile(path string, data []byte) error {
 func connectManager(ctx context.Context) (*units.Systemd, error) {
 	m, err := units.Connect(ctx, units.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoSystemd, err)
+		return nil, fmt.Errorf("%w: %v", factory.ErrNoSystemd, err)
 	}
 	return m, nil
 }

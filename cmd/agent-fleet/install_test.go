@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -97,7 +98,7 @@ func (w *installWorld) requireActivatedBroker() int {
 		st = w.unit(contribsystemd.BrokerService)
 		return st.ActiveState == "active" && st.MainPID > 0 && w.brokerPIDFile() == st.MainPID
 	}, 10*time.Second, 20*time.Millisecond, "the broker runs as %s: %+v, broker.pid %d", contribsystemd.BrokerService, st, w.brokerPIDFile())
-	require.True(w.t, w.unit(BrokerUnitName(w.dir)).Gone(), "no transient broker unit was started")
+	require.True(w.t, w.unit(factory.BrokerUnitName(w.dir)).Gone(), "no transient broker unit was started")
 	return st.MainPID
 }
 
@@ -265,7 +266,7 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 	// Back to brokers on demand, as before install.
 	out2, err = w.cmd("intercom", "list").CombinedOutput()
 	require.NoError(t, err, "%s", out2)
-	require.True(t, w.unit(BrokerUnitName(w.dir)).Running(), "a transient broker unit again")
+	require.True(t, w.unit(factory.BrokerUnitName(w.dir)).Running(), "a transient broker unit again")
 }
 
 // A broker started on demand keeps its sessions through install; the

@@ -1,51 +1,70 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
-func newWhoamiCmd(s *streams) *cobra.Command {
-	var asJSON bool
+// sessionOptions are what the intercom verbs that only look hold.
+type sessionOptions struct {
+	Factory *factory.Factory
+	IO      *factory.IOStreams
+	JSON    bool
+}
+
+func newWhoamiCmd(f *factory.Factory, runF func(*sessionOptions) error) *cobra.Command {
+	opts := &sessionOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:     "whoami",
 		Short:   "Print this session's identity",
 		Example: "  agent-fleet intercom whoami --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, id, err := resolveIdentity()
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			res := &intercom.WhoamiResult{SessionID: id.SessionID, Name: id.Name, Cwd: id.Cwd, Model: id.Model}
-			if hc, err := intercom.DialHolder(cmd.Context(), mustPaths(), id.SessionID); err == nil {
-				if r, err := hc.Whoami(cmd.Context()); err == nil {
-					res = r
-				}
-			}
-			if asJSON {
-				return printJSON(s.Out, res)
-			}
-			fmt.Fprintf(s.Out, "session_id: %s\nname: %s\ncwd: %s\n", res.SessionID, res.Name, res.Cwd)
-			return nil
+			return whoamiRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
 }
 
-func mustPaths() intercom.Paths {
-	p, _ := intercom.DefaultPaths()
-	return p
+// whoamiRun answers from the environment, or from the session's holder
+// when one runs (it may have been started with another name).
+func whoamiRun(ctx context.Context, opts *sessionOptions) error {
+	p, id, err := opts.Factory.Identity()
+	if err != nil {
+		return err
+	}
+	res := &intercom.WhoamiResult{SessionID: id.SessionID, Name: id.Name, Cwd: id.Cwd, Model: id.Model}
+	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
+		if r, err := hc.Whoami(ctx); err == nil {
+			res = r
+		}
+	}
+	if opts.JSON {
+		return output.PrintJSON(opts.IO.Out, res)
+	}
+	_, err = fmt.Fprintln(opts.IO.Out, output.WhoamiText(res))
+	return err
 }
 
-func newListCmd(s *streams) *cobra.Command {
-	var asJSON bool
-	req := intercom.ListRequest{}
+type sessionsOptions struct {
+	sessionOptions
+	Req intercom.ListRequest
+}
+
+func newSessionsCmd(f *factory.Factory, runF func(*sessionsOptions) error) *cobra.Command {
+	opts := &sessionsOptions{sessionOptions: sessionOptions{Factory: f, IO: f.IO}}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the sessions you can reach",
@@ -54,69 +73,48 @@ working directory ("directory") or git repository ("repo").`,
 		Example: "  agent-fleet intercom list\n  agent-fleet intercom list --where repo --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if req.Where != "" && req.Where != "machine" && req.Where != "directory" && req.Where != "repo" {
-				return &usageError{fmt.Errorf("--where must be machine, directory or repo")}
+			if w := opts.Req.Where; w != "" && w != "machine" && w != "directory" && w != "repo" {
+				return factory.Usagef("--where must be machine, directory or repo")
 			}
-			o, err := openOneShot(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			defer o.close()
-			res, err := o.ops.List(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(s.Out, res)
-			}
-			if len(res.Sessions) == 0 {
-				fmt.Fprintln(s.Out, "No intercom sessions connected.")
-				return nil
-			}
-			for _, v := range res.Sessions {
-				fmt.Fprintln(s.Out, sessionLine(v))
-			}
-			return nil
+			return sessionsRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	cmd.Flags().StringVar(&req.Where, "where", "machine", "machine, directory or repo")
-	cmd.Flags().BoolVar(&req.IncludeSelf, "include-self", false, "include this session")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
+	cmd.Flags().StringVar(&opts.Req.Where, "where", "machine", "machine, directory or repo")
+	cmd.Flags().BoolVar(&opts.Req.IncludeSelf, "include-self", false, "include this session")
 	return cmd
 }
 
-// sessionLine is the adapters' list line:
-// - <name> (<id first 8>) - <cwd> (<model>) [self, same cwd, <status>]
-func sessionLine(v intercom.SessionView) string {
-	name := v.Name
-	if name == "" {
-		name = v.ID
+func sessionsRun(ctx context.Context, opts *sessionsOptions) error {
+	o, err := opts.Factory.OneShot(ctx)
+	if err != nil {
+		return err
 	}
-	short := v.ID
-	if len(short) > 8 {
-		short = short[:8]
+	defer o.Close()
+	res, err := o.Ops.List(ctx, opts.Req)
+	if err != nil {
+		return err
 	}
-	var tags []string
-	if v.Self {
-		tags = append(tags, "self")
+	if opts.JSON {
+		return output.PrintJSON(opts.IO.Out, res)
 	}
-	if v.SameCwd {
-		tags = append(tags, "same cwd")
-	}
-	if v.Status != "" {
-		tags = append(tags, v.Status)
-	}
-	line := fmt.Sprintf("- %s (%s) - %s (%s)", name, short, v.Cwd, v.Model)
-	if len(tags) > 0 {
-		line += " [" + strings.Join(tags, ", ") + "]"
-	}
-	return line
+	_, err = fmt.Fprintln(opts.IO.Out, output.SessionsText(res))
+	return err
 }
 
-func newPendingCmd(s *streams) *cobra.Command {
-	var asJSON bool
-	var inboxOf string
-	req := intercom.PendingRequest{}
+type pendingOptions struct {
+	sessionOptions
+	Req intercom.PendingRequest
+	// InboxOf is a manager's read-only look at an owned coworker's
+	// pending asks (spec §7.4).
+	InboxOf string
+}
+
+func newPendingCmd(f *factory.Factory, runF func(*pendingOptions) error) *cobra.Command {
+	opts := &pendingOptions{sessionOptions: sessionOptions{Factory: f, IO: f.IO}}
 	cmd := &cobra.Command{
 		Use:   "pending",
 		Short: "Show unread messages and asks waiting for your reply",
@@ -125,102 +123,96 @@ func newPendingCmd(s *streams) *cobra.Command {
   agent-fleet intercom pending --mark-read --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if inboxOf != "" {
-				return runInboxOf(cmd.Context(), s, inboxOf, req, asJSON)
+			if opts.InboxOf != "" && opts.Req.MarkRead {
+				return factory.Usage(errors.New("--mark-read cannot be used with --inbox-of: inspecting another session's inbox is read-only"))
 			}
-			o, err := openOneShot(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			defer o.close()
-			res, err := o.ops.Pending(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(s.Out, res)
-			}
-			printPending(s, res, req.AskID != "")
-			return nil
+			return pendingRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	cmd.Flags().StringVar(&req.AskID, "ask-id", "", "show one pending ask in full")
-	cmd.Flags().BoolVar(&req.MarkRead, "mark-read", false, "mark the listed messages read")
-	cmd.Flags().StringVar(&inboxOf, "inbox-of", "", "a manager's read-only look at an owned coworker's pending asks (its exact target from agent-fleet team)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
+	cmd.Flags().StringVar(&opts.Req.AskID, "ask-id", "", "show one pending ask in full")
+	cmd.Flags().BoolVar(&opts.Req.MarkRead, "mark-read", false, "mark the listed messages read")
+	cmd.Flags().StringVar(&opts.InboxOf, "inbox-of", "", "a manager's read-only look at an owned coworker's pending asks (its exact target from agent-fleet team)")
 	return cmd
 }
 
-func printPending(s *streams, res *intercom.PendingResult, full bool) {
-	if full && len(res.Asks) == 1 {
-		a := res.Asks[0]
-		fmt.Fprintf(s.Out, "Pending ask %s\nFrom: %s\n\n%s\n", a.AskID, senderLabel(a.From), a.Text)
-		for _, att := range a.Attachments {
-			fmt.Fprintf(s.Out, "---\nAttachment: %s\n%s\n", att.Name, att.Content)
+// pendingRun lists the session's own pending mail, or with --inbox-of a
+// coworker's pending asks: in the session's holder when one runs (which
+// resolves the team with its own scope), else in this process.
+func pendingRun(ctx context.Context, opts *pendingOptions) error {
+	o, err := opts.Factory.OneShot(ctx)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	out := opts.IO.Out
+	if opts.InboxOf != "" {
+		insp, err := o.Team.Service().InspectInbox(ctx, teams.InspectRequest{Session: opts.InboxOf, AskID: opts.Req.AskID})
+		if err != nil {
+			return err
 		}
-		return
-	}
-	if len(res.Unread) == 0 && len(res.Asks) == 0 {
-		fmt.Fprintln(s.Out, "No unread messages and no pending asks.")
-		return
-	}
-	for _, m := range res.Unread {
-		if m.ExpectsReply {
-			continue // listed with the asks
+		if opts.JSON {
+			return output.PrintJSON(out, insp)
 		}
-		fmt.Fprintf(s.Out, "- %s: %s\n", senderLabel(m.From), m.Text)
+		_, err = fmt.Fprintln(out, output.InspectionText(insp, opts.Req.AskID != ""))
+		return err
 	}
-	if len(res.Asks) > 0 {
-		fmt.Fprintln(s.Out, "Pending asks:")
-		for _, a := range res.Asks {
-			sender := a.From.Name
-			if sender == "" {
-				sender = a.From.ID
-			}
-			line := fmt.Sprintf("- %s · %s", a.AskID, sender)
-			if a.Selector != "" {
-				line += " · " + a.Selector
-			}
-			line += fmt.Sprintf(" · %ds ago", a.ElapsedSeconds)
-			if a.DeferredAt != 0 {
-				line += " · async"
-			}
-			fmt.Fprintln(s.Out, line+" · "+a.Preview)
-		}
+	res, err := o.Ops.Pending(ctx, opts.Req)
+	if err != nil {
+		return err
 	}
+	if opts.JSON {
+		return output.PrintJSON(out, res)
+	}
+	_, err = fmt.Fprintln(out, output.PendingText(res, opts.Req.AskID != ""))
+	return err
 }
 
-func newStatusCmd(s *streams) *cobra.Command {
-	var asJSON bool
+func newSessionStatusCmd(f *factory.Factory, runF func(*sessionOptions) error) *cobra.Command {
+	opts := &sessionOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:     "status",
 		Short:   "Show this session's connection and queues",
 		Example: "  agent-fleet intercom status --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := openOneShot(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			defer o.close()
-			res, err := o.ops.Status(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(s.Out, res)
-			}
-			yes := map[bool]string{true: "Yes", false: "No"}
-			fmt.Fprintf(s.Out, "Connected: %s\nSession ID: %s\nHeld by a session holder: %s\nActive sessions: %d\nUnread messages: %d\nQueued outbound messages: %d\nPending asks: %d\n",
-				yes[res.Connected], res.SessionID, yes[o.holder], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks)
-			return nil
+			return sessionStatusRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
 }
 
-func newSetSummaryCmd(s *streams) *cobra.Command {
+func sessionStatusRun(ctx context.Context, opts *sessionOptions) error {
+	o, err := opts.Factory.OneShot(ctx)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	res, err := o.Ops.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return output.PrintJSON(opts.IO.Out, res)
+	}
+	_, err = fmt.Fprintln(opts.IO.Out, output.SessionStatusText(res, o.Holder))
+	return err
+}
+
+type setSummaryOptions struct {
+	sessionOptions
+	Text string
+}
+
+func newSetSummaryCmd(f *factory.Factory, runF func(*setSummaryOptions) error) *cobra.Command {
+	opts := &setSummaryOptions{sessionOptions: sessionOptions{Factory: f, IO: f.IO}}
 	cmd := &cobra.Command{
 		Use:   "set-summary [TEXT|-]",
 		Short: "Publish a short status others see in their session list",
@@ -229,26 +221,34 @@ while your session is registered: use it from a session holder (listen, mcp).`,
 		Example: `  agent-fleet intercom set-summary "refactoring the parser"`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(s, args, 0)
+			text, err := messageText(f.IO.In, args, 0)
 			if err != nil {
 				return err
 			}
-			o, err := openOneShot(cmd.Context())
-			if err != nil {
-				return err
+			opts.Text = text
+			if runF != nil {
+				return runF(opts)
 			}
-			defer o.close()
-			if err := o.ops.SetSummary(cmd.Context(), text); err != nil {
-				return err
-			}
-			if !o.holder {
-				// Published, but gone with this command's registration.
-				fmt.Fprintln(s.Out, "Summary published for this command's registration only: no session holder runs for your id, so it ends now. Run it while agent-fleet intercom listen (or agent-fleet mcp) holds your session.")
-				return nil
-			}
-			fmt.Fprintln(s.Out, "Summary updated.")
-			return nil
+			return setSummaryRun(cmd.Context(), opts)
 		},
 	}
 	return cmd
+}
+
+func setSummaryRun(ctx context.Context, opts *setSummaryOptions) error {
+	o, err := opts.Factory.OneShot(ctx)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	if err := o.Ops.SetSummary(ctx, opts.Text); err != nil {
+		return err
+	}
+	if !o.Holder {
+		// Published, but gone with this command's registration.
+		fmt.Fprintln(opts.IO.Out, "Summary published for this command's registration only: no session holder runs for your id, so it ends now. Run it while agent-fleet intercom listen (or agent-fleet mcp) holds your session.")
+		return nil
+	}
+	fmt.Fprintln(opts.IO.Out, "Summary updated.")
+	return nil
 }

@@ -4,20 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 type listenOptions struct {
-	json       bool
-	keepUnread bool
+	Factory    *factory.Factory
+	IO         *factory.IOStreams
+	JSON       bool
+	KeepUnread bool
 }
 
-func newListenCmd(s *streams) *cobra.Command {
-	opts := &listenOptions{}
+func newListenCmd(f *factory.Factory, runF func(*listenOptions) error) *cobra.Command {
+	opts := &listenOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "listen",
 		Short: "Hold this session and print every message it receives",
@@ -33,47 +36,53 @@ session, listen streams from that holder instead.`,
   agent-fleet intercom listen --json | while read -r msg; do …; done`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runListen(cmd.Context(), s, opts)
+			if runF != nil {
+				return runF(opts)
+			}
+			return listenRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print one JSON object per message")
-	cmd.Flags().BoolVar(&opts.keepUnread, "keep-unread", false, "leave printed messages unread")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object per message")
+	cmd.Flags().BoolVar(&opts.KeepUnread, "keep-unread", false, "leave printed messages unread")
 	return cmd
 }
 
-func runListen(ctx context.Context, s *streams, opts *listenOptions) error {
-	p, id, err := resolveIdentity()
+func listenRun(ctx context.Context, opts *listenOptions) error {
+	f := opts.Factory
+	p, id, err := f.Identity()
 	if err != nil {
 		return err
 	}
 	emit := func(m *intercom.MessageView) error {
-		if opts.json {
-			return printJSON(s.Out, m)
+		if opts.JSON {
+			return output.PrintJSON(opts.IO.Out, m)
 		}
-		return printMessage(s, m)
+		_, err := fmt.Fprintln(opts.IO.Out, output.MessageText(m))
+		return err
 	}
-	req := intercom.ListenRequest{KeepUnread: opts.keepUnread}
-	team, err := newSessionTeam(p, id)
+	req := intercom.ListenRequest{KeepUnread: opts.KeepUnread}
+	team, err := f.SessionTeam(p, id)
 	if err != nil {
 		return err
 	}
-	defer team.close()
+	defer team.Close()
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
 		return hc.Listen(ctx, req, emit)
 	}
-	activity := startActivity(p, id.SessionID, newLogger(s.Err, "warn"))
+	log := f.Logger("warn")
+	activity := factory.StartActivity(p, id.SessionID, log)
 	defer activity.Close()
 	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
-		Paths: p, Identity: id, Start: brokerStarter(), AskTTL: askTTL(), AskWait: askWait(), Reconnect: true,
-		Filter: team.filter(), ReplayFilter: team.replay(),
-		Logger: newLogger(s.Err, "warn"), OnMessage: activity.OnMessage,
+		Paths: p, Identity: id, Start: f.BrokerStarter(), AskTTL: f.AskTTL(), AskWait: f.AskWait(), Reconnect: true,
+		Filter: team.Filter(), ReplayFilter: team.Replay(),
+		Logger: log, OnMessage: activity.OnMessage,
 	})
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
-	ops, extra := team.hold(p, sess, newLogger(s.Err, "warn"))
-	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: ops, Logger: newLogger(s.Err, "warn"), Extra: extra})
+	ops, extra := team.Hold(p, sess, log)
+	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: ops, Logger: log, Extra: extra})
 	if err != nil && !errors.Is(err, intercom.ErrHeld) {
 		return err
 	}
@@ -88,20 +97,4 @@ func runListen(ctx context.Context, s *streams, opts *listenOptions) error {
 		defer func() { stop(); <-done }()
 	}
 	return sess.Listen(ctx, req, emit)
-}
-
-func printMessage(s *streams, m *intercom.MessageView) error {
-	at := time.UnixMilli(int64(m.ReceivedAt)).Format("15:04:05")
-	head := fmt.Sprintf("[%s] %s", at, senderLabel(m.From))
-	switch {
-	case m.ExpectsReply:
-		head += fmt.Sprintf(" asks (reply with: agent-fleet intercom reply --ask-id %s …)", m.AskID)
-	case m.ReplyTo != "":
-		head += " replied"
-	}
-	if _, err := fmt.Fprintf(s.Out, "%s:\n%s\n", head, m.Text); err != nil {
-		return err
-	}
-	printAttachments(s, m)
-	return nil
 }

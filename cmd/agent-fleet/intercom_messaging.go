@@ -7,16 +7,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 type sendOptions struct {
-	json bool
-	att  attachmentFlags
+	Factory *factory.Factory
+	IO      *factory.IOStreams
+	JSON    bool
+	Req     intercom.SendRequest
+	att     attachmentFlags
 }
 
-func newSendCmd(s *streams) *cobra.Command {
-	opts := &sendOptions{}
+func newSendCmd(f *factory.Factory, runF func(*sendOptions) error) *cobra.Command {
+	opts := &sendOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "send TO [TEXT|-]",
 		Short: "Send a message and wait until the recipient has stored it",
@@ -28,7 +33,7 @@ known (exit 8), it is retried from the outbox on your next registration.`,
   git diff | agent-fleet intercom send alpha - --attach-snippet fix.go=fix.go`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(s, args, 1)
+			text, err := messageText(f.IO.In, args, 1)
 			if err != nil {
 				return err
 			}
@@ -36,36 +41,40 @@ known (exit 8), it is retried from the outbox on your next registration.`,
 			if err != nil {
 				return err
 			}
-			return runSend(cmd.Context(), s, opts, intercom.SendRequest{To: args[0], Text: text, Attachments: att})
+			opts.Req = intercom.SendRequest{To: args[0], Text: text, Attachments: att}
+			if runF != nil {
+				return runF(opts)
+			}
+			return sendRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	opts.att.register(cmd)
 	return cmd
 }
 
-func runSend(ctx context.Context, s *streams, opts *sendOptions, req intercom.SendRequest) error {
-	o, err := openOneShot(ctx)
+func sendRun(ctx context.Context, opts *sendOptions) error {
+	o, err := opts.Factory.OneShot(ctx)
 	if err != nil {
 		return err
 	}
-	defer o.close()
-	res, err := o.ops.Send(ctx, req)
+	defer o.Close()
+	res, err := o.Ops.Send(ctx, opts.Req)
 	if err != nil {
 		return err
 	}
-	return reportSend(s, opts.json, res, "Message sent to")
+	return reportSend(opts.IO, opts.JSON, res, "Message sent to")
 }
 
 // reportSend prints a send or reply outcome; a failed delivery is an error
 // (with its exit code) after the result is printed.
-func reportSend(s *streams, asJSON bool, res *intercom.SendResult, what string) error {
+func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, what string) error {
 	if asJSON {
-		if err := printJSON(s.Out, res); err != nil {
+		if err := output.PrintJSON(io.Out, res); err != nil {
 			return err
 		}
 	} else if res.OK {
-		fmt.Fprintf(s.Out, "%s %s.\n", what, res.To)
+		fmt.Fprintf(io.Out, "%s %s.\n", what, res.To)
 	}
 	if !res.OK {
 		return fmt.Errorf("message to %q was not delivered: %w", res.To,
@@ -75,13 +84,16 @@ func reportSend(s *streams, asJSON bool, res *intercom.SendResult, what string) 
 }
 
 type askOptions struct {
-	json    bool
-	timeout time.Duration
+	Factory *factory.Factory
+	IO      *factory.IOStreams
+	JSON    bool
+	Timeout time.Duration
+	Req     intercom.AskRequest
 	att     attachmentFlags
 }
 
-func newAskCmd(s *streams) *cobra.Command {
-	opts := &askOptions{}
+func newAskCmd(f *factory.Factory, runF func(*askOptions) error) *cobra.Command {
+	opts := &askOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "ask TO [TEXT|-]",
 		Short: "Ask a question and wait for the reply",
@@ -93,7 +105,7 @@ is held (listen, mcp), a late reply lands in the holder: see
   agent-fleet intercom ask alpha "ok to deploy?" --timeout 30s --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(s, args, 1)
+			text, err := messageText(f.IO.In, args, 1)
 			if err != nil {
 				return err
 			}
@@ -101,34 +113,40 @@ is held (listen, mcp), a late reply lands in the holder: see
 			if err != nil {
 				return err
 			}
-			if opts.timeout <= 0 || opts.timeout > intercom.MaxAskWait {
-				return &usageError{fmt.Errorf("--timeout must be between 1ms and %s", intercom.MaxAskWait)}
+			if opts.Timeout <= 0 || opts.Timeout > intercom.MaxAskWait {
+				return factory.Usagef("--timeout must be between 1ms and %s", intercom.MaxAskWait)
 			}
-			return runAsk(cmd.Context(), s, opts, intercom.AskRequest{To: args[0], Text: text, Attachments: att, Wait: opts.timeout})
+			opts.Req = intercom.AskRequest{To: args[0], Text: text, Attachments: att, Wait: opts.Timeout}
+			if runF != nil {
+				return runF(opts)
+			}
+			return askRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
-	cmd.Flags().DurationVar(&opts.timeout, "timeout", intercom.MaxAskWait, "how long to wait for the reply")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", intercom.MaxAskWait, "how long to wait for the reply")
 	opts.att.register(cmd)
 	return cmd
 }
 
-func runAsk(ctx context.Context, s *streams, opts *askOptions, req intercom.AskRequest) error {
-	o, err := openOneShot(ctx)
+func askRun(ctx context.Context, opts *askOptions) error {
+	o, err := opts.Factory.OneShot(ctx)
 	if err != nil {
 		return err
 	}
-	defer o.close()
+	defer o.Close()
+	req := opts.Req
 	req.OnTimeout = intercom.DeferOnTimeout
-	if !o.holder {
+	if !o.Holder {
 		req.OnTimeout = intercom.CancelOnTimeout // nobody would receive a late reply
 	}
-	res, err := o.ops.Ask(ctx, req)
+	res, err := o.Ops.Ask(ctx, req)
 	if err != nil {
 		return err
 	}
-	if opts.json {
-		if err := printJSON(s.Out, res); err != nil {
+	out := opts.IO.Out
+	if opts.JSON {
+		if err := output.PrintJSON(out, res); err != nil {
 			return err
 		}
 	}
@@ -136,37 +154,30 @@ func runAsk(ctx context.Context, s *streams, opts *askOptions, req intercom.AskR
 	case !res.OK:
 		return fmt.Errorf("ask to %q failed: %w", res.To, &intercom.DeliveryError{Code: res.Code, Reason: res.Reason, Accepted: res.Accepted})
 	case res.Replied:
-		if !opts.json {
-			fmt.Fprintf(s.Out, "Reply from %s:\n%s\n", senderLabel(res.Reply.From), res.Reply.Text)
-			printAttachments(s, res.Reply)
+		if !opts.JSON {
+			fmt.Fprintln(out, output.ReplyText(res.Reply))
 		}
 		return nil
 	case res.Pending:
-		if !opts.json {
-			fmt.Fprintf(s.Out, "No reply from %q within %s. The ask stays open: the reply will appear in `agent-fleet intercom pending`.\n", res.To, req.Wait)
+		if !opts.JSON {
+			fmt.Fprintf(out, "No reply from %q within %s. The ask stays open: the reply will appear in `agent-fleet intercom pending`.\n", res.To, req.Wait)
 		}
 		return nil
 	default:
-		return fmt.Errorf("no reply from %q within %s; the ask was cancelled: %w", res.To, req.Wait, errAskTimeout)
-	}
-}
-
-func printAttachments(s *streams, m *intercom.MessageView) {
-	for _, a := range m.Attachments {
-		fmt.Fprintf(s.Out, "---\nAttachment: %s\n%s\n", a.Name, a.Content)
+		return fmt.Errorf("no reply from %q within %s; the ask was cancelled: %w", res.To, req.Wait, factory.ErrAskTimeout)
 	}
 }
 
 type replyOptions struct {
-	json  bool
-	askID string
-	to    string
-	which string
-	att   attachmentFlags
+	Factory *factory.Factory
+	IO      *factory.IOStreams
+	JSON    bool
+	Req     intercom.ReplyRequest
+	att     attachmentFlags
 }
 
-func newReplyCmd(s *streams) *cobra.Command {
-	opts := &replyOptions{}
+func newReplyCmd(f *factory.Factory, runF func(*replyOptions) error) *cobra.Command {
+	opts := &replyOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "reply [TEXT|-]",
 		Short: "Reply to a pending ask",
@@ -178,35 +189,41 @@ with the sender (--to) and, for several asks of one sender, --which.`,
   agent-fleet intercom reply --to beta --which oldest "first answer"`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(s, args, 0)
+			text, err := messageText(f.IO.In, args, 0)
 			if err != nil {
 				return err
 			}
-			att, err := opts.att.load()
-			if err != nil {
+			if opts.Req.Attachments, err = opts.att.load(); err != nil {
 				return err
 			}
-			if opts.which != "" && opts.which != "oldest" && opts.which != "latest" {
-				return &usageError{fmt.Errorf("--which must be oldest or latest")}
+			if opts.Req.Which != "" && opts.Req.Which != "oldest" && opts.Req.Which != "latest" {
+				return factory.Usagef("--which must be oldest or latest")
 			}
-			o, err := openOneShot(cmd.Context())
-			if err != nil {
-				return err
+			opts.Req.Text = text
+			if runF != nil {
+				return runF(opts)
 			}
-			defer o.close()
-			res, err := o.ops.Reply(cmd.Context(), intercom.ReplyRequest{Text: text, Attachments: att,
-				AskID: opts.askID, To: opts.to, Which: opts.which})
-			if err != nil {
-				return err
-			}
-			return reportSend(s, opts.json, res, "Reply sent to")
+			return replyRun(cmd.Context(), opts)
 		},
 	}
-	f := cmd.Flags()
-	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
-	f.StringVar(&opts.askID, "ask-id", "", "the ask to answer (from pending)")
-	f.StringVar(&opts.to, "to", "", "the sender whose ask to answer (id or name)")
-	f.StringVar(&opts.which, "which", "", "oldest or latest, when the sender has several asks")
+	fs := cmd.Flags()
+	fs.BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	fs.StringVar(&opts.Req.AskID, "ask-id", "", "the ask to answer (from pending)")
+	fs.StringVar(&opts.Req.To, "to", "", "the sender whose ask to answer (id or name)")
+	fs.StringVar(&opts.Req.Which, "which", "", "oldest or latest, when the sender has several asks")
 	opts.att.register(cmd)
 	return cmd
+}
+
+func replyRun(ctx context.Context, opts *replyOptions) error {
+	o, err := opts.Factory.OneShot(ctx)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	res, err := o.Ops.Reply(ctx, opts.Req)
+	if err != nil {
+		return err
+	}
+	return reportSend(opts.IO, opts.JSON, res, "Reply sent to")
 }

@@ -20,13 +20,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
-
-func init() {
-	// Brokers started by in-test sessions run this test binary as agent-fleet.
-	childEnv = []string{"AGENT_FLEET_RUN_MAIN=1"}
-}
 
 // as runs agent-fleet as the session id.
 func as(t *testing.T, dir, id string, args ...string) *exec.Cmd {
@@ -256,7 +252,7 @@ func TestIntercomSurvivesBrokerKill(t *testing.T) {
 		}})
 	require.NoError(t, err)
 	ctx := context.Background()
-	sender, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: brokerStarter(), Reconnect: true})
+	sender, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: testFactory(factory.System()).BrokerStarter(), Reconnect: true})
 	require.NoError(t, err)
 	defer sender.Close()
 
@@ -306,7 +302,7 @@ func TestIntercomSurvivesListenerKill(t *testing.T) {
 			return ""
 		}})
 	ctx := context.Background()
-	sender, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: brokerStarter(), Reconnect: true})
+	sender, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: testFactory(factory.System()).BrokerStarter(), Reconnect: true})
 	require.NoError(t, err)
 	defer sender.Close()
 

@@ -1,5 +1,7 @@
 // Command agent-fleet runs the intercom broker, talks to it, and manages
-// coding-agent workers as systemd user services.
+// coding-agent workers as systemd user services. Package main is the cobra
+// command tree; the engines are in internal/ (factory, output, verbs,
+// mcpserver, bench, demo) and the domain packages.
 package main
 
 import (
@@ -10,12 +12,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
 )
 
+// version is set at link time (-ldflags "-X main.version=…"); see
+// factory.BuildVersion.
+var version = ""
+
+// childEnv is added to the environment of the agent-fleet processes this
+// one starts (tests make the test binary act as agent-fleet with it).
+var childEnv []string
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := newRootCmd(defaultStreams()).ExecuteContext(ctx)
+	f := factory.New(factory.System(), factory.BuildVersion(version))
+	f.ChildEnv = childEnv
+	err := newRootCmd(f).ExecuteContext(ctx)
 	stop()
 	// Views of the registry other tools read are refreshed off the
 	// writers' path; a write of this command must not lose its view.

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
@@ -30,16 +32,16 @@ func fleetAs(t *testing.T, dir, id string, env []string, args ...string) *exec.C
 	return cmd
 }
 
-func listAll(t *testing.T, dir, id string, env []string) (map[string]workerView, string) {
+func listAll(t *testing.T, dir, id string, env []string) (map[string]output.Worker, string) {
 	t.Helper()
 	cmd := fleetAs(t, dir, id, env, "list", "--all", "--json")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s%s", out, stderr.String())
-	var ws []workerView
+	var ws []output.Worker
 	require.NoError(t, json.Unmarshal(out, &ws), "%s", out)
-	live := map[string]workerView{}
+	live := map[string]output.Worker{}
 	for _, w := range ws {
 		if w.State == "running" {
 			live[w.ID] = w
@@ -147,7 +149,7 @@ func TestConcurrentCleanups(t *testing.T) {
 	require.NoError(t, first.Start())
 	require.Eventually(t, func() bool {
 		out, err := fleetAs(t, dir, "agent-m1", env, "status", "stubborn", "--json").Output()
-		var st statusJSON
+		var st output.Status
 		return err == nil && json.Unmarshal(out, &st) == nil && st.Worker.State == "stopping"
 	}, 20*time.Second, 50*time.Millisecond, "the first janitor is stopping the worker")
 	out, err = fleetAs(t, dir, "agent-janitor", env, "cleanup", "--execute").CombinedOutput()
@@ -162,7 +164,7 @@ func TestConcurrentCleanups(t *testing.T) {
 	require.True(t, rep.Actions[0].Done, rep.Actions[0].Error)
 	out, err = fleetAs(t, dir, "agent-m1", env, "status", "stubborn", "--json").Output()
 	require.NoError(t, err)
-	var st statusJSON
+	var st output.Status
 	require.NoError(t, json.Unmarshal(out, &st))
 	require.Equal(t, "stopped", st.Worker.State)
 	require.Equal(t, "lease-expired", st.Worker.StopReason)
@@ -185,34 +187,34 @@ func TestMCPHolderRenewsActiveWorkersAndStopsSilentOnes(t *testing.T) {
 		Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { cs.Close() })
-	call := func(args map[string]any) toolResult {
+	call := func(args map[string]any) mcptest.Result {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
 		require.NoError(t, err)
-		return decodeResult(t, res)
+		return mcptest.Decode(t, res)
 	}
 	t.Cleanup(func() {
 		call(map[string]any{"action": "stop", "id": "chatty"})
 		call(map[string]any{"action": "stop", "id": "silent"})
 	})
 	r := call(map[string]any{"action": "spawn", "id": "silent", "lease": "3s", "command": []any{"sleep", "300"}})
-	require.False(t, r.isError, r.text)
+	require.False(t, r.IsError, r.Text)
 	r = call(map[string]any{"action": "spawn", "id": "chatty", "lease": "3s", "command": []any{"sh", "-c",
 		`while :; do agent-fleet intercom send mcp-boss "still working" >/dev/null || exit 9; sleep 0.3; done`}})
-	require.False(t, r.isError, r.text)
+	require.False(t, r.IsError, r.Text)
 
 	var silent map[string]any
 	require.Eventually(t, func() bool {
 		r := call(map[string]any{"action": "status", "id": "silent"})
-		silent = r.structured
-		return !r.isError && silent["worker"].(map[string]any)["state"] == "stopped"
+		silent = r.Structured
+		return !r.IsError && silent["worker"].(map[string]any)["state"] == "stopped"
 	}, 30*time.Second, 100*time.Millisecond, "the janitor stops the silent worker")
 	require.Equal(t, "lease-expired", silent["worker"].(map[string]any)["stopReason"])
 
 	r = call(map[string]any{"action": "status", "id": "chatty"})
-	require.False(t, r.isError, r.text)
-	w := r.structured["worker"].(map[string]any)
-	require.Equal(t, "running", w["state"], "activity kept it alive: %s", r.text)
-	require.Equal(t, "verified", r.structured["leaseActivity"])
+	require.False(t, r.IsError, r.Text)
+	w := r.Structured["worker"].(map[string]any)
+	require.Equal(t, "running", w["state"], "activity kept it alive: %s", r.Text)
+	require.Equal(t, "verified", r.Structured["leaseActivity"])
 	deadline, err := time.Parse(time.RFC3339Nano, w["leaseDeadline"].(string))
 	require.NoError(t, err)
 	require.True(t, deadline.After(time.Now()), "its lease was renewed by its messages")
@@ -229,47 +231,40 @@ func TestMCPFleetOwnershipActions(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	t.Cleanup(func() { _ = fleetAs(t, dir, "mcp-new", nil, "stop", "handed").Run() })
 
-	server := newMCPServer(nil, newLogger(io.Discard, "error"))
-	addFleetTool(server, "mcp-new")
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(context.Background(), st, nil)
-	require.NoError(t, err)
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
-	require.NoError(t, err)
-	defer cs.Close()
-	call := func(args map[string]any) toolResult {
+	s, _, _ := testStreams()
+	cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: testFactory(s), Caller: "mcp-new"}))
+	call := func(args map[string]any) mcptest.Result {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
 		require.NoError(t, err)
-		return decodeResult(t, res)
+		return mcptest.Decode(t, res)
 	}
 
 	r := call(map[string]any{"action": "stop", "id": "handed"})
-	require.True(t, r.isError)
-	require.Contains(t, r.text, "adopt it first")
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "adopt it first")
 	r = call(map[string]any{"action": "adopt", "all": true})
-	require.False(t, r.isError, r.text)
-	require.Equal(t, "No orphaned workers to adopt.", r.text, "its lease has not expired")
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "No orphaned workers to adopt.", r.Text, "its lease has not expired")
 	r = call(map[string]any{"action": "adopt", "id": "handed"})
-	require.False(t, r.isError, r.text)
-	require.Contains(t, r.text, "You now manage handed")
+	require.False(t, r.IsError, r.Text)
+	require.Contains(t, r.Text, "You now manage handed")
 	r = call(map[string]any{"action": "renew"})
-	require.False(t, r.isError, r.text)
-	require.Contains(t, r.text, "handed renewed until", "an agent manager's worker has an idle lease")
+	require.False(t, r.IsError, r.Text)
+	require.Contains(t, r.Text, "handed renewed until", "an agent manager's worker has an idle lease")
 	r = call(map[string]any{"action": "cleanup"})
-	require.False(t, r.isError, r.text)
-	require.Equal(t, "Nothing to clean up.", r.text)
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "Nothing to clean up.", r.Text)
 	r = call(map[string]any{"action": "forget", "id": "handed", "acknowledge": true})
-	require.True(t, r.isError)
-	require.Contains(t, r.text, "stop it first")
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "stop it first")
 	r = call(map[string]any{"action": "stop", "id": "handed"})
-	require.False(t, r.isError, r.text)
+	require.False(t, r.IsError, r.Text)
 	r = call(map[string]any{"action": "forget", "id": "handed"})
-	require.True(t, r.isError)
-	require.Contains(t, r.text, "--acknowledge")
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "--acknowledge")
 	r = call(map[string]any{"action": "forget", "id": "handed", "acknowledge": true})
-	require.False(t, r.isError, r.text)
-	require.Equal(t, "Forgot 1 ended records of handed.", r.text)
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "Forgot 1 ended records of handed.", r.Text)
 	r = call(map[string]any{"action": "prune", "acknowledge": true})
-	require.False(t, r.isError, r.text)
+	require.False(t, r.IsError, r.Text)
 }

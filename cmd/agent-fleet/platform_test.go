@@ -7,27 +7,33 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
-// pretendOS makes the fleet surfaces answer as on goos, for this test.
-func pretendOS(t *testing.T, goos string) {
-	old := hostOS
-	hostOS = goos
-	t.Cleanup(func() { hostOS = old })
-}
-
 // runCLI runs agent-fleet in process with args.
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runCLIOn(t, runtime.GOOS, args...)
+}
+
+// runCLIOn runs agent-fleet in process with args, its fleet surfaces
+// answering as on goos.
+func runCLIOn(t *testing.T, goos string, args ...string) (string, error) {
+	t.Helper()
 	var out bytes.Buffer
-	root := newRootCmd(&streams{In: bytes.NewReader(nil), Out: &out, Err: &out})
+	f := testFactory(&factory.IOStreams{In: bytes.NewReader(nil), Out: &out, Err: &out})
+	f.GOOS = goos
+	root := newRootCmd(f)
 	root.SetArgs(args)
 	err := root.ExecuteContext(context.Background())
 	return out.String(), err
@@ -40,7 +46,8 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 func TestBrokerOnlyPlatformsAnswerUnsupported(t *testing.T) {
 	for _, goos := range []string{"darwin", "windows"} {
 		t.Run(goos, func(t *testing.T) {
-			pretendOS(t, goos)
+			f := testFactory(factory.System())
+			f.GOOS = goos
 			dir := shortDir(t)
 			t.Setenv("PI_CODING_AGENT_DIR", dir)
 			t.Setenv("AGENT_INTERCOM_SESSION_ID", "mac-user")
@@ -49,7 +56,7 @@ func TestBrokerOnlyPlatformsAnswerUnsupported(t *testing.T) {
 				{"adopt", "w1"}, {"adopt", "--orphans"}, {"renew"}, {"forget", "w1", "--acknowledge"}, {"prune", "--acknowledge"},
 				{"cleanup"}, {"install"}, {"uninstall"},
 			} {
-				_, err := runCLI(t, args...)
+				_, err := runCLIOn(t, goos, args...)
 				require.ErrorIs(t, err, units.ErrUnsupported, "%v", args)
 				require.Equal(t, exitUnsupported, exitCode(err), "%v", args)
 				require.Contains(t, err.Error(), "needs Linux with a systemd user manager", "%v", args)
@@ -57,19 +64,21 @@ func TestBrokerOnlyPlatformsAnswerUnsupported(t *testing.T) {
 			_, err := os.Stat(dir + "/intercom/orchestrator")
 			require.True(t, errors.Is(err, os.ErrNotExist), "no fleet state was created")
 
-			res := decodeResult(t, runFleetAction(context.Background(), "mac-user", fleetArgs{Action: "spawn", ID: "w1", Command: []string{"true"}}))
-			require.True(t, res.isError)
-			require.Contains(t, res.text, "worker lifecycle needs Linux with a systemd user manager: this is "+goos)
-			res = decodeResult(t, runFleetAction(context.Background(), "mac-user", fleetArgs{Action: "list"}))
-			require.True(t, res.isError)
-			require.Contains(t, fleetToolDescription(), "Unavailable on this host ("+goos+") except doctor and capabilities")
+			cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: f, Caller: "mac-user"}))
+			call := mcptest.Caller(t, cs)
+			res := call("agent_fleet", map[string]any{"action": "spawn", "id": "w1", "command": []any{"true"}})
+			require.True(t, res.IsError)
+			require.Contains(t, res.Text, "worker lifecycle needs Linux with a systemd user manager: this is "+goos)
+			res = call("agent_fleet", map[string]any{"action": "list"})
+			require.True(t, res.IsError)
+			require.Contains(t, mcptest.Tools(t, cs)["agent_fleet"].Description, "Unavailable on this host ("+goos+") except doctor and capabilities")
 
-			c := capabilities(context.Background())
+			c := f.Capabilities(context.Background())
 			require.Equal(t, "unavailable", c.FleetBackend)
 			require.Empty(t, c.WorkerKinds)
 			require.Contains(t, c.FleetReason, "needs Linux with a systemd user manager")
 
-			checks := doctorChecks(context.Background(), fleet.DoctorConfig{Paths: intercom.NewPaths(dir)})
+			checks := f.DoctorChecks(context.Background(), fleet.DoctorConfig{Paths: intercom.NewPaths(dir)})
 			var names []string
 			for _, ch := range checks {
 				names = append(names, ch.Name)
@@ -81,10 +90,10 @@ func TestBrokerOnlyPlatformsAnswerUnsupported(t *testing.T) {
 			require.NotContains(t, names, "user bus", "no systemd checks where there is no systemd")
 			require.NotContains(t, names, "systemd units")
 			require.Contains(t, names, "broker")
-			out, err := runCLI(t, "doctor")
+			out, err := runCLIOn(t, goos, "doctor")
 			require.NoError(t, err, "a broker-only host is healthy: %s", out)
 			require.Contains(t, out, "broker and intercom only")
-			out, err = runCLI(t, "capabilities")
+			out, err = runCLIOn(t, goos, "capabilities")
 			require.NoError(t, err, out)
 			require.Contains(t, out, "fleet:         unavailable: worker lifecycle needs Linux")
 		})

@@ -2,24 +2,15 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 )
 
-// streams are where a command reads and writes; tests inject buffers.
-type streams struct {
-	In  io.Reader
-	Out io.Writer
-	Err io.Writer
-}
-
-func defaultStreams() *streams { return &streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr} }
-
-func newRootCmd(s *streams) *cobra.Command {
+// newRootCmd is the whole command tree over f.
+func newRootCmd(f *factory.Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "agent-fleet",
 		Short: "Intercom and fleet management for coding agents on one machine",
@@ -39,17 +30,19 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetIn(s.In)
-	root.SetOut(s.Out)
-	root.SetErr(s.Err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(newVersionCmd(s), newBrokerCmd(s), newIntercomCmd(s), newMCPCmd(s),
-		newSpawnCmd(s), newListWorkersCmd(s), newStatusWorkerCmd(s), newStopCmd(s), newLogsCmd(s), newWorkerShimCmd(s), newDoctorCmd(s), newCapabilitiesCmd(s),
-		newAdoptCmd(s), newRenewCmd(s), newForgetCmd(s), newPruneCmd(s), newCleanupCmd(s), newInstallCmd(s), newUninstallCmd(s))
-	root.AddCommand(newDemoCmd(s), newBenchCmd(s))
-	root.AddCommand(newTeamCmd(s), newTeamsCmd(s))
-	root.AddCommand(newManCmd(s))
-	finishCommandTree(root)
+	root.SetIn(f.IO.In)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return factory.Usage(err) })
+	root.AddCommand(newVersionCmd(f, nil), newBrokerCmd(f, nil), newIntercomCmd(f), newMCPCmd(f, nil),
+		newSpawnCmd(f, nil), newListCmd(f, nil), newStatusCmd(f, nil), newStopCmd(f, nil), newLogsCmd(f, nil),
+		newWorkerShimCmd(f), newDoctorCmd(f, nil), newCapabilitiesCmd(f, nil),
+		newAdoptCmd(f, nil), newRenewCmd(f, nil), newForgetCmd(f, nil), newPruneCmd(f, nil), newCleanupCmd(f, nil),
+		newInstallCmd(f, nil), newUninstallCmd(f, nil))
+	root.AddCommand(newDemoCmd(f, nil), newBenchCmd(f))
+	root.AddCommand(newTeamCmd(f, nil), newTeamsCmd(f))
+	root.AddCommand(newManCmd(f))
+	finishCommandTree(root, f.Version)
 	usageArgs(root)
 	strictHelp(root)
 	return root
@@ -67,7 +60,7 @@ func strictHelp(root *cobra.Command) {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				if found, rest, err := root.Find(args); err != nil || len(rest) > 0 || found == root {
-					return &usageError{fmt.Errorf("no help topic %q (see agent-fleet help)", strings.Join(args, " "))}
+					return factory.Usagef("no help topic %q (see agent-fleet help)", strings.Join(args, " "))
 				}
 			}
 			show(cmd, args)
@@ -92,7 +85,7 @@ func usageArgs(c *cobra.Command) {
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				return &usageError{err}
+				return factory.Usage(err)
 			}
 			return nil
 		}
@@ -100,20 +93,4 @@ func usageArgs(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		usageArgs(sub)
 	}
-}
-
-// newLogger logs to w at level ("debug", "info", "warn", "error").
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		l = slog.LevelDebug
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	default:
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }

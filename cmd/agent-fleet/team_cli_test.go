@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
@@ -183,32 +184,32 @@ func TestMCPJoinWithRealProcesses(t *testing.T) {
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	startNamedListener(t, dir, "outsider", "Outsider")
-	connect := func(id string) func(name string, args map[string]any) toolResult {
-		return toolCaller(t, mcpProcess(t, dir, id))
+	connect := func(id string) func(name string, args map[string]any) mcptest.Result {
+		return mcptest.Caller(t, mcpProcess(t, dir, id))
 	}
 	a, b := connect("mcp-lead"), connect("mcp-mate")
 	r := a("intercom_list", nil)
-	require.Contains(t, r.text, "outsider")
+	require.Contains(t, r.Text, "outsider")
 
 	r = a("intercom_join", map[string]any{"name": "crew", "create": true})
-	require.False(t, r.isError, r.text)
-	require.Equal(t, "Created team crew and joined it as manager (manager: mcp-lead). You now see only this team's sessions; intercom_team lists them.", r.text)
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "Created team crew and joined it as manager (manager: mcp-lead). You now see only this team's sessions; intercom_team lists them.", r.Text)
 	r = b("intercom_join", nil)
-	require.Contains(t, r.text, "- crew (manager: mcp-lead)")
-	require.NotContains(t, r.text, "[joined]")
+	require.Contains(t, r.Text, "- crew (manager: mcp-lead)")
+	require.NotContains(t, r.Text, "[joined]")
 	r = b("intercom_join", map[string]any{"name": "crew"})
-	require.False(t, r.isError, r.text)
-	require.Equal(t, map[string]any{"ok": true, "team": "crew", "role": "teammate", "manager": "mcp-lead"}, r.structured)
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, map[string]any{"ok": true, "team": "crew", "role": "teammate", "manager": "mcp-lead"}, r.Structured)
 
 	r = a("intercom_list", nil)
-	require.Contains(t, r.text, "mcp-mate")
-	require.NotContains(t, r.text, "outsider")
+	require.Contains(t, r.Text, "mcp-mate")
+	require.NotContains(t, r.Text, "outsider")
 	r = b("intercom_team", nil)
-	require.True(t, strings.HasPrefix(r.text, "Manager: mcp-lead [connected]\nYou: mcp-mate\nCoworkers: none"), r.text)
+	require.True(t, strings.HasPrefix(r.Text, "Manager: mcp-lead [connected]\nYou: mcp-mate\nCoworkers: none"), r.Text)
 	r = a("intercom_team", nil)
-	require.True(t, strings.HasPrefix(r.text, "Manager: mcp-lead [connected]\nYou: mcp-lead [manager]\nCoworkers:\n- mcp-mate target=mcp-mate [connected]"), r.text)
+	require.True(t, strings.HasPrefix(r.Text, "Manager: mcp-lead [connected]\nYou: mcp-lead [manager]\nCoworkers:\n- mcp-mate target=mcp-mate [connected]"), r.Text)
 	r = b("intercom_send", map[string]any{"to": "mcp-lead", "message": "in"})
-	require.False(t, r.isError, r.text)
+	require.False(t, r.IsError, r.Text)
 	require.ElementsMatch(t, []string{"outsider"}, listIDs(t, dir, "outsider"))
 
 	// The CLI under a held id acts through the holder, which is in the team.

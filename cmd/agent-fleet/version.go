@@ -7,23 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
-
-// version is set at link time (-ldflags "-X main.version=…"); otherwise the
-// module version from the build information is used: the tag for `go
-// install …@vX.Y.Z`, a pseudo-version for a build in a git checkout.
-var version = ""
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
 
 // versionInfo is what `agent-fleet version` reports.
 type versionInfo struct {
@@ -43,9 +30,9 @@ type versionInfo struct {
 	Flags string `json:"ldflags,omitempty"`
 }
 
-func readVersionInfo() versionInfo {
+func readVersionInfo(built string) versionInfo {
 	v := versionInfo{
-		Version:  buildVersion(),
+		Version:  built,
 		Protocol: fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion),
 		Go:       runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH,
@@ -72,8 +59,14 @@ func readVersionInfo() versionInfo {
 	return v
 }
 
-func newVersionCmd(s *streams) *cobra.Command {
-	var asJSON bool
+type versionOptions struct {
+	IO      *factory.IOStreams
+	Version string
+	JSON    bool
+}
+
+func newVersionCmd(f *factory.Factory, runF func(*versionOptions) error) *cobra.Command {
+	opts := &versionOptions{IO: f.IO, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, build and protocol information",
@@ -85,29 +78,37 @@ recorded it. "agent-fleet --version" prints the first line alone.`,
 		Example: "  agent-fleet version\n  agent-fleet version --json\n  agent-fleet --version",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := readVersionInfo()
-			if asJSON {
-				return printJSON(s.Out, v)
+			if runF != nil {
+				return runF(opts)
 			}
-			fmt.Fprintf(s.Out, "agent-fleet %s\n", v.Version)
-			fmt.Fprintf(s.Out, "protocol: %s\n", v.Protocol)
-			fmt.Fprintf(s.Out, "go: %s %s\n", v.Go, v.Platform)
-			if v.Module != "" {
-				fmt.Fprintf(s.Out, "module: %s\n", v.Module)
-			}
-			if v.Revision != "" {
-				mod := ""
-				if v.Modified {
-					mod = " (with uncommitted changes)"
-				}
-				fmt.Fprintf(s.Out, "commit: %s %s%s\n", v.Revision, v.Time, mod)
-			}
-			if v.CGO != "" {
-				fmt.Fprintf(s.Out, "cgo: %s\n", v.CGO)
-			}
-			return nil
+			return versionRun(opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
+}
+
+func versionRun(opts *versionOptions) error {
+	v := readVersionInfo(opts.Version)
+	out := opts.IO.Out
+	if opts.JSON {
+		return output.PrintJSON(out, v)
+	}
+	fmt.Fprintf(out, "agent-fleet %s\n", v.Version)
+	fmt.Fprintf(out, "protocol: %s\n", v.Protocol)
+	fmt.Fprintf(out, "go: %s %s\n", v.Go, v.Platform)
+	if v.Module != "" {
+		fmt.Fprintf(out, "module: %s\n", v.Module)
+	}
+	if v.Revision != "" {
+		mod := ""
+		if v.Modified {
+			mod = " (with uncommitted changes)"
+		}
+		fmt.Fprintf(out, "commit: %s %s%s\n", v.Revision, v.Time, mod)
+	}
+	if v.CGO != "" {
+		fmt.Fprintf(out, "cgo: %s\n", v.CGO)
+	}
+	return nil
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
-	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 // TurnBackoffEnv sets a coding-agent worker's wait after a failed turn (a
@@ -17,8 +17,8 @@ import (
 const TurnBackoffEnv = "AGENT_FLEET_TURN_BACKOFF"
 
 // newWorkerShimCmd is the hidden main process of every worker unit
-// (DESIGN.md "Workers"); fleet starts it, people never do.
-func newWorkerShimCmd(s *streams) *cobra.Command {
+// (docs/architecture.md "Workers"); fleet starts it, people never do.
+func newWorkerShimCmd(f *factory.Factory) *cobra.Command {
 	var id, run, kind string
 	cmd := &cobra.Command{
 		Use:    "worker-shim --id ID --run RUN [--kind KIND] -- CMD ARGS…",
@@ -26,27 +26,30 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := intercom.DefaultPaths()
+			if id == "" || run == "" {
+				return factory.Usagef(`required flag(s) "id", "run" not set`)
+			}
+			p, err := f.Paths()
 			if err != nil {
 				return err
 			}
 			cfg := fleet.ShimConfig{
 				Paths: p, WorkerID: id, RunID: run, Command: args, Kind: kind,
-				Start: brokerStarter(), Logger: newLogger(s.Err, "warn"),
-				Stdout: s.Out, Stderr: s.Err,
+				Start: f.BrokerStarter(), Logger: f.Logger("warn"),
+				Stdout: f.IO.Out, Stderr: f.IO.Err,
 			}
 			if fleet.IsHarnessKind(kind) {
-				exe, err := os.Executable()
+				exe, err := f.Exe()
 				if err != nil {
 					return err
 				}
 				// A turn's harness starts this same agent-fleet as its MCP
 				// server (with what this process's children need).
-				cfg.AgentFleet, cfg.AgentFleetEnv = []string{exe}, childEnv
+				cfg.AgentFleet, cfg.AgentFleetEnv = []string{exe}, f.ChildEnv
 				if v := os.Getenv(TurnBackoffEnv); v != "" {
 					d, err := time.ParseDuration(v)
 					if err != nil || d <= 0 {
-						fmt.Fprintf(s.Err, "agent-fleet worker shim: ignoring %s=%q (want a duration such as 10s)\n", TurnBackoffEnv, v)
+						fmt.Fprintf(f.IO.Err, "agent-fleet worker shim: ignoring %s=%q (want a duration such as 10s)\n", TurnBackoffEnv, v)
 					} else {
 						cfg.TurnBackoff = d
 					}
@@ -61,7 +64,5 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "worker id")
 	cmd.Flags().StringVar(&run, "run", "", "run id")
 	cmd.Flags().StringVar(&kind, "kind", "exec", "worker kind")
-	_ = cmd.MarkFlagRequired("id")
-	_ = cmd.MarkFlagRequired("run")
 	return cmd
 }

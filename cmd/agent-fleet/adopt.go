@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
+)
+
+type adoptOptions struct {
+	fleetOptions
+	ID             string
+	Force, Orphans bool
+}
+
+func newAdoptCmd(f *factory.Factory, runF func(*adoptOptions) error) *cobra.Command {
+	opts := &adoptOptions{fleetOptions: newFleetOptions(f)}
+	cmd := &cobra.Command{
+		Use:   "adopt [ID] [--force] | adopt --orphans",
+		Short: "Become the manager of a worker whose manager went away",
+		Long: `Make yourself the manager of a live worker. Adopting from a manager whose
+session is still connected is refused unless --force. --orphans adopts every
+live worker of an agent manager that is not connected and whose lease has
+expired. The worker learns its new manager without restarting.`,
+		Example: "  agent-fleet adopt builder\n  agent-fleet adopt --orphans --json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Orphans == (len(args) == 1) {
+				return factory.Usage(errors.New("give a worker id, or --orphans"))
+			}
+			if len(args) == 1 {
+				opts.ID = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return adoptRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "adopt even if its manager is connected")
+	cmd.Flags().BoolVar(&opts.Orphans, "orphans", false, "adopt every orphaned worker with an expired lease")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func adoptRun(ctx context.Context, opts *adoptOptions) error {
+	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "adopt", ID: opts.ID, Force: opts.Force, All: opts.Orphans})
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
+)
+
+// fleetOptions are what every fleet verb's options hold beside its own
+// arguments.
+type fleetOptions struct {
+	Factory *factory.Factory
+	IO      *factory.IOStreams
+	JSON    bool
+}
+
+func newFleetOptions(f *factory.Factory) fleetOptions { return fleetOptions{Factory: f, IO: f.IO} }
+
+// runFleetVerb runs a fleet verb as the CLI's caller, through the same
+// verbs.Run as agent_fleet, and prints its report: the JSON with --json
+// (also beside an error, when the verb has a record to show), else the
+// text.
+func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
+	if err := a.Check(); err != nil {
+		return err
+	}
+	fe, err := o.Factory.Fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer fe.Close()
+	rep, err := verbs.Run(ctx, fe, a)
+	if err != nil {
+		if rep != nil && o.JSON {
+			_ = output.PrintJSON(o.IO.Out, rep.JSON())
+		}
+		return err
+	}
+	return output.Print(o.IO.Out, rep, o.JSON)
+}

@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+)
+
+// Issue 8's targets, at 4 pairs × 100 msg/s of 256-byte text.
+const (
+	targetP50Ms         = 0.2
+	targetP99Ms         = 2
+	targetCPUPerMsgUs   = 60
+	targetRSSMiB        = 30
+	targetUnpacedPerSec = 50000
+	targetDrift         = 0.10 // latency and CPU/msg after 1M messages vs the first 100k
+	issueLoadPairs      = 4
+	issueLoadRate       = 100
+	issueLoadText       = 256
+)
+
+// LoadOptions are the load options bench broker and bench client share.
+type LoadOptions struct {
+	Spec LoadSpec
+	Plan MeasurePlan
+	// Socket measures the broker listening there instead of starting one;
+	// PID is its pid (default: broker.pid beside it, or its local API).
+	Socket string
+	PID    int
+	JSON   bool
+	// Sessions registered in all, the pairs' among them (0: just the pairs).
+	Sessions int
+}
+
+// Issue 8's load, the default.
+const (
+	DefaultPairs = issueLoadPairs
+	DefaultRate  = issueLoadRate
+	DefaultSize  = issueLoadText
+)
+
+// Validate refuses a load that cannot run (usage errors naming the flag).
+func (o *LoadOptions) Validate() error {
+	s := &o.Spec
+	switch {
+	case s.Pairs < 1 || s.Pairs > 512:
+		return factory.Usage(errors.New("--pairs must be between 1 and 512"))
+	case s.TextBytes < 0 || s.TextBytes > 256<<10:
+		return factory.Usage(errors.New("--size must be between 0 and 262144 bytes (the v4 text limit)"))
+	case s.Rate < 0:
+		return factory.Usage(errors.New("--rate must not be negative"))
+	case s.Window < 1 || s.Window > broker.MaxPendingPerSender:
+		return factory.Usage(fmt.Errorf("--window must be between 1 and %d: a v4 broker refuses more pending deliveries per sender", broker.MaxPendingPerSender))
+	case o.Sessions != 0 && o.Sessions < 2*s.Pairs:
+		return factory.Usage(fmt.Errorf("--sessions must be at least the pairs' %d sessions", 2*s.Pairs))
+	case s.Scopes < 1:
+		return factory.Usage(errors.New("--scopes must be at least 1"))
+	case s.PresenceEvery < 0 || o.Plan.Warmup < 0 || o.Plan.Duration <= 0 || o.Plan.Messages < 0 || o.Plan.Segment < 0:
+		return factory.Usage(errors.New("--presence-interval, --warmup, --messages and --segment must not be negative, --duration must be positive"))
+	}
+	s.Sessions = max(o.Sessions, 2*s.Pairs)
+	return nil
+}
+
+// LoadView is the load as the JSON result reports it.
+type LoadView struct {
+	Pairs         int     `json:"pairs"`
+	TextBytes     int     `json:"textBytes"`
+	RatePerSender float64 `json:"ratePerSender"` // 0 = unpaced
+	Window        int     `json:"window"`
+	Sessions      int     `json:"sessions"`
+	Scopes        int     `json:"scopes"`
+	PresenceMs    int64   `json:"presenceIntervalMs"`
+	WarmupMs      int64   `json:"warmupMs"`
+}
+
+func viewOfLoad(o *LoadOptions) LoadView {
+	return LoadView{Pairs: o.Spec.Pairs, TextBytes: o.Spec.TextBytes, RatePerSender: o.Spec.Rate, Window: o.Spec.Window,
+		Sessions: o.Spec.Sessions, Scopes: o.Spec.Scopes, PresenceMs: o.Spec.PresenceEvery.Milliseconds(), WarmupMs: o.Plan.Warmup.Milliseconds()}
+}
+
+// BrokerResult is what `bench broker --json` prints.
+type BrokerResult struct {
+	Broker *brokerTarget `json:"broker"`
+	Load   LoadView      `json:"load"`
+	Driver string        `json:"driver"`
+	Result *Measurement  `json:"result"`
+	// PresenceUpdates is how many presence frames the sessions sent during
+	// the whole run (warm-up included).
+	PresenceUpdates int64         `json:"presenceUpdates"`
+	Targets         []targetCheck `json:"targets,omitempty"`
+	// Includes says what each figure covers.
+	Includes map[string]string `json:"includes"`
+}
+
+var benchBrokerIncludes = map[string]string{
+	"latency":      "send → delivered per message: from just before the sender writes the send frame until it reads the broker's delivered frame (the broker forwarded the message, the receiver acknowledged it)",
+	"perSecond":    "messages delivered per second of measured wall time, all pairs together",
+	"brokerCpu":    "user+system CPU time of the broker process over the Measurement (/proc/<pid>/stat, 10 ms resolution) divided by the messages delivered",
+	"brokerMemory": "the broker's resident memory (VmRSS) at the end, and its peak since it started (VmHWM)",
+	"benchCpu":     "CPU time of this process, which runs every client, per delivered message",
+	"segments":     "with --segment N: the same figures for every N delivered messages, to show whether they change as history grows",
+}
+
+// openTarget starts a broker for the run or finds the --socket one.
+func openTarget(ctx context.Context, f *factory.Factory, o *LoadOptions, log io.Writer) (*brokerTarget, error) {
+	if o.Socket != "" {
+		return externalBrokerTarget(ctx, o.Socket, o.PID)
+	}
+	return startBrokerTarget(ctx, f, o.Spec, log)
+}
+
+// RunBroker is `bench broker`: the load o through raw v4 frames against a
+// broker, measured, printed to f's stdout.
+func RunBroker(ctx context.Context, f *factory.Factory, o *LoadOptions) error {
+	// SIGHUP ends the run cleanly. SIGPIPE is not caught: once caught, every
+	// write to a socket its peer closed would raise it, and the results are
+	// printed only after the broker started for the run is stopped.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stop()
+	log := f.IO.Err
+	if o.JSON {
+		log = io.Discard
+	}
+	t, err := openTarget(ctx, f, o, log)
+	if err != nil {
+		return fmt.Errorf("bench broker: %w", err)
+	}
+	defer t.close(log)
+	fmt.Fprintf(log, "bench: %s\n", t.describe())
+	load := newRawLoad(o.Spec, t.dial)
+	m, err := measure(ctx, load, t.PID, o.Plan, log)
+	if err != nil {
+		return fmt.Errorf("bench broker: %w", err)
+	}
+	res := &BrokerResult{Broker: t, Load: viewOfLoad(o), Driver: "raw v4 frames", Result: m,
+		PresenceUpdates: load.presences.Load(), Includes: benchBrokerIncludes}
+	res.Targets = checkTargets(o, m)
+	t.close(log)
+	if o.JSON {
+		return output.PrintJSON(f.IO.Out, res)
+	}
+	printBenchBroker(f.IO.Out, res)
+	return nil
+}
+
+// checkTargets compares m with issue 8's targets that apply to its load.
+func checkTargets(o *LoadOptions, m *Measurement) []targetCheck {
+	var out []targetCheck
+	add := func(name, limit string, value float64, unit string, met bool) {
+		out = append(out, targetCheck{Name: name, Limit: limit, Value: value, Unit: unit, Met: met})
+	}
+	sp := o.Spec
+	if sp.Pairs == issueLoadPairs && sp.Rate == issueLoadRate && sp.TextBytes == issueLoadText {
+		add("p50 send → delivered", "≤ 0.2 ms", m.Latency.P50Ms, "ms", m.Latency.P50Ms <= targetP50Ms)
+		add("p99 send → delivered", "≤ 2 ms", m.Latency.P99Ms, "ms", m.Latency.P99Ms <= targetP99Ms)
+		if m.BrokerCPU != nil {
+			add("broker CPU per message", "≤ 60 µs", m.BrokerCPU.PerMessageUs, "µs", m.BrokerCPU.PerMessageUs <= targetCPUPerMsgUs)
+		}
+		if m.BrokerMemory != nil {
+			add("broker resident memory", "≤ 30 MiB", m.BrokerMemory.RSSMiB, "MiB", m.BrokerMemory.RSSMiB <= targetRSSMiB)
+		}
+	}
+	if sp.Rate == 0 {
+		add("unpaced delivered messages/s", "≥ 50,000", m.PerSecond, "msgs/s", m.PerSecond >= targetUnpacedPerSec)
+	}
+	if segs := m.Segments; len(segs) >= 2 {
+		a, z := segs[0], segs[len(segs)-1]
+		drift := func(x, y float64) float64 {
+			if x == 0 {
+				return 0
+			}
+			return round((y-x)/x, 3)
+		}
+		d50, d99 := drift(a.Latency.P50Ms, z.Latency.P50Ms), drift(a.Latency.P99Ms, z.Latency.P99Ms)
+		add("p50 change, last segment vs first", "≤ +10%", d50, "ratio", d50 <= targetDrift)
+		add("p99 change, last segment vs first", "≤ +10%", d99, "ratio", d99 <= targetDrift)
+		if a.BrokerCPUPerMessageUs > 0 {
+			dc := drift(a.BrokerCPUPerMessageUs, z.BrokerCPUPerMessageUs)
+			add("broker CPU/message change, last segment vs first", "≤ +10%", dc, "ratio", dc <= targetDrift)
+		}
+		if mid := segs[(len(segs)-1)/2]; mid.RSSMiB > 0 && len(segs) >= 3 {
+			// Memory has stopped growing when the second half adds no
+			// more than the larger of 1 MiB and 5%.
+			var top float64
+			for _, s := range segs[(len(segs)-1)/2:] {
+				top = max(top, s.RSSMiB)
+			}
+			growth := round(top-mid.RSSMiB, 1)
+			add("broker RSS growth over the second half", "≤ max(1 MiB, 5%)", growth, "MiB", growth <= max(1, 0.05*mid.RSSMiB))
+		}
+	}
+	return out
+}
+
+func printBenchBroker(out io.Writer, r *BrokerResult) {
+	fmt.Fprintf(out, "Broker benchmark: %s, through %s.\n", r.Broker.describe(), r.Driver)
+	fmt.Fprintf(out, "Rate limit: %s.\n", r.Broker.RateLimit)
+	printLoad(out, r.Load)
+	printMeasurement(out, r.Result)
+	if r.PresenceUpdates > 0 {
+		fmt.Fprintf(out, "  (%d presence updates sent during the run)\n", r.PresenceUpdates)
+	}
+	printTargets(out, r.Targets)
+}
+
+func printLoad(out io.Writer, l LoadView) {
+	rate := fmt.Sprintf("%g msg/s each", l.RatePerSender)
+	if l.RatePerSender == 0 {
+		rate = "unpaced"
+	}
+	fmt.Fprintf(out, "Load: %d pairs, %s, %d B text, window %d", l.Pairs, rate, l.TextBytes, l.Window)
+	if l.Sessions > 2*l.Pairs || l.Scopes > 1 {
+		fmt.Fprintf(out, "; %d sessions in %d scopes", l.Sessions, l.Scopes)
+	}
+	if l.PresenceMs > 0 {
+		fmt.Fprintf(out, ", presence every %s", time.Duration(l.PresenceMs)*time.Millisecond)
+	}
+	fmt.Fprintln(out, ".")
+}
+
+func printMeasurement(out io.Writer, m *Measurement) {
+	fmt.Fprintf(out, "Measured %.1f s.\n\n", m.DurationMs/1000)
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	failed := 0
+	for _, n := range m.Failed {
+		failed += n
+	}
+	fmt.Fprintf(tw, "  delivered\t%d messages, %.0f/s", m.Delivered, m.PerSecond)
+	if failed > 0 {
+		codes := slices.Sorted(maps.Keys(m.Failed))
+		fmt.Fprintf(tw, " (%d failed: %s)", failed, strings.Join(codes, ", "))
+	}
+	fmt.Fprintln(tw)
+	l := m.Latency
+	fmt.Fprintf(tw, "  send → delivered\tp50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
+		fmtMs(l.P50Ms), fmtMs(l.P90Ms), fmtMs(l.P99Ms), fmtMs(l.P999Ms), fmtMs(l.MaxMs))
+	if c := m.BrokerCPU; c != nil {
+		fmt.Fprintf(tw, "  broker CPU\t%.1f µs per message (%.1f%% of one core)\n", c.PerMessageUs, c.CoreShare*100)
+	} else {
+		fmt.Fprintf(tw, "  broker CPU\tunknown (no broker pid)\n")
+	}
+	if mm := m.BrokerMemory; mm != nil {
+		fmt.Fprintf(tw, "  broker memory\t%.1f MiB resident (peak %.1f MiB)\n", mm.RSSMiB, mm.PeakRSSMiB)
+	}
+	if c := m.BenchCPU; c != nil {
+		fmt.Fprintf(tw, "  bench clients CPU\t%.1f µs per message (%.1f%% of one core)\n", c.PerMessageUs, c.CoreShare*100)
+	}
+	tw.Flush()
+	if len(m.Segments) > 0 {
+		fmt.Fprintln(out)
+		tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "segment\tmessages\tmsg/s\tp50\tp99\tp99.9\tbroker µs/msg\tRSS MiB\t")
+		for _, s := range m.Segments {
+			fmt.Fprintf(tw, "%d\t%d\t%.0f\t%s\t%s\t%s\t%.1f\t%.1f\t\n", s.Index, s.Messages, s.PerSecond,
+				fmtMs(s.Latency.P50Ms), fmtMs(s.Latency.P99Ms), fmtMs(s.Latency.P999Ms), s.BrokerCPUPerMessageUs, s.RSSMiB)
+		}
+		tw.Flush()
+	}
+}
+
+func printTargets(out io.Writer, ts []targetCheck) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nIssue 8 targets at this load:")
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	for _, t := range ts {
+		v := fmt.Sprintf("%g %s", t.Value, t.Unit)
+		if t.Unit == "ratio" {
+			v = fmt.Sprintf("%+.1f%%", t.Value*100)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, t.Limit, v, verdict(t.Met))
+	}
+	tw.Flush()
+}

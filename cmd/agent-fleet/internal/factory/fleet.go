@@ -1,0 +1,143 @@
+package factory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// FleetEnv is what fleet verbs share: the caller, the registry, a
+// connection to the user manager and the Fleet acting for the caller.
+// Close releases them.
+type FleetEnv struct {
+	Paths    intercom.Paths
+	Caller   string
+	Registry *fleet.Registry
+	Units    units.Manager
+	Fleet    *fleet.Fleet
+}
+
+// Close closes the registry (waiting for its views) and the connection.
+func (e *FleetEnv) Close() {
+	if e.Units != nil {
+		_ = e.Units.Close()
+	}
+	if e.Registry != nil {
+		_ = e.Registry.Close()
+	}
+}
+
+// Fleet opens the registry and connects to the user manager for the CLI's
+// caller (docs/architecture.md "Identity"). Fleet verbs record the
+// caller's id; they do not register with the broker.
+func (f *Factory) Fleet(ctx context.Context) (*FleetEnv, error) {
+	p, id, err := f.Identity()
+	if err != nil {
+		return nil, err
+	}
+	return f.FleetAs(ctx, p, id.SessionID)
+}
+
+// FleetAs is Fleet for a given caller (the MCP server's session). Off
+// Linux it fails with units.ErrUnsupported before touching anything; a
+// user manager that cannot be reached is ErrNoSystemd (exit 6).
+func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) (*FleetEnv, error) {
+	if err := f.RequireWorkerPlatform(); err != nil {
+		return nil, err
+	}
+	env := &FleetEnv{Paths: p, Caller: caller}
+	if err := intercom.EnsureDir(p.OrchestratorDir()); err != nil {
+		return nil, err
+	}
+	m, err := f.connectUnits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	env.Units = m
+	reg, note, err := fleet.OpenRegistryOrRecover(ctx, fleet.RegistryPath(p), fleet.RegistryOptions{})
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	env.Registry = reg
+	if note != "" {
+		fmt.Fprintln(f.IO.Err, "agent-fleet:", note)
+	}
+	policy, err := LeasePolicy()
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	exe, err := f.Exe()
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	env.Fleet, err = fleet.New(fleet.Config{
+		Paths: p, Registry: env.Registry, Units: m, Caller: caller,
+		Shim: []string{exe, "worker-shim"}, ShimEnv: f.ChildEnv,
+		Journal: f.Journald(),
+		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
+		Notify:  f.checkpointNotifier(p),
+		Leases:  policy,
+		Logger:  NewLogger(f.IO.Err, "warn"),
+	})
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	// State comes from systemd plus the registry: attribute units the
+	// registry does not know (a lost registry is rebuilt here).
+	if rep, err := env.Fleet.Reconcile(ctx); err == nil {
+		for _, w := range rep.Recovered {
+			fmt.Fprintf(f.IO.Err, "agent-fleet: rebuilt the record of live worker %s (manager %s) from its unit\n", w.ID, w.Manager)
+		}
+	}
+	return env, nil
+}
+
+// connectUnits reaches the user manager within 10 s (operations then
+// default to 30 s each).
+func (f *Factory) connectUnits(ctx context.Context) (units.Manager, error) {
+	if f.ConnectUnits != nil {
+		return f.ConnectUnits(ctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 30 * time.Second})
+	if err != nil {
+		if errors.Is(err, units.ErrUnsupported) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrNoSystemd, err)
+	}
+	return m, nil
+}
+
+// checkpointNotifier sends the janitor's checkpoint messages as the
+// session "agent-fleet" (docs/architecture.md "Leases").
+func (f *Factory) checkpointNotifier(p intercom.Paths) func(ctx context.Context, workerID, text string) error {
+	return func(ctx context.Context, workerID, text string) error {
+		id := intercom.Identity{SessionID: "agent-fleet", Name: "agent-fleet", Model: "agent-fleet", Cwd: "/",
+			PID: os.Getpid(), StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()}
+		sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: p, Identity: id, Start: f.BrokerStarter()})
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		res, err := sess.Send(ctx, intercom.SendRequest{To: workerID, Text: text})
+		if err != nil {
+			return err
+		}
+		if !res.OK {
+			return fmt.Errorf("checkpoint to %s not delivered: %s", workerID, res.Reason)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,47 @@
+package factory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// RequireWorkerPlatform is the first step of every fleet verb and
+// agent_fleet action but doctor and capabilities: off Linux it answers
+// units.ErrUnsupported (exit 5) before touching anything.
+func (f *Factory) RequireWorkerPlatform() error {
+	if f.GOOS == "linux" {
+		return nil
+	}
+	return fmt.Errorf("%w: this is %s; %s", units.ErrUnsupported, f.GOOS, brokerOnlyTail)
+}
+
+// brokerOnlyTail is what still works off Linux.
+const brokerOnlyTail = "the broker, the intercom CLI verbs and the MCP intercom tools work here (agent-fleet doctor checks them)"
+
+// Capabilities is fleet.ProbeCapabilities stated for f.GOOS: off Linux
+// the fleet is unavailable, and the reason says what works instead.
+func (f *Factory) Capabilities(ctx context.Context) fleet.Capabilities {
+	c := fleet.ProbeCapabilities(ctx, f.Journald())
+	if f.GOOS != "linux" {
+		c.FleetBackend, c.SystemdVersion, c.WorkerKinds = "unavailable", "", []string{}
+		c.FleetReason = f.RequireWorkerPlatform().Error()
+		c.CgroupLayout, c.CgroupKill = "", false
+	}
+	return c
+}
+
+// DoctorChecks runs doctor for f.GOOS, with the checks that need cmd's
+// knowledge (installed units, the workers.json view) on Linux.
+func (f *Factory) DoctorChecks(ctx context.Context, cfg fleet.DoctorConfig) []fleet.Check {
+	cfg.GOOS = f.GOOS
+	cfg.Journal = f.Journald()
+	checks := fleet.Doctor(ctx, cfg)
+	if f.GOOS != "linux" {
+		return checks
+	}
+	checks = append(checks, installedUnitsCheck(ctx, cfg.Paths))
+	return append(checks, workersViewCheck(cfg.Paths))
+}

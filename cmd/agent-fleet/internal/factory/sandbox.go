@@ -1,0 +1,410 @@
+package factory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// Sandbox is what the demo and the spawn benchmark run in: a fresh agent
+// directory, set as PI_CODING_AGENT_DIR in this process so that the broker
+// and the workers it starts inherit it, and a systemd user manager — the
+// user's own, or a private one booted for the run — or none. Close undoes
+// all of it, touching only what the run created. Not safe for concurrent
+// use.
+type Sandbox struct {
+	Paths intercom.Paths
+	// Private is the manager booted for this run (nil: the user's own, or
+	// none).
+	Private *units.PrivateManager
+	// Probe describes the manager in use.
+	Probe units.ProbeResult
+	// OwnErr says why the user's own manager was not used.
+	OwnErr error
+	// Missing says why there is no manager at all (nil when there is one).
+	Missing error
+	// Fleet is the fleet of the run's caller, once OpenFleet ran.
+	Fleet *FleetEnv
+	// Workers were spawned here (Spawn); Close stops those not Stopped.
+	Workers []*fleet.Worker
+	Stopped map[string]bool
+	// CloseErr is what Close could not undo.
+	CloseErr error
+
+	f             *Factory
+	units         *units.Systemd  // the sandbox's own connection (nil without a manager)
+	bare          map[string]bool // transient units started here directly (name → stopped)
+	brokerStarted bool
+	restoreEnv    []func()
+}
+
+// CleanupTimeout bounds a Sandbox's Close after success, failure or
+// Ctrl-C.
+const CleanupTimeout = 45 * time.Second
+
+// NewSandbox creates the agent directory (prefix names it) and points
+// PI_CODING_AGENT_DIR at it. Socket paths must stay under 107 bytes, so a
+// long TMPDIR falls back to /tmp.
+func (f *Factory) NewSandbox(prefix string) (*Sandbox, error) {
+	sb := &Sandbox{f: f, Stopped: map[string]bool{}, bare: map[string]bool{}}
+	var dir string
+	for _, parent := range []string{"", "/tmp"} {
+		d, err := os.MkdirTemp(parent, prefix)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			os.RemoveAll(d)
+			return nil, err
+		}
+		p := intercom.NewPaths(d)
+		if intercom.CheckSocketPath(p.HolderSocket("demo-worker")) == nil && intercom.CheckSocketPath(p.LocalAPISocket()) == nil {
+			dir = d
+			break
+		}
+		os.RemoveAll(d)
+	}
+	if dir == "" {
+		return nil, errors.New("no temporary directory short enough for intercom socket paths")
+	}
+	sb.Paths = intercom.NewPaths(dir)
+	sb.setenv(intercom.AgentDirEnv, dir)
+	return sb, nil
+}
+
+// setenv sets a variable of this process until Close.
+func (sb *Sandbox) setenv(k, v string) {
+	old, had := os.LookupEnv(k)
+	_ = os.Setenv(k, v)
+	sb.restoreEnv = append(sb.restoreEnv, func() {
+		if had {
+			_ = os.Setenv(k, old)
+		} else {
+			_ = os.Unsetenv(k)
+		}
+	})
+}
+
+// FindManager uses the user's own manager when it answers; otherwise, when
+// allowed and possible (root, PID 1 not systemd), boots a private one named
+// label. With neither, Missing says what is missing and nil is returned; a
+// boot that was possible but failed is an error.
+func (sb *Sandbox) FindManager(ctx context.Context, allowBoot bool, label string) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	probe, err := units.Probe(pctx, units.Options{})
+	cancel()
+	if err == nil {
+		sb.Probe = probe
+		return sb.connect(ctx)
+	}
+	sb.OwnErr = err
+	switch {
+	case errors.Is(err, units.ErrUnsupported):
+		sb.Missing = err
+		return nil
+	case !allowBoot:
+		sb.Missing = fmt.Errorf("%w\nA private user manager was not booted: --no-boot forbids it", err)
+		return nil
+	}
+	if bootErr := units.CanBootPrivateManager(); bootErr != nil {
+		sb.Missing = fmt.Errorf("%w\nA private user manager cannot be booted either: %v", err, bootErr)
+		return nil
+	}
+	pm, err := units.BootPrivateManager(ctx, units.BootOptions{Name: label})
+	if err != nil {
+		return err
+	}
+	sb.Private = pm
+	for _, kv := range pm.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		sb.setenv(k, v)
+	}
+	pctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if sb.Probe, err = units.Probe(pctx, units.Options{Bus: pm.Bus}); err != nil {
+		return err
+	}
+	return sb.connect(ctx)
+}
+
+// Unavailable is Missing as a command's error: units.ErrUnsupported off
+// Linux, else ErrNoSystemd (exit 6); nil when a manager is in use.
+func (sb *Sandbox) Unavailable() error {
+	switch {
+	case sb.Missing == nil:
+		return nil
+	case errors.Is(sb.Missing, units.ErrUnsupported):
+		return sb.Missing
+	default:
+		return fmt.Errorf("%w: %v", ErrNoSystemd, sb.Missing)
+	}
+}
+
+// connect opens the sandbox's own connection to the manager in use.
+func (sb *Sandbox) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := units.Connect(cctx, units.Options{Bus: sb.Probe.Bus, DefaultTimeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	sb.units = m
+	return nil
+}
+
+// EnsureBroker starts the run's broker (Close stops it).
+func (sb *Sandbox) EnsureBroker(ctx context.Context) error {
+	sb.brokerStarted = true
+	return intercom.EnsureBroker(ctx, sb.Paths, sb.f.BrokerStarter())
+}
+
+// OpenSession registers a session of this process with the run's broker,
+// starting one when none answers (Close stops it).
+func (sb *Sandbox) OpenSession(ctx context.Context, id intercom.Identity) (*intercom.Session, error) {
+	sb.brokerStarted = true
+	return intercom.OpenSession(ctx, intercom.SessionConfig{Paths: sb.Paths, Identity: id, Start: sb.f.BrokerStarter()})
+}
+
+// OpenFleet opens the fleet of the run's caller.
+func (sb *Sandbox) OpenFleet(ctx context.Context) (*FleetEnv, error) {
+	fe, err := sb.f.Fleet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sb.Fleet = fe
+	return fe, nil
+}
+
+// Spawn spawns a worker of the run and records it for Close.
+func (sb *Sandbox) Spawn(ctx context.Context, req fleet.SpawnRequest) (*fleet.Worker, error) {
+	w, err := sb.Fleet.Fleet.Spawn(ctx, req)
+	if w != nil {
+		sb.Workers = append(sb.Workers, w)
+	}
+	return w, err
+}
+
+// Stop stops a worker of the run and records that it was stopped.
+func (sb *Sandbox) Stop(ctx context.Context, id string) (*fleet.StopResult, error) {
+	res, err := sb.Fleet.Fleet.Stop(ctx, id)
+	if err == nil {
+		sb.Stopped[id] = true
+	}
+	return res, err
+}
+
+// BrokerUnitRunning is the run's broker unit when it runs as one.
+func (sb *Sandbox) BrokerUnitRunning(ctx context.Context) (string, bool) {
+	if sb.units == nil {
+		return "", false
+	}
+	st, err := sb.units.Unit(ctx, BrokerUnitName(sb.Paths.AgentDir))
+	return st.Name, err == nil && st.Running()
+}
+
+// BareUnit is a transient service started directly, outside the fleet.
+type BareUnit struct {
+	Name, Description string
+	Argv, Env         []string
+	Dir               string
+	// Notify makes it Type=notify (else Type=exec).
+	Notify     bool
+	MaxRuntime time.Duration
+	LogFile    string
+}
+
+// StartBareUnit starts u and waits for its start job; Close stops it if
+// StopBareUnit did not.
+func (sb *Sandbox) StartBareUnit(ctx context.Context, u BareUnit) error {
+	typ := units.ServiceExec
+	if u.Notify {
+		typ = units.ServiceNotify
+	}
+	sb.bare[u.Name] = false
+	_, err := sb.units.StartService(ctx, units.ServiceSpec{Name: u.Name, Description: u.Description, Argv: u.Argv, Env: u.Env,
+		WorkingDirectory: u.Dir, Type: typ, MaxRuntime: u.MaxRuntime, LogFile: u.LogFile})
+	return err
+}
+
+// StopBareUnit stops a unit StartBareUnit started and waits for its job.
+func (sb *Sandbox) StopBareUnit(ctx context.Context, name string) error {
+	if err := sb.units.StopUnit(ctx, name); err != nil {
+		return err
+	}
+	sb.bare[name] = true
+	return nil
+}
+
+// StopWorkers stops every worker spawned here and proves its cgroup empty,
+// telling say what it did.
+func (sb *Sandbox) StopWorkers(ctx context.Context, say func(format string, args ...any)) error {
+	cg, err := units.OpenCgroups("")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, w := range sb.Workers {
+		if sb.Stopped[w.ID] {
+			continue
+		}
+		began := time.Now()
+		res, err := sb.Stop(ctx, w.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		took := time.Since(began).Round(time.Millisecond)
+		if res.AlreadyEnded {
+			say("%s had already ended (%s).", w.ID, res.Worker.State)
+		}
+		cgroup := res.Worker.ControlGroup
+		if cgroup == "" {
+			cgroup = w.ControlGroup
+		}
+		pids, perr := cg.Procs(cgroup)
+		switch {
+		case perr != nil:
+			errs = append(errs, fmt.Errorf("read the cgroup of %s: %w", w.ID, perr))
+		case len(pids) > 0:
+			errs = append(errs, fmt.Errorf("%s: %d processes are still in %s: %v", w.ID, len(pids), cgroup, pids))
+		case !res.AlreadyEnded:
+			killed := ""
+			if len(res.Killed) > 0 {
+				killed = fmt.Sprintf("; %d processes outlived the unit's stop and were killed through the cgroup", len(res.Killed))
+			}
+			say("Stopped %s in %s: state %s, unit inactive%s.", w.ID, took, res.Worker.State, killed)
+			say("  cgroup %s: 0 processes — verified empty.", cgroup)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops what the run started — its workers, its bare units, its
+// broker, its private manager — checks that none of their units is left,
+// removes the agent directory and restores the environment. It returns
+// what it did, for narration; failures are in CloseErr.
+func (sb *Sandbox) Close(ctx context.Context) []string {
+	var said []string
+	var errs []error
+	if sb.Fleet != nil {
+		var pending []string
+		for _, w := range sb.Workers {
+			if !sb.Stopped[w.ID] {
+				pending = append(pending, w.ID)
+			}
+		}
+		if len(pending) > 0 {
+			if err := sb.StopWorkers(ctx, func(string, ...any) {}); err != nil {
+				errs = append(errs, err)
+			} else {
+				said = append(said, fmt.Sprintf("Stopped what was still running (%s), with verified cleanup.", strings.Join(pending, ", ")))
+			}
+		}
+		sb.Fleet.Close()
+	}
+	if sb.units != nil {
+		for name, stopped := range sb.bare {
+			if stopped {
+				continue
+			}
+			if err := sb.units.StopUnit(ctx, name); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+				errs = append(errs, err)
+			}
+			_ = sb.units.ResetFailed(ctx, name)
+		}
+	}
+	if sb.brokerStarted {
+		line, err := sb.stopBroker(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		} else if line != "" {
+			said = append(said, line)
+		}
+	}
+	if sb.units != nil {
+		var left []string
+		names := []string{BrokerUnitName(sb.Paths.AgentDir)}
+		for _, w := range sb.Workers {
+			names = append(names, w.Unit)
+		}
+		for name := range sb.bare {
+			names = append(names, name)
+		}
+		for _, name := range names {
+			st, err := sb.units.Unit(ctx, name)
+			if err != nil {
+				errs = append(errs, err)
+			} else if !st.Gone() {
+				left = append(left, name+" ("+st.ActiveState+")")
+			}
+		}
+		if len(left) > 0 {
+			errs = append(errs, fmt.Errorf("units left behind: %s", strings.Join(left, ", ")))
+		} else {
+			said = append(said, fmt.Sprintf("No unit of the run is left (%d checked by name).", len(names)))
+		}
+		_ = sb.units.Close()
+	}
+	if sb.Private != nil {
+		pid := sb.Private.PID
+		if err := sb.Private.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop the private user manager: %w", err))
+		} else {
+			said = append(said, fmt.Sprintf("Stopped the private user manager (pid %d) and removed its runtime directory and cgroup.", pid))
+		}
+	}
+	if err := os.RemoveAll(sb.Paths.AgentDir); err != nil {
+		errs = append(errs, err)
+	} else {
+		said = append(said, "Removed "+sb.Paths.AgentDir+".")
+	}
+	for i := len(sb.restoreEnv) - 1; i >= 0; i-- {
+		sb.restoreEnv[i]()
+	}
+	sb.restoreEnv = nil
+	sb.CloseErr = errors.Join(errs...)
+	return said
+}
+
+// stopBroker stops the broker of the run's agent directory: its unit when
+// it runs as one, else through its local API; then waits until nothing
+// answers on its socket.
+func (sb *Sandbox) stopBroker(ctx context.Context) (string, error) {
+	unit := BrokerUnitName(sb.Paths.AgentDir)
+	if sb.units != nil {
+		if st, err := sb.units.Unit(ctx, unit); err == nil && !st.Gone() {
+			if err := sb.units.StopUnit(ctx, unit); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+				return "", fmt.Errorf("stop the broker unit %s: %w", unit, err)
+			}
+			_ = sb.units.ResetFailed(ctx, unit)
+			return "Stopped the broker unit " + unit + ".", nil
+		}
+	}
+	pid, _ := os.ReadFile(sb.Paths.PIDFile())
+	api := &intercom.LocalAPIClient{Path: sb.Paths.LocalAPISocket()}
+	if err := api.Shutdown(ctx); err != nil {
+		if errors.Is(err, intercom.ErrNoLocalAPI) {
+			return "", nil // it had already gone (idle exit)
+		}
+		return "", fmt.Errorf("shut down the broker: %w", err)
+	}
+	for {
+		h, _ := intercom.ProbeBroker(ctx, sb.Paths)
+		_, err := os.Stat(sb.Paths.PIDFile())
+		if h == intercom.Unreachable && errors.Is(err, os.ErrNotExist) {
+			return fmt.Sprintf("Shut down the broker (pid %s).", strings.TrimSpace(string(pid))), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the broker (pid %s) did not exit: %w", strings.TrimSpace(string(pid)), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
+	"github.com/agent-fleet/agent-fleet/fleet"
+)
+
+// addFleetTool adds agent_fleet: workers as systemd user services, managed
+// by caller. It runs the CLI's fleet verbs (package verbs).
+func addFleetTool(server *mcp.Server, f *factory.Factory, caller string) {
+	mcp.AddTool(server, &mcp.Tool{Name: "agent_fleet", InputSchema: verbs.Schema(), Description: fleetToolDescription(f)},
+		func(ctx context.Context, _ *mcp.CallToolRequest, args map[string]any) (*mcp.CallToolResult, any, error) {
+			return FleetAction(ctx, f, caller, args), nil, nil
+		})
+}
+
+// fleetToolDescription is agent_fleet's description; off Linux it says
+// first that only doctor and capabilities work there.
+func fleetToolDescription(f *factory.Factory) string {
+	d := "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives), logs, adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and a worker's messages to you keep its idle lease alive."
+	if f.GOOS != "linux" {
+		d = "Unavailable on this host (" + f.GOOS + ") except doctor and capabilities: " + fleet.BrokerOnlyNote + ". " + d
+	}
+	return d
+}
+
+// FleetAction runs one agent_fleet call (its decoded arguments) as caller:
+// the same verbs.Run as the CLI verb, the same report.
+func FleetAction(ctx context.Context, f *factory.Factory, caller string, args map[string]any) *mcp.CallToolResult {
+	a, err := verbs.Decode(args)
+	if err != nil {
+		return fleetFailure(nil, err)
+	}
+	if !verbs.NeedsFleet(a.Action) {
+		rep, err := verbs.Host(ctx, f, a)
+		return report(rep, err)
+	}
+	if err := f.RequireWorkerPlatform(); err != nil {
+		return fleetFailure(nil, err)
+	}
+	if err := a.Check(); err != nil {
+		return fleetFailure(nil, err)
+	}
+	p, err := f.Paths()
+	if err != nil {
+		return fleetFailure(nil, err)
+	}
+	fe, err := f.FleetAs(ctx, p, caller)
+	if err != nil {
+		return fleetFailure(nil, err)
+	}
+	defer fe.Close()
+	rep, err := verbs.Run(ctx, fe, a)
+	return report(rep, err)
+}
+
+// report is a verb's outcome as a tool result.
+func report(rep output.Report, err error) *mcp.CallToolResult {
+	if err != nil {
+		return fleetFailure(rep, err)
+	}
+	return result(rep.Text(output.Tool), rep.Structured(), false)
+}
+
+// fleetFailure is a failed fleet action: the error's text, and in
+// structuredContent ok false, the error and what the report has (a failed
+// spawn's record, a stop's survivors).
+func fleetFailure(rep output.Report, err error) *mcp.CallToolResult {
+	structured := output.Failure(err)
+	if rep != nil {
+		structured["result"] = rep.Structured()
+	}
+	return result(err.Error(), structured, true)
+}

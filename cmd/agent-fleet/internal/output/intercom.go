@@ -1,0 +1,301 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+// The intercom verbs' JSON is the intercom package's own result types
+// (intercom.ListResult, SendResult, …): the CLI prints them with --json.
+// The MCP intercom tools keep the key sets of the TypeScript adapters'
+// tools (docs/protocol.md §8.3), built here.
+
+// SenderLabel names a sender for people: "Name (id)", or the id.
+func SenderLabel(f intercom.Sender) string {
+	if f.Name != "" && f.Name != f.ID {
+		return fmt.Sprintf("%s (%s)", f.Name, f.ID)
+	}
+	return f.ID
+}
+
+// DisplayName names a sender for a model: its name, else its id.
+func DisplayName(s intercom.Sender) string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.ID
+}
+
+// SessionLine is the adapters' list line:
+// "- <name> (<id first 8>) - <cwd> (<model>) [self, same cwd, <status>]".
+func SessionLine(v intercom.SessionView) string {
+	name := v.Name
+	if name == "" {
+		name = v.ID
+	}
+	short := v.ID
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	var tags []string
+	if v.Self {
+		tags = append(tags, "self")
+	}
+	if v.SameCwd {
+		tags = append(tags, "same cwd")
+	}
+	if v.Status != "" {
+		tags = append(tags, v.Status)
+	}
+	line := fmt.Sprintf("- %s (%s) - %s (%s)", name, short, v.Cwd, v.Model)
+	if len(tags) > 0 {
+		line += " [" + strings.Join(tags, ", ") + "]"
+	}
+	return line
+}
+
+// SessionsText lists sessions, one SessionLine each.
+func SessionsText(res *intercom.ListResult) string {
+	if len(res.Sessions) == 0 {
+		return "No intercom sessions connected."
+	}
+	lines := make([]string, len(res.Sessions))
+	for i, v := range res.Sessions {
+		lines[i] = SessionLine(v)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WhoamiText is a session's identity, on both surfaces.
+func WhoamiText(w *intercom.WhoamiResult) string {
+	return fmt.Sprintf("session_id: %s\nname: %s\ncwd: %s", w.SessionID, w.Name, w.Cwd)
+}
+
+var yesNo = map[bool]string{true: "Yes", false: "No"}
+
+// SessionStatusText is a session's connection and queues for people; held says
+// whether a session holder runs for it.
+func SessionStatusText(res *intercom.StatusResult, held bool) string {
+	return fmt.Sprintf("Connected: %s\nSession ID: %s\nHeld by a session holder: %s\nActive sessions: %d\nUnread messages: %d\nQueued outbound messages: %d\nPending asks: %d",
+		yesNo[res.Connected], res.SessionID, yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks)
+}
+
+// StatusTool is intercom_status's text and structuredContent.
+func StatusTool(st *intercom.StatusResult) (string, map[string]any) {
+	text := fmt.Sprintf("Connected: %s\nSession ID: %s\nActive sessions: %d\nUnread messages: %d\nPending asks: %d",
+		yesNo[st.Connected], st.SessionID, st.ActiveSessions, st.Unread, st.PendingAsks)
+	return text, map[string]any{"connected": st.Connected, "session_id": st.SessionID, "active_sessions": st.ActiveSessions,
+		"unread_messages": st.Unread, "pending_asks": st.PendingAsks, "queued_outbound": st.Outbox}
+}
+
+// Footer is the line every intercom tool but intercom_pending appends when
+// messages or asks wait (docs/protocol.md §8.3); "" when none do.
+func Footer(unread, asks int) string {
+	if unread == 0 && asks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("[%s and %s waiting — call intercom_pending with mark_read: true]", plural(unread, "unread message"), plural(asks, "pending ask"))
+}
+
+// WaitText says how long an ask waited: "200 ms", "1 second", "45 seconds".
+func WaitText(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return plural(int(d.Round(time.Second)/time.Second), "second")
+}
+
+// SendTool is intercom_send's (and intercom_reply's, and a failed
+// intercom_ask's) text and structuredContent; failed is the tool's
+// isError.
+func SendTool(res *intercom.SendResult, to string) (text string, structured map[string]any, failed bool) {
+	if !res.OK {
+		reason := res.Reason
+		if reason == "" {
+			reason = "Session may not exist or has disconnected."
+		}
+		return fmt.Sprintf("Message to %q was not delivered: %s", to, reason),
+			map[string]any{"ok": false, "message_id": res.MessageID, "code": res.Code, "reason": reason}, true
+	}
+	return fmt.Sprintf("Message sent to %s.", to), map[string]any{"ok": true, "message_id": res.MessageID, "to": to}, false
+}
+
+// AskRepliedTool is intercom_ask's answer when the reply came in time.
+func AskRepliedTool(res *intercom.AskResult, to string) (string, map[string]any) {
+	return fmt.Sprintf("Reply from %s:\n%s%s", to, res.Reply.Text, AttachmentsTool(res.Reply.Attachments)),
+		map[string]any{"ok": true, "message_id": res.MessageID, "reply": res.Reply}
+}
+
+// AskPendingTool is intercom_ask's answer when the wait ran out: the ask
+// stays open and its reply will be listed by intercom_pending.
+func AskPendingTool(res *intercom.AskResult, to string, wait time.Duration) (string, map[string]any) {
+	return fmt.Sprintf("No reply from %q within %s. The ask (message %s) stays open: its reply will appear in intercom_pending marked as its reply (nothing to resend).",
+			to, WaitText(wait), res.MessageID),
+		map[string]any{"ok": true, "message_id": res.MessageID, "pending": true}
+}
+
+// AttachmentsTool renders attachments for a model, after the text.
+func AttachmentsTool(att []wire.Attachment) string {
+	var b strings.Builder
+	for _, a := range att {
+		if a.Language != "" {
+			fmt.Fprintf(&b, "\n\n---\nAttachment: %s\n~~~%s\n%s\n~~~", a.Name, a.Language, a.Content)
+		} else {
+			fmt.Fprintf(&b, "\n\n---\nAttachment: %s\n%s", a.Name, a.Content)
+		}
+	}
+	return b.String()
+}
+
+// AttachmentsText renders attachments for people, each after a "---" line
+// ("" without any).
+func AttachmentsText(att []wire.Attachment) string {
+	var b strings.Builder
+	for _, a := range att {
+		fmt.Fprintf(&b, "\n---\nAttachment: %s\n%s", a.Name, a.Content)
+	}
+	return b.String()
+}
+
+// MessageText is one inbound message as listen prints it: a header with
+// the time and sender (and how to answer an ask), then the text.
+func MessageText(m *intercom.MessageView) string {
+	at := time.UnixMilli(int64(m.ReceivedAt)).Format("15:04:05")
+	head := fmt.Sprintf("[%s] %s", at, SenderLabel(m.From))
+	switch {
+	case m.ExpectsReply:
+		head += fmt.Sprintf(" asks (reply with: agent-fleet intercom reply --ask-id %s …)", m.AskID)
+	case m.ReplyTo != "":
+		head += " replied"
+	}
+	return head + ":\n" + m.Text + AttachmentsText(m.Attachments)
+}
+
+// ReplyText is a reply a one-shot ask received, for people.
+func ReplyText(m *intercom.MessageView) string {
+	return fmt.Sprintf("Reply from %s:\n%s", SenderLabel(m.From), m.Text) + AttachmentsText(m.Attachments)
+}
+
+// AskLine is one pending ask, as the Pi adapter lists them:
+// "- <askId> · <sender>[ · oldest|latest|queued] · <N>s ago[ · async] · <preview>".
+func AskLine(a intercom.AskView) string {
+	line := fmt.Sprintf("- %s · %s", a.AskID, DisplayName(a.From))
+	if a.Selector != "" {
+		line += " · " + a.Selector
+	}
+	line += fmt.Sprintf(" · %ds ago", a.ElapsedSeconds)
+	if a.DeferredAt != 0 {
+		line += " · async"
+	}
+	return line + " · " + a.Preview
+}
+
+// PendingText is pending's answer for people: unread messages, then the
+// asks waiting for a reply; full shows the one ask asked for in full.
+func PendingText(res *intercom.PendingResult, full bool) string {
+	if full && len(res.Asks) == 1 {
+		a := res.Asks[0]
+		return fmt.Sprintf("Pending ask %s\nFrom: %s\n\n%s", a.AskID, SenderLabel(a.From), a.Text) + AttachmentsText(a.Attachments)
+	}
+	if len(res.Unread) == 0 && len(res.Asks) == 0 {
+		return "No unread messages and no pending asks."
+	}
+	var lines []string
+	for _, m := range res.Unread {
+		if m.ExpectsReply {
+			continue // listed with the asks
+		}
+		lines = append(lines, fmt.Sprintf("- %s: %s", SenderLabel(m.From), m.Text))
+	}
+	if len(res.Asks) > 0 {
+		lines = append(lines, "Pending asks:")
+		for _, a := range res.Asks {
+			lines = append(lines, AskLine(a))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func orLocal(origin string) string {
+	if origin == "" {
+		return "local"
+	}
+	return origin
+}
+
+func pendingEntry(m intercom.MessageView) map[string]any {
+	e := map[string]any{
+		"from":          map[string]any{"id": m.From.ID, "name": m.From.Name, "origin": orLocal(m.From.Origin)},
+		"received_at":   int64(m.ReceivedAt),
+		"read":          m.Read,
+		"text":          m.Text,
+		"attachments":   m.Attachments,
+		"expects_reply": m.ExpectsReply,
+	}
+	if m.AskID != "" {
+		e["askId"] = m.AskID
+	}
+	if m.ReplyTo != "" {
+		e["reply_to"] = m.ReplyTo // the message id of the ask it answers
+	}
+	return e
+}
+
+// PendingTool is intercom_pending's text and structuredContent; askID asks
+// for one pending ask in full.
+func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]any) {
+	if askID != "" && len(res.Asks) == 1 {
+		ask := res.Asks[0]
+		text := fmt.Sprintf("Pending ask %s\nFrom: %s\n\n%s%s", ask.AskID, DisplayName(ask.From), ask.Text, AttachmentsTool(ask.Attachments))
+		return text, map[string]any{"ask": ask}
+	}
+	// The unread list holds every message; asks are listed once, with their
+	// ask ids, under "Pending asks".
+	open := map[string]bool{}
+	for _, ask := range res.Asks {
+		open[ask.AskID] = true
+	}
+	unread := []map[string]any{}
+	var lines []string
+	for _, m := range res.Unread {
+		unread = append(unread, pendingEntry(m))
+		switch {
+		case m.ExpectsReply && open[m.AskID]:
+			// Listed under "Pending asks".
+		case m.ExpectsReply:
+			lines = append(lines, fmt.Sprintf("- %s: %s%s (an ask no longer open: withdrawn or expired)", DisplayName(m.From), m.Text, AttachmentsTool(m.Attachments)))
+		case m.ReplyTo != "":
+			lines = append(lines, fmt.Sprintf("- %s (reply to your message %s): %s%s", DisplayName(m.From), m.ReplyTo, m.Text, AttachmentsTool(m.Attachments)))
+		default:
+			lines = append(lines, fmt.Sprintf("- %s: %s%s", DisplayName(m.From), m.Text, AttachmentsTool(m.Attachments)))
+		}
+	}
+	text := "No unread messages."
+	if len(lines) > 0 {
+		text = strings.Join(lines, "\n")
+	}
+	asks := make([]map[string]any, 0, len(res.Asks))
+	if len(res.Asks) > 0 {
+		var al []string
+		for _, ask := range res.Asks {
+			sel := ""
+			if ask.Selector != "" {
+				sel = " [" + ask.Selector + "]"
+			}
+			async := ""
+			if ask.DeferredAt != 0 {
+				async = " (async: the asker stopped waiting; your reply still reaches it)"
+			}
+			al = append(al, fmt.Sprintf("- %s%s: %s [askId: %s]%s", DisplayName(ask.From), sel, ask.Preview, ask.AskID, async))
+			asks = append(asks, map[string]any{"from": map[string]any{"id": ask.From.ID, "name": ask.From.Name, "origin": orLocal(ask.From.Origin)},
+				"received_at": int64(ask.ReceivedAt), "read": false, "text": ask.Preview, "expects_reply": true,
+				"selector": ask.Selector, "askId": ask.AskID, "deferred": ask.DeferredAt != 0})
+		}
+		text += "\n\nPending asks:\n" + strings.Join(al, "\n")
+	}
+	return text, map[string]any{"unread_messages": unread, "pending_asks": asks}
+}

@@ -1,0 +1,74 @@
+// Package output is agent-fleet's surface contract: the JSON that a CLI
+// verb prints with --json and that the matching MCP tool returns as
+// structuredContent, and the text both surfaces print. The JSON types here
+// are an API for scripts and agents: fields are added, never renamed or
+// removed, and optional fields are omitted rather than null. Both surfaces
+// render through this package only, so a verb and its tool cannot drift.
+//
+// Texts come without a trailing newline. Where the CLI (people at a
+// terminal) and an MCP tool (a model) are told the same thing differently,
+// the function takes the Surface and both wordings sit side by side.
+package output
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Surface is who reads a text.
+type Surface int
+
+const (
+	// CLI is a person (or script) reading the command's stdout.
+	CLI Surface = iota
+	// Tool is a model reading an MCP tool result.
+	Tool
+)
+
+// Report is one verb's outcome as both surfaces present it.
+type Report interface {
+	// JSON is what the CLI prints with --json.
+	JSON() any
+	// Structured is the MCP tool's structuredContent: a JSON object, the
+	// same data as JSON (which may be an array: then it sits under a key).
+	Structured() any
+	// Text is the outcome for people (CLI) or for a model (Tool).
+	Text(Surface) string
+}
+
+// PrintJSON writes v as one JSON line, HTML characters unescaped.
+func PrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// Print writes r to w: its JSON with asJSON, else its CLI text (nothing
+// when the text is empty).
+func Print(w io.Writer, r Report, asJSON bool) error {
+	if asJSON {
+		return PrintJSON(w, r.JSON())
+	}
+	if t := r.Text(CLI); t != "" {
+		_, err := fmt.Fprintln(w, t)
+		return err
+	}
+	return nil
+}
+
+// Failure is the structuredContent of a failed MCP tool call: ok false and
+// the error's message.
+func Failure(err error) map[string]any {
+	return map[string]any{"ok": false, "error": err.Error()}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Plural is "1 message", "2 messages".
+func Plural(n int, what string) string { return plural(n, what) }

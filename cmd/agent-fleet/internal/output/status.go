@@ -1,0 +1,199 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+)
+
+// Status is one worker in full as `status --json` prints it and
+// agent_fleet status returns it: the record, the unit's state, its
+// processes (pid and executable name, at most 64; processCount is the full
+// count), how lease activity is judged ("verified" or "sender-id") and a
+// coding-agent worker's turns.
+type Status struct {
+	Worker       Worker    `json:"worker"`
+	UnitActive   string    `json:"unitActiveState"`
+	UnitSub      string    `json:"unitSubState,omitempty"`
+	Processes    []Process `json:"processes"`
+	ProcessCount int       `json:"processCount"`
+	// LeaseActivity: "verified" or "sender-id" (see fleet.Status).
+	LeaseActivity string `json:"leaseActivity,omitempty"`
+	// Turns: a coding-agent worker's turns.
+	Turns *fleet.TurnState `json:"turns,omitempty"`
+}
+
+// Process is a process of a worker's cgroup.
+type Process struct {
+	PID  int    `json:"pid"`
+	Name string `json:"name"`
+}
+
+// StatusReport is a status verb's outcome.
+type StatusReport struct{ St *fleet.Status }
+
+// ViewStatus is st's JSON view.
+func ViewStatus(st *fleet.Status) Status {
+	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
+		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: st.Turns}
+	if st.Unit.Gone() {
+		v.UnitActive = "not-loaded"
+	}
+	for _, p := range st.Processes {
+		v.Processes = append(v.Processes, Process{PID: p.PID, Name: p.Name})
+	}
+	return v
+}
+
+// JSON implements Report.
+func (r StatusReport) JSON() any { return ViewStatus(r.St) }
+
+// Structured implements Report.
+func (r StatusReport) Structured() any { return ViewStatus(r.St) }
+
+// Text implements Report: the same lines on both surfaces.
+func (r StatusReport) Text(Surface) string { return WorkerStatusText(r.St) }
+
+// WorkerStatusText shows one worker for people: state, turns, manager, lease,
+// unit, cgroup, command, log, error and processes, one line each.
+func WorkerStatusText(st *fleet.Status) string {
+	var b strings.Builder
+	w := st.Worker
+	fmt.Fprintf(&b, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
+	state := StateText(w)
+	if w.StateReason != "" && w.State.Live() {
+		state += " (" + reasonText(w.StateReason) + ")"
+	}
+	if w.StopReason != "" {
+		state += ", stop: " + reasonText(w.StopReason)
+	}
+	fmt.Fprintf(&b, "  state:    %s\n", state)
+	writeTurns(&b, w, st.Turns)
+	fmt.Fprintf(&b, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
+	if l := LeaseText(st); l != "" {
+		fmt.Fprintf(&b, "  lease:    %s\n", l)
+	}
+	fmt.Fprintf(&b, "  unit:     %s (%s)\n", w.Unit, unitText(st))
+	if w.ControlGroup != "" {
+		fmt.Fprintf(&b, "  cgroup:   %s\n", w.ControlGroup)
+	}
+	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", strings.Join(w.Command, " "), w.Cwd)
+	if w.LogPath != "" {
+		fmt.Fprintf(&b, "  log:      %s\n", w.LogPath)
+	}
+	if w.LastError != "" {
+		fmt.Fprintf(&b, "  error:    %s\n", w.LastError)
+	}
+	if st.ProcessCount > 0 {
+		fmt.Fprintf(&b, "  processes (%d):\n", st.ProcessCount)
+		for _, p := range st.Processes {
+			fmt.Fprintf(&b, "    %d %s\n", p.PID, p.Name)
+		}
+		if st.ProcessCount > len(st.Processes) {
+			fmt.Fprintf(&b, "    … %d more\n", st.ProcessCount-len(st.Processes))
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// LeaseText describes a live worker's idle lease for people ("" once it
+// ended).
+func LeaseText(st *fleet.Status) string {
+	w := st.Worker
+	if !w.State.Live() {
+		return ""
+	}
+	if w.LeaseDeadline.IsZero() {
+		return "none (no idle expiry)"
+	}
+	t := fmt.Sprintf("%s idle lease, until %s", w.LeaseDuration, w.LeaseDeadline.Local().Format(time.RFC3339))
+	if !w.LastActivity.IsZero() {
+		t += ", last activity " + w.LastActivity.Local().Format(time.RFC3339)
+	}
+	if w.CheckpointAttempts > 0 {
+		t += fmt.Sprintf(", %d checkpoint(s) sent, stop at %s", w.CheckpointAttempts, w.GraceDeadline.Local().Format(time.RFC3339))
+	}
+	switch st.LeaseActivity {
+	case fleet.ActivityVerified:
+		t += "; renewed by its messages to its manager (verified by cgroup)"
+	case fleet.ActivitySenderID:
+		t += "; renewed by messages carrying its id (no agent-fleet local API: sender ids are not verified)"
+	}
+	return t
+}
+
+func unitText(st *fleet.Status) string {
+	if st.Unit.Gone() {
+		return "not loaded"
+	}
+	return st.Unit.ActiveState + "/" + st.Unit.SubState
+}
+
+// writeTurns shows a coding-agent worker's turns: its conversation, the
+// turn running now, and how the last one ended (with its error lines).
+func writeTurns(b *strings.Builder, w *fleet.Worker, t *fleet.TurnState) {
+	if t == nil {
+		return
+	}
+	conv := "no conversation yet"
+	if t.Session != "" {
+		conv = "conversation " + t.Session
+	}
+	fmt.Fprintf(b, "  harness:  %s, %s; %d turns, %d failed\n", t.Kind, conv, t.Turns, t.Failures)
+	if c := t.Current; c != nil {
+		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), c.StartedAt.Local().Format(time.TimeOnly))
+	}
+	if l := t.Last; l != nil {
+		how := "ok"
+		if !l.OK {
+			how = "failed: " + l.Error
+		}
+		fmt.Fprintf(b, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), l.EndedAt.Local().Format(time.TimeOnly),
+			l.EndedAt.Sub(l.StartedAt).Round(100*time.Millisecond), how)
+		if !l.OK {
+			for _, line := range l.ErrorLines[max(0, len(l.ErrorLines)-5):] {
+				fmt.Fprintf(b, "            | %s\n", line)
+			}
+		}
+		if l.Final != "" {
+			first, _, _ := strings.Cut(l.Final, "\n")
+			fmt.Fprintf(b, "  answer:   %s\n", ShortText(first, 100))
+		}
+		if len(l.Delivered) > 0 {
+			fmt.Fprintf(b, "  sent to:  %s\n", strings.Join(l.Delivered, ", "))
+		}
+		for _, u := range l.Undelivered {
+			if to, ok := strings.CutSuffix(u, ": "+fleet.HeldNote); ok {
+				if len(t.Held) == 0 {
+					fmt.Fprintf(b, "  sent to:  %s (held until it connected)\n", to)
+				}
+				continue // else the held line says it
+			}
+			fmt.Fprintf(b, "  unsent:   %s\n", u)
+		}
+	}
+	if len(t.Held) > 0 {
+		h := t.Held[0]
+		what := map[bool]string{true: "message", false: "messages"}[len(t.Held) == 1]
+		if w.State.Live() {
+			fmt.Fprintf(b, "  held:     %d %s for %s since %s (not connected): sent when it connects\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+		} else {
+			fmt.Fprintf(b, "  unsent:   %d %s held for %s since %s were never delivered: the worker ended first (logs has every turn's output)\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+		}
+	}
+	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
+		fmt.Fprintf(b, "  backoff:  %d failed turns in a row; no turn before %s\n", t.Consecutive, t.NextTurnAt.Local().Format(time.TimeOnly))
+	}
+}
+
+func turnReason(r *fleet.TurnRecord) string {
+	if r.Reason == "task" {
+		return "task"
+	}
+	if r.Messages == 1 {
+		return "1 message"
+	}
+	return fmt.Sprintf("%d messages", r.Messages)
+}

@@ -1,0 +1,64 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/agent-fleet/agent-fleet/teams"
+)
+
+// InspectionText renders a coworker's pending asks like the Pi adapter
+// (docs/protocol.md §7.4), on both surfaces; full shows the one ask asked
+// for in full.
+func InspectionText(insp *teams.Inspection, full bool) string {
+	if full && len(insp.Asks) == 1 {
+		a := insp.Asks[0]
+		return fmt.Sprintf("Pending ask %s\nInbox: %s\nFrom: %s\n\n%s%s", a.AskID, insp.InboxSessionID, DisplayName(a.From), a.Text, AttachmentsTool(a.Attachments))
+	}
+	if len(insp.Asks) == 0 {
+		return fmt.Sprintf("No unresolved inbound asks in the inbox of %s.", insp.InboxSessionID)
+	}
+	lines := []string{fmt.Sprintf("Pending asks of %s (read-only):", insp.InboxSessionID)}
+	for _, a := range insp.Asks {
+		lines = append(lines, AskLine(a))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// NamedTeamsText lists the named teams (never their scopes), marking the
+// caller's.
+func NamedTeamsText(list []teams.NamedTeam, s Surface) string {
+	if len(list) == 0 {
+		if s == Tool {
+			return "No named teams. Create one with intercom_join({ name, create: true })."
+		}
+		return "No named teams. Create one with agent-fleet teams create NAME."
+	}
+	var lines []string
+	if s == Tool {
+		lines = append(lines, "Named teams:")
+	}
+	for _, nt := range list {
+		line := fmt.Sprintf("- %s (manager: %s)", nt.Name, nt.ManagerSessionID)
+		if nt.Joined {
+			line += " [joined]"
+		}
+		lines = append(lines, line)
+	}
+	if s == Tool {
+		lines = append(lines, "Join one with intercom_join({ name }); nothing else is listed (scopes are private).")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// JoinedText says that self joined (or created) a named team.
+func JoinedText(res *teams.JoinResult, self string, s Surface) string {
+	verb := "Joined team " + res.Team
+	if res.Created {
+		verb = "Created team " + res.Team + " and joined it"
+	}
+	if s == Tool {
+		return fmt.Sprintf("%s as %s (manager: %s). You now see only this team's sessions; intercom_team lists them.", verb, res.Role, res.Manager)
+	}
+	return fmt.Sprintf("%s as %s (manager: %s).\nSession %s now sees only its team: agent-fleet team lists it.", verb, res.Role, res.Manager, self)
+}

@@ -1,0 +1,130 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+)
+
+// Worker is a worker record as --json prints it and agent_fleet returns
+// it: one incarnation (id + run) with its unit, state, manager, lease and
+// how it ended. Times are RFC 3339 in UTC; durations are whole seconds.
+type Worker struct {
+	ID            string   `json:"id"`
+	RunID         string   `json:"runId"`
+	Generation    int      `json:"generation"`
+	Kind          string   `json:"kind"`
+	Role          string   `json:"role,omitempty"`
+	Task          string   `json:"task,omitempty"`
+	Cwd           string   `json:"cwd"`
+	Command       []string `json:"command"`
+	EnvKeys       []string `json:"envKeys,omitempty"`
+	Unit          string   `json:"unit"`
+	MainPID       int      `json:"mainPid,omitempty"`
+	ControlGroup  string   `json:"controlGroup,omitempty"`
+	State         string   `json:"state"`
+	StateReason   string   `json:"stateReason,omitempty"`
+	Manager       string   `json:"manager"`
+	FirstManager  string   `json:"firstManager"`
+	LeaseDeadline string   `json:"leaseDeadline,omitempty"`
+	LeaseSeconds  int64    `json:"leaseSeconds,omitempty"`
+	LastActivity  string   `json:"lastActivity,omitempty"`
+	Checkpoints   int      `json:"checkpointsSent,omitempty"`
+	GraceDeadline string   `json:"graceDeadline,omitempty"`
+	CreatedAt     string   `json:"createdAt"`
+	ReadyAt       string   `json:"readyAt,omitempty"`
+	EndedAt       string   `json:"endedAt,omitempty"`
+	ExitCode      string   `json:"exitCode,omitempty"`
+	ExitStatus    *int     `json:"exitStatus,omitempty"`
+	LastError     string   `json:"lastError,omitempty"`
+	StopReason    string   `json:"stopReason,omitempty"`
+	LogPath       string   `json:"logPath,omitempty"`
+}
+
+// Stamp is t in RFC 3339 (UTC, nanoseconds), "" for the zero time.
+func Stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// ViewWorker is w's JSON view.
+func ViewWorker(w *fleet.Worker) Worker {
+	v := Worker{ID: w.ID, RunID: w.RunID, Generation: w.Generation, Kind: w.Kind, Role: w.Role, Task: w.Task,
+		Cwd: w.Cwd, Command: w.Command, EnvKeys: w.EnvKeys, Unit: w.Unit, MainPID: w.MainPID, ControlGroup: w.ControlGroup,
+		State: string(w.State), StateReason: w.StateReason, Manager: w.Manager, FirstManager: w.FirstManager,
+		LeaseDeadline: Stamp(w.LeaseDeadline), LeaseSeconds: int64(w.LeaseDuration / time.Second), LastActivity: Stamp(w.LastActivity),
+		Checkpoints: w.CheckpointAttempts, GraceDeadline: Stamp(w.GraceDeadline), CreatedAt: Stamp(w.CreatedAt), ReadyAt: Stamp(w.ReadyAt), EndedAt: Stamp(w.EndedAt),
+		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath}
+	if w.HasExit {
+		status := w.ExitStatus
+		v.ExitCode, v.ExitStatus = w.ExitCode, &status
+	}
+	return v
+}
+
+// ViewWorkers is the JSON view of ws, never null.
+func ViewWorkers(ws []*fleet.Worker) []Worker {
+	out := make([]Worker, len(ws))
+	for i, w := range ws {
+		out[i] = ViewWorker(w)
+	}
+	return out
+}
+
+// ExitText is how a worker ended, for people: "exit 3", "killed by
+// signal 9"; "" while it has not.
+func ExitText(w *fleet.Worker) string {
+	if !w.HasExit {
+		return ""
+	}
+	if w.ExitCode == "exited" {
+		return fmt.Sprintf("exit %d", w.ExitStatus)
+	}
+	return fmt.Sprintf("%s by signal %d", w.ExitCode, w.ExitStatus)
+}
+
+// StateText is a worker's state for people, with how it ended when it did:
+// "running", "exited (exit 3)".
+func StateText(w *fleet.Worker) string {
+	if e := ExitText(w); e != "" {
+		return string(w.State) + " (" + e + ")"
+	}
+	return string(w.State)
+}
+
+// WorkerCommand is what a worker runs, for lists: a coding agent's kind
+// and model, or the command (at most 40 characters).
+func WorkerCommand(w *fleet.Worker) string {
+	if fleet.IsHarnessKind(w.Kind) {
+		if w.Model != "" {
+			return w.Kind + " (" + w.Model + ")"
+		}
+		return w.Kind
+	}
+	return ShortCommand(w.Command)
+}
+
+// ShortCommand is argv joined, cut to 40 characters.
+func ShortCommand(argv []string) string {
+	s := strings.Join(argv, " ")
+	if len(s) > 40 {
+		s = s[:37] + "…"
+	}
+	return s
+}
+
+// ShortText is s cut to n runes, "…" marking the cut.
+func ShortText(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// reasonText is a state or stop reason for people: "turn-failed" → "turn
+// failed".
+func reasonText(r string) string { return strings.ReplaceAll(r, "-", " ") }

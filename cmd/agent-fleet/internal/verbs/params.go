@@ -1,0 +1,282 @@
+package verbs
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// Param is one argument of the fleet verbs, declared once: its agent_fleet
+// property (Name, Schema) and, for spawn's options, its CLI flag (Flag,
+// Usage). Both surfaces set it through the same parser.
+type Param struct {
+	// Name is the agent_fleet property.
+	Name string
+	// Schema is the property's JSON schema (type, enum, limits,
+	// description).
+	Schema map[string]any
+	// Actions are the actions that take it.
+	Actions []string
+	// Flag is spawn's CLI flag ("" when the CLI gives it otherwise: the
+	// command after --, or another verb's own flags).
+	Flag string
+	// Usage is the flag's help; Default its default as help shows it.
+	Usage, Default string
+	// Repeatable flags are given once per value (--env K=V).
+	Repeatable bool
+	// FlagType names the flag's value type in help ("string", "duration").
+	FlagType string
+
+	fromText func(a *Args, s string) error // a flag's value
+	fromJSON func(a *Args, v any) error    // agent_fleet's decoded value
+}
+
+// SetFlag applies a CLI flag's value.
+func (p *Param) SetFlag(a *Args, s string) error { return p.fromText(a, s) }
+
+// SpawnFlags are the params that are spawn's CLI flags.
+func SpawnFlags() []*Param {
+	var out []*Param
+	for _, p := range Params {
+		if p.Flag != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func str(set func(a *Args) *string) (func(*Args, string) error, func(*Args, any) error) {
+	text := func(a *Args, s string) error { *set(a) = s; return nil }
+	return text, func(a *Args, v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a string, not %T", v)
+		}
+		return text(a, s)
+	}
+}
+
+// duration parses a Go duration such as 30m; 0 means the default.
+func duration(name string, set func(a *Args) *time.Duration) (func(*Args, string) error, func(*Args, any) error) {
+	text := func(a *Args, s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%s must be a duration such as 30m, not %q", name, s)
+		}
+		*set(a) = d
+		return nil
+	}
+	return text, func(a *Args, v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("%s must be a duration string such as \"30m\"", name)
+		}
+		return text(a, s)
+	}
+}
+
+func boolean(set func(a *Args) *bool) (func(*Args, string) error, func(*Args, any) error) {
+	return nil, func(a *Args, v any) error {
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("want true or false, not %T", v)
+		}
+		*set(a) = b
+		return nil
+	}
+}
+
+func spawnParam(p *Param, flag, usage string) *Param {
+	p.Actions, p.Flag, p.Usage = []string{"spawn"}, flag, usage
+	if p.FlagType == "" {
+		p.FlagType = "string"
+	}
+	return p
+}
+
+func props(kv ...any) map[string]any {
+	m := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+// with gives p its parsers: with(p)(str(…)).
+func with(p *Param) func(text func(*Args, string) error, js func(*Args, any) error) *Param {
+	return func(text func(*Args, string) error, js func(*Args, any) error) *Param {
+		p.fromText, p.fromJSON = text, js
+		return p
+	}
+}
+
+// Params are every fleet verb's arguments besides action.
+var Params = []*Param{
+	with(&Param{Name: "id", Actions: takesID, Flag: "id", FlagType: "string",
+		Usage:  "worker id (required): letters, digits, _ and -, at most 64",
+		Schema: props("type", "string", "pattern", intercom.SessionIDPattern, "description", "worker id (spawn, status, stop, logs, adopt, forget; renew: omit for all yours)")},
+	)(str(func(a *Args) *string { return &a.ID })),
+	with(spawnParam(&Param{Name: "kind", Default: "exec",
+		Schema: props("type", "string", "enum", []any{"exec", "claude", "codex", "opencode", "pi"}, "description", "worker kind (default exec): exec runs command; claude, codex, opencode and pi run that coding agent as a coworker — a turn for task, then one per batch of intercom messages it gets; each turn's final answer reaches you")},
+		"kind", "worker kind: exec, claude, codex, opencode or pi"))(str(func(a *Args) *string { return &a.Spawn.Kind })),
+	with(spawnParam(&Param{Name: "role", Schema: props("type", "string", "maxLength", 64, "description", "the worker's role (builder, reviewer, …)")},
+		"role", "the worker's role (builder, reviewer, …)"))(str(func(a *Args) *string { return &a.Spawn.Role })),
+	with(spawnParam(&Param{Name: "cwd", Schema: props("type", "string", "description", "working directory (default: this session's)")},
+		"cwd", "working directory (default: the current one)"))(str(func(a *Args) *string { return &a.Spawn.Cwd })),
+	with(spawnParam(&Param{Name: "task", Schema: props("type", "string", "maxLength", 8000, "description", "the task (a coding agent's first turn)")},
+		"task", "the task the worker was spawned for (a coding agent's first turn)"))(str(func(a *Args) *string { return &a.Spawn.Task })),
+	with(&Param{Name: "command", Actions: []string{"spawn"},
+		Schema: props("type", "array", "items", props("type", "string"), "minItems", 1, "description", "argv of an exec worker (argv[0] is looked up on PATH); for a coding-agent kind, the harness executable to use (and arguments put before every turn's), default the installed one")},
+	)(nil, func(a *Args, v any) error {
+		list, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("want an array of strings")
+		}
+		a.Spawn.Command = nil
+		for _, e := range list {
+			s, ok := e.(string)
+			if !ok {
+				return fmt.Errorf("want an array of strings")
+			}
+			a.Spawn.Command = append(a.Spawn.Command, s)
+		}
+		return nil
+	}),
+	with(spawnParam(&Param{Name: "env", Repeatable: true, FlagType: "stringArray",
+		Schema: props("type", "object", "additionalProperties", props("type", "string"), "description", "extra environment; values are never recorded")},
+		"env", "extra environment NAME=value (repeatable; values are not recorded)"),
+	)(func(a *Args, s string) error { a.Spawn.Env = append(a.Spawn.Env, s); return nil },
+		func(a *Args, v any) error {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return fmt.Errorf("want an object of strings")
+			}
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				s, ok := m[k].(string)
+				if !ok {
+					return fmt.Errorf("env %s: want a string", k)
+				}
+				a.Spawn.Env = append(a.Spawn.Env, k+"="+s)
+			}
+			return nil
+		}),
+	with(spawnParam(&Param{Name: "model", Schema: props("type", "string", "description", "coding agents: the harness's model")},
+		"model", "model (coding-agent kinds)"))(str(func(a *Args) *string { return &a.Spawn.Model })),
+	with(spawnParam(&Param{Name: "effort", Schema: props("type", "string", "description", "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)")},
+		"effort", "reasoning effort (claude: low…max; codex: low…xhigh; pi: off…max; opencode: a model variant)"))(str(func(a *Args) *string { return &a.Spawn.Effort })),
+	with(spawnParam(&Param{Name: "permission",
+		Schema: props("type", "string", "enum", anys(append([]string{""}, fleet.PermissionValues()...)), "description", "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access")},
+		"permission", "permission mode (coding-agent kinds): read-only, workspace-write or full; default: the harness's own configuration"))(str(func(a *Args) *string { return &a.Spawn.Permission })),
+	with(spawnParam(&Param{Name: "turnTimeout", FlagType: "duration",
+		Schema: props("type", "string", "description", "coding agents: end a turn after this long, a Go duration (default 2h)")},
+		"turn-timeout", "end a coding agent's turn after this long (default 2h)"))(duration("turn timeout", func(a *Args) *time.Duration { return &a.Spawn.TurnTimeout })),
+	with(spawnParam(&Param{Name: "lease", FlagType: "duration",
+		Schema: props("type", "string", "description", "idle lease as a Go duration, e.g. 30m (default: none for a person, the fleet default for agents)")},
+		"lease", "idle lease (default: none for a person, the fleet default for agents)"))(duration("lease", func(a *Args) *time.Duration { return &a.Spawn.Lease })),
+	with(spawnParam(&Param{Name: "maxRuntime", FlagType: "duration",
+		Schema: props("type", "string", "description", "stop the worker after this long, a Go duration (default: no limit)")},
+		"max-runtime", "stop the worker after this long (0 = no limit)"))(duration("max runtime", func(a *Args) *time.Duration { return &a.Spawn.MaxRuntime })),
+	with(&Param{Name: "all", Actions: []string{"list", "adopt", "prune"},
+		Schema: props("type", "boolean", "description", "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records")},
+	)(boolean(func(a *Args) *bool { return &a.All })),
+	with(&Param{Name: "force", Actions: []string{"adopt"},
+		Schema: props("type", "boolean", "description", "adopt even though the worker's manager is connected")},
+	)(boolean(func(a *Args) *bool { return &a.Force })),
+	with(&Param{Name: "acknowledge", Actions: []string{"forget", "prune"},
+		Schema: props("type", "boolean", "description", "forget/prune delete history: must be true")},
+	)(boolean(func(a *Args) *bool { return &a.Acknowledge })),
+	with(&Param{Name: "olderThan", Actions: []string{"prune"},
+		Schema: props("type", "string", "description", "prune: only workers that ended longer ago than this Go duration (default: every ended worker)")},
+	)(duration("olderThan", func(a *Args) *time.Duration { return &a.OlderThan })),
+	with(&Param{Name: "execute", Actions: []string{"cleanup"},
+		Schema: props("type", "boolean", "description", "cleanup: act instead of previewing")},
+	)(boolean(func(a *Args) *bool { return &a.Execute })),
+	with(&Param{Name: "lines", Actions: []string{"logs"},
+		Schema: props("type", "integer", "minimum", 1, "maximum", 500, "description", fmt.Sprintf("log lines (default %d)", DefaultLogLines))},
+	)(nil, func(a *Args, v any) error {
+		f, ok := v.(float64)
+		if !ok || f != math.Trunc(f) {
+			return fmt.Errorf("want a whole number")
+		}
+		a.Lines = int(f)
+		return nil
+	}),
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// Schema is agent_fleet's input schema: action plus Params, strict.
+func Schema() map[string]any {
+	properties := map[string]any{"action": props("type", "string", "enum", anys(Actions))}
+	for _, p := range Params {
+		properties[p.Name] = p.Schema
+	}
+	return map[string]any{"type": "object", "additionalProperties": false, "required": []any{"action"}, "properties": properties}
+}
+
+// Decode turns agent_fleet's decoded arguments into Args. An argument its
+// action would ignore is refused (it must not look applied), as is one of
+// the wrong type. Errors are usage errors.
+func Decode(m map[string]any) (Args, error) {
+	var a Args
+	a.Action, _ = m["action"].(string)
+	if !slices.Contains(Actions, a.Action) {
+		return a, factory.Usagef("unknown action %q (one of %s)", a.Action, strings.Join(Actions, ", "))
+	}
+	for _, p := range Params {
+		v, given := m[p.Name]
+		if !given || isEmpty(v) {
+			continue
+		}
+		if !slices.Contains(p.Actions, a.Action) {
+			return a, factory.Usagef("agent_fleet %s does not take %s: leave it out (it would be ignored).", a.Action, p.Name)
+		}
+		if err := p.fromJSON(&a, v); err != nil {
+			return a, factory.Usagef("agent_fleet %s: %s: %v", a.Action, p.Name, err)
+		}
+	}
+	for k := range m {
+		if k != "action" && !slices.ContainsFunc(Params, func(p *Param) bool { return p.Name == k }) {
+			return a, factory.Usagef("agent_fleet has no argument %q", k)
+		}
+	}
+	return a, nil
+}
+
+// isEmpty: a value that gives nothing ("", false, 0, [], {}) is as if not
+// given, as the tool's omitempty arguments always were.
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case bool:
+		return !v
+	case float64:
+		return v == 0
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}

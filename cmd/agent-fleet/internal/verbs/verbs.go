@@ -1,0 +1,195 @@
+// Package verbs runs the fleet verbs — spawn, list, status, stop, logs,
+// adopt, renew, forget, prune, cleanup, doctor, capabilities — for both of
+// agent-fleet's surfaces: the CLI verb and the agent_fleet MCP tool fill
+// the same Args, call the same Run, and print the same output.Report, so
+// the two cannot drift. The arguments themselves are declared once (Params):
+// they generate spawn's cobra flags and agent_fleet's JSON schema.
+package verbs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/fleet"
+)
+
+// Actions are the fleet verbs, in the order agent_fleet's schema lists
+// them.
+var Actions = []string{"spawn", "list", "status", "stop", "logs", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
+
+// DefaultLogLines is how many log lines logs prints by default.
+const DefaultLogLines = 50
+
+// Args are one fleet verb's arguments, as either surface gives them.
+type Args struct {
+	Action string
+	// ID is the worker (spawn, status, stop, logs, adopt, forget; renew:
+	// "" renews all the caller's).
+	ID string
+	// Spawn is spawn's request (its ID is Args.ID).
+	Spawn fleet.SpawnRequest
+	// All: list every manager's workers; adopt every orphan; prune every
+	// manager's records.
+	All bool
+	// Force adopts a worker whose manager is connected.
+	Force bool
+	// Acknowledge confirms that forget and prune delete history.
+	Acknowledge bool
+	// Execute makes cleanup act instead of previewing.
+	Execute bool
+	// Lines is how many log lines (0: DefaultLogLines).
+	Lines int
+	// OlderThan limits prune to workers that ended longer ago than this.
+	OlderThan time.Duration
+}
+
+// NeedsFleet reports whether an action runs on the fleet (Run) rather than
+// on the host alone (Host).
+func NeedsFleet(action string) bool { return action != "doctor" && action != "capabilities" }
+
+// takesID are the actions that name a worker; adopt needs none with All,
+// renew none at all.
+var takesID = []string{"spawn", "status", "stop", "logs", "adopt", "renew", "forget"}
+
+// Check refuses arguments that cannot work, before anything is opened:
+// an unknown action, a missing worker id, a negative count, a
+// deletion without acknowledgement. Errors are usage errors (exit 2).
+func (a *Args) Check() error {
+	if !slices.Contains(Actions, a.Action) {
+		return factory.Usagef("unknown fleet action %q (one of %v)", a.Action, Actions)
+	}
+	needID := slices.Contains(takesID, a.Action) && a.Action != "renew" && !(a.Action == "adopt" && a.All)
+	if needID && a.ID == "" {
+		return factory.Usagef("%s needs a worker id", a.Action)
+	}
+	if a.Action == "adopt" && a.All && a.ID != "" {
+		return factory.Usagef("adopt takes a worker id or every orphan, not both")
+	}
+	if a.Lines < 0 {
+		return factory.Usagef("lines must be at least 1, not %d", a.Lines)
+	}
+	if a.OlderThan < 0 {
+		return factory.Usagef("older than must not be negative")
+	}
+	if (a.Action == "forget" || a.Action == "prune") && !a.Acknowledge {
+		return factory.Usagef("%s deletes history: confirm with --acknowledge (agent_fleet: acknowledge: true)", a.Action)
+	}
+	return nil
+}
+
+// Run performs a fleet action on fe for its caller. A non-nil report may
+// come with an error (a failed spawn's record, a stop whose cleanup could
+// not be verified): surfaces show both.
+func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, error) {
+	fl := fe.Fleet
+	switch a.Action {
+	case "spawn":
+		req := a.Spawn
+		req.ID = a.ID
+		w, err := fl.Spawn(ctx, req)
+		if w == nil {
+			return nil, err
+		}
+		return output.SpawnReport{W: w}, err
+	case "list":
+		ws, err := fl.List(ctx, a.All)
+		if err != nil {
+			return nil, err
+		}
+		return output.WorkersReport{Verb: "list", WS: ws}, nil
+	case "status":
+		st, err := fl.Status(ctx, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		return output.StatusReport{St: st}, nil
+	case "stop":
+		res, err := fl.Stop(ctx, a.ID)
+		if res == nil {
+			return nil, err
+		}
+		return output.StopReport{Res: res}, err
+	case "logs":
+		n := a.Lines
+		if n == 0 {
+			n = DefaultLogLines
+		}
+		lines, err := fl.Logs(ctx, a.ID, n)
+		if err != nil {
+			return nil, err
+		}
+		return output.LogsReport{Lines: lines}, nil
+	case "adopt":
+		var ws []*fleet.Worker
+		var err error
+		if a.All {
+			ws, err = fl.AdoptOrphans(ctx)
+		} else {
+			var w *fleet.Worker
+			if w, err = fl.Adopt(ctx, a.ID, a.Force); err == nil {
+				ws = append(ws, w)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return output.WorkersReport{Verb: "adopt", WS: ws}, nil
+	case "renew":
+		var ws []*fleet.Worker
+		var err error
+		if a.ID != "" {
+			var w *fleet.Worker
+			if w, err = fl.Renew(ctx, a.ID); err == nil {
+				ws = append(ws, w)
+			}
+		} else {
+			ws, err = fl.RenewAll(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return output.WorkersReport{Verb: "renew", WS: ws}, nil
+	case "forget":
+		n, err := fl.Forget(ctx, a.ID, a.Acknowledge)
+		if err != nil {
+			return nil, err
+		}
+		return output.DeletedReport{ID: a.ID, Deleted: n}, nil
+	case "prune":
+		n, err := fl.Prune(ctx, time.Now().Add(-a.OlderThan), a.All, a.Acknowledge)
+		if err != nil {
+			return nil, err
+		}
+		return output.DeletedReport{Deleted: n}, nil
+	case "cleanup":
+		rep, err := fl.Cleanup(ctx, fleet.CleanupOptions{Execute: a.Execute})
+		if errors.Is(err, fleet.ErrCleanupInProgress) {
+			return output.CleanupReport{Skipped: true}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return output.CleanupReport{Rep: rep}, nil
+	}
+	return nil, factory.Usagef("%s does not run on the fleet", a.Action)
+}
+
+// Host performs the host actions, doctor and capabilities, which work on
+// every platform and need no user manager.
+func Host(ctx context.Context, f *factory.Factory, a Args) (output.Report, error) {
+	switch a.Action {
+	case "doctor":
+		p, err := f.Paths()
+		if err != nil {
+			return nil, err
+		}
+		return output.DoctorReport{Checks: f.DoctorChecks(ctx, fleet.DoctorConfig{Paths: p})}, nil
+	case "capabilities":
+		return output.CapabilitiesReport{C: f.Capabilities(ctx)}, nil
+	}
+	return nil, factory.Usagef("%s is not a host action", a.Action)
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
+)
+
+type spawnOptions struct {
+	fleetOptions
+	Args verbs.Args
+}
+
+func newSpawnCmd(f *factory.Factory, runF func(*spawnOptions) error) *cobra.Command {
+	opts := &spawnOptions{fleetOptions: newFleetOptions(f), Args: verbs.Args{Action: "spawn"}}
+	cmd := &cobra.Command{
+		Use:   "spawn --id ID [flags] [-- CMD ARGS…]",
+		Short: "Start a worker as a systemd user service",
+		Long: `Start a worker: a transient systemd user service that runs under
+agent-fleet's worker shim, which holds the worker's intercom session (its id
+is the worker id). You become the worker's manager.
+
+--kind exec (the default) runs CMD. spawn returns once the command was
+executed and the session is registered; a command that cannot be executed
+is a failed spawn (exit 1, with its exit status and last log lines), and so
+is one seen to exit non-zero by then (one that exits a moment later is a
+worker that exited: status shows how). CMD is resolved with your PATH.
+
+--kind claude, codex, opencode or pi runs a coding agent as a coworker: one
+non-interactive turn of the harness for --task, then one turn per batch of
+intercom messages it receives, resuming the same conversation; it costs
+nothing in between. Its intercom tools (agent-fleet's MCP server) act as the
+worker. Each turn's final answer reaches you as a message (or as the reply to
+an ask it left unanswered); a failed turn is reported to you and shown by
+status, and the worker waits for your next message. --model, --effort and
+--permission (read-only, workspace-write, full; default: the harness's own
+configuration) set the harness's options; --env passes API keys. After --,
+CMD names the harness executable (and arguments put before every turn's).`,
+		Example: `  agent-fleet spawn --id tests --role tester -- make test
+  agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh
+  agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
+  agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Args.Spawn.Command = args
+			if opts.Args.ID == "" {
+				return factory.Usagef(`required flag(s) "id" not set`)
+			}
+			if len(args) == 0 && (opts.Args.Spawn.Kind == "" || opts.Args.Spawn.Kind == "exec") {
+				return factory.Usagef("an exec worker needs a command: agent-fleet spawn --id %s -- CMD ARGS…", opts.Args.ID)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return spawnRun(cmd.Context(), opts)
+		},
+	}
+	for _, p := range verbs.SpawnFlags() {
+		cmd.Flags().Var(&paramFlag{p: p, a: &opts.Args}, p.Flag, p.Usage)
+		cmd.Flags().Lookup(p.Flag).DefValue = p.Default
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the worker as JSON")
+	return cmd
+}
+
+func spawnRun(ctx context.Context, opts *spawnOptions) error {
+	return runFleetVerb(ctx, opts.fleetOptions, opts.Args)
+}
+
+// paramFlag is a verbs.Param as a flag: its text goes through the same
+// parser as agent_fleet's argument.
+type paramFlag struct {
+	p   *verbs.Param
+	a   *verbs.Args
+	set string // the last value given, for help and String
+}
+
+func (v *paramFlag) String() string { return v.set }
+
+func (v *paramFlag) Set(s string) error {
+	if err := v.p.SetFlag(v.a, s); err != nil {
+		return err
+	}
+	v.set = s
+	return nil
+}
+
+func (v *paramFlag) Type() string { return v.p.FlagType }

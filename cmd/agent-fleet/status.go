@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
+)
+
+type statusOptions struct {
+	fleetOptions
+	ID string
+}
+
+func newStatusCmd(f *factory.Factory, runF func(*statusOptions) error) *cobra.Command {
+	opts := &statusOptions{fleetOptions: newFleetOptions(f)}
+	cmd := &cobra.Command{
+		Use:     "status ID",
+		Short:   "Show a worker's state, unit, cgroup and processes",
+		Example: "  agent-fleet status tests --json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return statusRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func statusRun(ctx context.Context, opts *statusOptions) error {
+	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "status", ID: opts.ID})
+}
