@@ -80,10 +80,11 @@ func ListenAndServe(ctx context.Context, cfg Config) error {
 	}
 	ln := inherited
 	if ln == nil {
-		ln, removeSocket, err = listenEndpoint(p)
-		if err != nil {
-			return err
+		var remove func()
+		if ln, remove, err = listenEndpoint(p); err != nil {
+			return err // removeSocket stays a no-op: nothing was bound
 		}
+		removeSocket = remove
 	}
 	api, err := listenUnix(p.LocalAPISocket())
 	if err != nil {
