@@ -88,9 +88,9 @@ func startBrokerIn(t *testing.T, agentDir string, tweak ...func(*Config)) *harne
 	b, err := New(cfg)
 	require.NoError(t, err)
 	h.b = b
-	ln, err := listenUnix(h.paths.BrokerSocket())
+	ln, err := listenSocket(h.paths.BrokerSocket())
 	require.NoError(t, err)
-	api, err := listenUnix(h.paths.LocalAPISocket())
+	api, err := listenSocket(h.paths.LocalAPISocket())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -410,7 +410,7 @@ func startBenchBroker(b *testing.B, dir string) *harness {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := listenUnix(p.BrokerSocket())
+	ln, err := listenSocket(p.BrokerSocket())
 	if err != nil {
 		b.Fatal(err)
 	}
