@@ -17,6 +17,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
@@ -24,17 +25,11 @@ import (
 // startTestBroker runs a broker in this process on p until the test ends.
 func startTestBroker(t *testing.T, p intercom.Paths) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, func() bool {
-		h, _ := intercom.ProbeBroker(context.Background(), p)
-		return h == intercom.Compatible
-	}, 5*time.Second, 5*time.Millisecond)
+	intercomtest.StartBroker(t, func(c *broker.Config) {
+		c.Paths = p
+		c.CheckPeerUID = false
+		c.Logger = nil
+	})
 }
 
 // connectMCP serves server to a fresh in-memory MCP client.

@@ -3,7 +3,8 @@
 // to them (STYLE.md 11; nats-server's test/test.go is the model).
 //
 // StartBroker runs a broker.Broker (broker.New, then Run on listeners made
-// by intercom.ListenSocket) and returns once it is Ready. A Client is a
+// by intercom.ListenSocket) and returns once it is Ready; ListenAndServe
+// runs broker.ListenAndServe, owner and pid files included. A Client is a
 // raw protocol peer: it writes frames and reads the broker's frames back
 // one by one, decoding each with the strict (Claude-client) decoder so that
 // every frame the broker emits is checked for its exact key set. Helpers
@@ -126,6 +127,51 @@ func StartBroker(t testing.TB, tweak func(*broker.Config)) *Broker {
 		t.Fatalf("broker not ready within %s", startWait)
 	}
 	return h
+}
+
+// ListenAndServe runs broker.ListenAndServe in this process: the whole
+// life of `agent-fleet broker`, with broker.owner and broker.pid, for tests
+// of code that reads those. Config defaults are StartBroker's, except that
+// nothing is logged. It returns the broker's Paths once broker.pid exists,
+// which the broker writes once both sockets listen (spec §6.3). The broker
+// stops when the test ends; the test fails if it ends with an error first.
+func ListenAndServe(t testing.TB, tweak func(*broker.Config)) intercom.Paths {
+	t.Helper()
+	cfg := broker.Config{IdleExit: -1, TrustedLocal: true, CheckPeerUID: true}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	if cfg.Paths.Dir == "" {
+		cfg.Paths = intercom.NewPaths(ShortDir(t))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- broker.ListenAndServe(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("broker: %v", err)
+			}
+		case <-time.After(stopWait):
+			t.Errorf("broker did not stop within %s", stopWait)
+		}
+	})
+	deadline := time.After(startWait)
+	for {
+		if _, err := os.Stat(cfg.Paths.PIDFile()); err == nil {
+			return cfg.Paths
+		}
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			t.Fatalf("broker ended before it listened: %v", err)
+		case <-deadline:
+			t.Fatalf("broker did not listen within %s", startWait)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // Stop shuts the broker down, waits for Run to return (10 s, then the test
