@@ -19,6 +19,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
@@ -99,17 +100,8 @@ func newWorld(t *testing.T, tweak ...func(*fleet.Config)) *world {
 
 // startBroker runs an in-process broker until w.stop.
 func (w *world) startBroker() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = broker.ListenAndServe(ctx, broker.Config{Paths: w.p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true})
-	}()
-	w.stop = func() { cancel(); <-done }
-	require.Eventually(w.t, func() bool {
-		h, _ := intercom.ProbeBroker(context.Background(), w.p)
-		return h == intercom.Compatible
-	}, 5*time.Second, 5*time.Millisecond)
+	b := intercomtest.StartBroker(w.t, func(c *broker.Config) { c.Paths = w.p })
+	w.stop = b.Stop
 }
 
 // fleet returns a Fleet acting for caller.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 )
 
 // The wake loop in process: a real broker and real sessions, the turn
@@ -60,17 +61,7 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	w := &wakeWorld{t: t, p: intercom.NewPaths(dir), ready: make(chan struct{})}
-	bctx, cancelBroker := context.WithCancel(context.Background())
-	brokerDone := make(chan struct{})
-	go func() {
-		defer close(brokerDone)
-		_ = broker.ListenAndServe(bctx, broker.Config{Paths: w.p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true})
-	}()
-	t.Cleanup(func() { cancelBroker(); <-brokerDone })
-	require.Eventually(t, func() bool {
-		h, _ := intercom.ProbeBroker(context.Background(), w.p)
-		return h == intercom.Compatible
-	}, 5*time.Second, 5*time.Millisecond)
+	intercomtest.StartBroker(t, func(c *broker.Config) { c.Paths = w.p })
 	w.boss = openTestSession(t, w.p, "boss")
 	joined := make(chan string, 1) // as the shim wires it
 	w.worker, err = intercom.OpenSession(context.Background(), intercom.SessionConfig{Paths: w.p,

@@ -32,7 +32,7 @@ func benchClient(b *testing.B, window int) {
 	defer os.RemoveAll(dir)
 	p := intercom.NewPaths(dir)
 	br := startBenchBroker(b, p)
-	defer br.stop()
+	defer br.Stop()
 	open := func(id string) *intercom.Session {
 		ident, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.OneShot, Cwd: "/bench",
 			Getenv: func(k string) string {

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 )
@@ -77,31 +75,22 @@ type HolderServer struct {
 // ErrHeld means another live holder already serves the session id.
 var ErrHeld = errors.New("session is already held by another live process")
 
-// ListenHolder binds the holder socket of cfg.SessionID. A socket file that
-// nobody answers on is stale and replaced; a live holder is ErrHeld.
+// ListenHolder binds the holder socket of cfg.SessionID (ListenSocket). A
+// socket file that nobody answers on is stale and replaced; a live holder
+// is ErrHeld.
 func ListenHolder(cfg HolderConfig) (*HolderServer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	path := cfg.Paths.HolderSocket(cfg.SessionID)
-	if err := EnsureDir(filepath.Dir(path)); err != nil {
-		return nil, err
-	}
-	if err := CheckSocketPath(path); err != nil {
-		return nil, err
-	}
-	if HolderAlive(cfg.Paths, cfg.SessionID) {
+	ul, err := ListenSocket(path)
+	var inUse *SocketInUseError
+	if errors.As(err, &inUse) {
 		return nil, fmt.Errorf("%w (%s)", ErrHeld, cfg.SessionID)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
 		return nil, err
 	}
-	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	ul.SetUnlinkOnClose(false)
-	_ = os.Chmod(path, FileMode)
 	h := &HolderServer{cfg: cfg, ln: ul, path: path, cons: make(map[net.Conn]struct{})}
 	return h, nil
 }

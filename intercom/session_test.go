@@ -3,6 +3,7 @@ package intercom_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -14,46 +15,19 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
-func shortDir(t *testing.T) string {
+func shortDir(t *testing.T) string { return intercomtest.ShortDir(t) }
+
+// startBroker runs a real broker on p until the test ends or Stop.
+func startBroker(t *testing.T, p intercom.Paths) *intercomtest.Broker {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "afi")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// inProcessBroker runs a real broker on p until the test ends or stop().
-type inProcessBroker struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startBroker(t *testing.T, p intercom.Paths) *inProcessBroker {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	b := &inProcessBroker{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		err := broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true,
-			AskTTL: 10 * time.Minute})
-		if err != nil {
-			t.Logf("broker: %v", err)
-		}
-	}()
-	require.Eventually(t, func() bool {
-		h, _ := intercom.ProbeBroker(context.Background(), p)
-		return h == intercom.Compatible
-	}, 5*time.Second, 5*time.Millisecond)
-	t.Cleanup(b.stop)
-	return b
-}
-
-func (b *inProcessBroker) stop() {
-	b.cancel()
-	<-b.done
+	return intercomtest.StartBroker(t, func(c *broker.Config) {
+		c.Paths = p
+		c.AskTTL = 10 * time.Minute
+	})
 }
 
 func identity(t *testing.T, id, name string) intercom.Identity {
@@ -321,7 +295,7 @@ func TestReconnectReplaysTheOutbox(t *testing.T) {
 	br := startBroker(t, p)
 	a := open(t, p, "alpha", "Alpha", func(c *intercom.SessionConfig) { c.Reconnect = true })
 	b := open(t, p, "beta", "Beta", func(c *intercom.SessionConfig) { c.Reconnect = true })
-	br.stop()
+	br.Stop()
 	require.Eventually(t, func() bool { return !a.Client().Connected() }, 5*time.Second, 5*time.Millisecond)
 
 	// While the broker is gone, a send waits (and its outbox entry stays).
@@ -434,7 +408,7 @@ func TestEnsureBrokerStartsOneUnderTheSpawnLock(t *testing.T) {
 	p := intercom.NewPaths(shortDir(t))
 	var mu sync.Mutex
 	starts := 0
-	var brokers []*inProcessBroker
+	var brokers []*intercomtest.Broker
 	start := func(context.Context, intercom.Paths) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -479,21 +453,13 @@ func TestStaleSpawnLockIsReplaced(t *testing.T) {
 }
 
 // startBenchBroker runs a broker with the rate limit raised.
-func startBenchBroker(b *testing.B, p intercom.Paths) *inProcessBroker {
-	ctx, cancel := context.WithCancel(context.Background())
-	br := &inProcessBroker{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(br.done)
-		_ = broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, RateCapacity: 1e12, RateRefill: 1e12})
-	}()
-	for i := 0; i < 500; i++ {
-		if h, _ := intercom.ProbeBroker(context.Background(), p); h == intercom.Compatible {
-			return br
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	b.Fatal("broker did not start")
-	return nil
+func startBenchBroker(b *testing.B, p intercom.Paths) *intercomtest.Broker {
+	return intercomtest.StartBroker(b, func(c *broker.Config) {
+		c.Paths = p
+		c.RateCapacity, c.RateRefill = 1e12, 1e12
+		c.CheckPeerUID = false
+		c.Logger = slog.New(slog.DiscardHandler)
+	})
 }
 
 // A send whose outcome never arrives stays in the outbox across Close, for
@@ -502,18 +468,12 @@ func TestCloseKeepsTheOutbox(t *testing.T) {
 	p := intercom.NewPaths(shortDir(t))
 	startBroker(t, p)
 	// A recipient that never acknowledges.
-	nc, err := net.Dial("unix", p.BrokerSocket())
-	require.NoError(t, err)
-	defer nc.Close()
-	_, err = nc.Write(wire.AppendRegisterFrame(nil, &wire.RegisterRequest{SessionID: "mute", Cwd: "/", Model: "m", PID: 1, StartedAt: 1, LastActivity: 1}))
-	require.NoError(t, err)
-	_, err = wire.NewFrameReader(nc).Next()
-	require.NoError(t, err)
+	intercomtest.Register(t, p, "mute", intercomtest.RegisterOptions{})
 
 	a := open(t, p, "alpha", "Alpha")
 	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	_, err = a.Send(sctx, intercom.SendRequest{To: "mute", Text: "are you there?"})
+	_, err := a.Send(sctx, intercom.SendRequest{To: "mute", Text: "are you there?"})
 	require.ErrorIs(t, err, intercom.ErrOutcomeUnknown)
 	require.NoError(t, a.Close())
 	o, err := intercom.OpenOutbox(p, "alpha")

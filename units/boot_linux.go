@@ -4,6 +4,8 @@ package units
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -54,6 +56,10 @@ type BootOptions struct {
 	// ReaperRemoves are files the reaper removes after it stopped the
 	// manager (a test helper's state files).
 	ReaperRemoves []string
+
+	// beforeReaper, when set (by tests), runs after the manager's sockets
+	// exist and before its reaper starts.
+	beforeReaper func(*PrivateManager)
 }
 
 // PrivateManager is a `systemd --user` booted by BootPrivateManager. Its
@@ -131,8 +137,12 @@ func bootPrerequisites() (systemd string, err error) {
 // for the sockets plus 5 s for the first answer).
 //
 // A detached reaper stops the manager by pid once opts.Watch (default this
-// process) has exited; Stop stops it earlier. CanBootPrivateManager's
-// conditions apply: otherwise the error says what is missing.
+// process) has exited; Stop stops it earlier. The watched process is
+// identified (pid and start time) before the boot begins: if it is not
+// running then, nothing is booted; if it exits while the manager boots, the
+// reaper stops the manager at once and the boot fails once the reaper is
+// done. CanBootPrivateManager's conditions apply: otherwise the error says
+// what is missing.
 func BootPrivateManager(ctx context.Context, opts BootOptions) (*PrivateManager, error) {
 	systemd, err := bootPrerequisites()
 	if err != nil {
@@ -149,20 +159,26 @@ func BootPrivateManager(ctx context.Context, opts BootOptions) (*PrivateManager,
 	if opts.Watch == 0 {
 		opts.Watch = os.Getpid()
 	}
+	// Identify the watched process now: read after the boot, a process
+	// that ended meanwhile would have no start time to wait on.
+	watchStart := ProcessStartTime(opts.Watch)
+	if watchStart == "" {
+		return nil, fmt.Errorf("boot a private systemd user manager: watched process %d is not running", opts.Watch)
+	}
 	rt, err := os.MkdirTemp("", "agent-fleet-systemd-")
 	if err != nil {
 		return nil, err
 	}
 	m := &PrivateManager{RuntimeDir: rt, Bus: BusAddress{
 		Address: UnixPathAddress(filepath.Join(rt, "bus")), Source: SourceOptions}}
-	if err := m.boot(ctx, systemd, opts); err != nil {
+	if err := m.boot(ctx, systemd, opts, watchStart); err != nil {
 		_ = m.Stop()
 		return nil, fmt.Errorf("boot a private systemd user manager: %w", err)
 	}
 	return m, nil
 }
 
-func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOptions) error {
+func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOptions, watchStart string) error {
 	rt := m.RuntimeDir
 	if err := os.Chmod(rt, 0o700); err != nil {
 		return err
@@ -235,8 +251,23 @@ func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOpti
 	}
 	removeMarker()
 	m.StartTime = ProcessStartTime(m.PID)
-	if err := m.startReaper(opts); err != nil {
+	if m.StartTime == "" {
+		return fmt.Errorf("systemd --user exited at once: %s", tail(filepath.Join(rt, "manager.log")))
+	}
+	if opts.beforeReaper != nil {
+		opts.beforeReaper(m)
+	}
+	if err := m.startReaper(opts, watchStart); err != nil {
 		return err
+	}
+	if ProcessStartTime(opts.Watch) != watchStart {
+		// The reaper saw it too and is stopping the manager; let it finish
+		// rather than race it over the same pid and directories.
+		select {
+		case <-m.reaped:
+		case <-ctx.Done():
+		}
+		return fmt.Errorf("watched process %d exited while the manager booted", opts.Watch)
 	}
 	pctx, cancel := withDefaultDeadline(ctx, bootProbeTimeout)
 	defer cancel()
@@ -372,11 +403,14 @@ func removeCgroup(name string, dirs []string) error {
 // its cgroup, removes its directories and the listed files.
 // Arguments: watched pid, its start time, manager pid, its start time,
 // runtime dir, then the cgroup dirs…, "--", the files to remove….
+// A start time of "" (gone, a zombie, unknown) never matches a process: an
+// unknown watched process counts as exited, an unknown manager is not
+// signalled (its pid may be another process's by now).
 const reaperScript = `
 st() { s=$(sed 's/.*) //' /proc/$1/stat 2>/dev/null) || return 0; set -- $s; [ "$1" != Z ] && echo "${20}"; }
 w=$1 ws=$2 m=$3 ms=$4 rt=$5; shift 5
-while [ "$(st $w)" = "$ws" ]; do sleep 1; done
-if [ "$(st $m)" = "$ms" ]; then
+while [ -n "$ws" ] && [ "$(st $w)" = "$ws" ]; do sleep 1; done
+if [ -n "$ms" ] && [ "$(st $m)" = "$ms" ]; then
   kill -CONT $m 2>/dev/null; kill -TERM $m 2>/dev/null
   i=0; while [ "$(st $m)" = "$ms" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
   [ "$(st $m)" = "$ms" ] && kill -KILL $m 2>/dev/null
@@ -395,10 +429,11 @@ exit 0
 `
 
 // startReaper starts the detached reaper (in its own session, holding none
-// of our files).
-func (m *PrivateManager) startReaper(opts BootOptions) error {
+// of our files) for the watched process opts.Watch that started at
+// watchStart.
+func (m *PrivateManager) startReaper(opts BootOptions, watchStart string) error {
 	args := []string{"-c", reaperScript, "agent-fleet-" + opts.Name + "-reaper",
-		strconv.Itoa(opts.Watch), ProcessStartTime(opts.Watch), strconv.Itoa(m.PID), m.StartTime, m.RuntimeDir}
+		strconv.Itoa(opts.Watch), watchStart, strconv.Itoa(m.PID), m.StartTime, m.RuntimeDir}
 	args = append(append(append(args, m.CgroupDirs...), "--"), opts.ReaperRemoves...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Dir = "/"
@@ -452,4 +487,10 @@ func tail(path string) string {
 	data, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	return strings.Join(lines[max(0, len(lines)-5):], " | ")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

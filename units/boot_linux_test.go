@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
@@ -57,18 +60,78 @@ func TestBootPrivateManager(t *testing.T) {
 }
 
 // TestBootedManagerReaped: a manager never outlives the process it
-// watches, even when nobody calls Stop (the booting process was killed).
+// watches, even when nobody calls Stop (the booting process was killed),
+// whether that process ends before the reaper starts or after. Neither case
+// depends on how long the boot takes.
 func TestBootedManagerReaped(t *testing.T) {
-	watched := exec.Command("sleep", "0.5")
+	if err := units.CanBootPrivateManager(); err != nil {
+		unitstest.Unavailable(t, err)
+	}
+	t.Run("ends after the boot", func(t *testing.T) {
+		watched := startWatched(t)
+		pm := bootOrSkip(t, units.BootOptions{Name: "reaptest", Watch: watched.Process.Pid})
+		require.NoError(t, watched.Process.Kill())
+		_ = watched.Wait()
+		requireReaped(t, pm.PID, pm.StartTime, pm.RuntimeDir, pm.CgroupDirs)
+	})
+	t.Run("ends before the reaper starts", func(t *testing.T) {
+		watched := startWatched(t)
+		removes := filepath.Join(t.TempDir(), "reaper-removes")
+		require.NoError(t, os.WriteFile(removes, nil, 0o600))
+		var pid int
+		var startTime, runtimeDir string
+		var cgroupDirs []string
+		_, err := units.BootBeforeReaper(testCtx(t, 60*time.Second),
+			units.BootOptions{Name: "reaptest", Watch: watched.Process.Pid, ReaperRemoves: []string{removes}},
+			func(pm *units.PrivateManager) {
+				pid, startTime, runtimeDir = pm.PID, pm.StartTime, pm.RuntimeDir
+				cgroupDirs = slices.Clone(pm.CgroupDirs)
+				// Dead but not reaped: a zombie, which has no start time.
+				require.NoError(t, watched.Process.Kill())
+				require.NoError(t, unix.Waitid(unix.P_PID, watched.Process.Pid, nil, unix.WEXITED|unix.WNOWAIT, nil))
+			})
+		require.ErrorContains(t, err, "exited while the manager booted")
+		require.NotZero(t, pid, "the hook ran")
+		require.NoFileExists(t, removes, "the reaper itself cleaned up, at once")
+		_ = watched.Wait()
+		requireReaped(t, pid, startTime, runtimeDir, cgroupDirs)
+	})
+}
+
+// TestBootWatchNotRunning: a watched process that is already gone (here a
+// zombie) is refused before anything is booted.
+func TestBootWatchNotRunning(t *testing.T) {
+	if err := units.CanBootPrivateManager(); err != nil {
+		t.Skip(err)
+	}
+	gone := exec.Command("true")
+	require.NoError(t, gone.Start())
+	require.NoError(t, unix.Waitid(unix.P_PID, gone.Process.Pid, nil, unix.WEXITED|unix.WNOWAIT, nil))
+	defer gone.Wait()
+	_, err := units.BootPrivateManager(testCtx(t, 30*time.Second), units.BootOptions{Name: "reaptest", Watch: gone.Process.Pid})
+	require.ErrorContains(t, err, "is not running")
+}
+
+// startWatched starts a process for a manager to watch; the test ends it.
+func startWatched(t *testing.T) *exec.Cmd {
+	t.Helper()
+	watched := exec.Command("sleep", "3600")
 	require.NoError(t, watched.Start())
-	pm := bootOrSkip(t, units.BootOptions{Name: "reaptest", Watch: watched.Process.Pid})
-	require.NoError(t, watched.Wait())
+	t.Cleanup(func() { _ = watched.Process.Kill(); _ = watched.Wait() })
+	return watched
+}
+
+// requireReaped waits (generously: the machine may be loaded) until the
+// manager pid/startTime is gone and its runtime and cgroup directories are
+// removed.
+func requireReaped(t *testing.T, pid int, startTime, runtimeDir string, cgroupDirs []string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		_, err := os.Stat(pm.RuntimeDir)
-		return units.ProcessStartTime(pm.PID) != pm.StartTime && os.IsNotExist(err)
-	}, 10*time.Second, 50*time.Millisecond, "the reaper stops the manager and removes its runtime dir")
-	for _, d := range pm.CgroupDirs {
-		require.Eventually(t, func() bool { _, err := os.Stat(d); return os.IsNotExist(err) }, 5*time.Second, 50*time.Millisecond)
+		_, err := os.Stat(runtimeDir)
+		return units.ProcessStartTime(pid) != startTime && os.IsNotExist(err)
+	}, 30*time.Second, 50*time.Millisecond, "the reaper stops the manager and removes its runtime dir")
+	for _, d := range cgroupDirs {
+		require.Eventually(t, func() bool { _, err := os.Stat(d); return os.IsNotExist(err) }, 15*time.Second, 50*time.Millisecond)
 	}
 }
 

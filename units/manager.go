@@ -10,8 +10,8 @@ import (
 )
 
 // Manager is what the fleet needs from a systemd user manager. *Systemd is
-// the real one, *Fake the one for fast tests; unitstest.RunConformance keeps
-// them in agreement. Implementations are safe for concurrent use.
+// the real one, *unitstest.Fake the one for fast tests;
+// unitstest.RunConformance keeps them in agreement. Implementations are safe for concurrent use.
 //
 // Every method honours ctx's deadline; a ctx without a deadline gets the
 // implementation's default (Options.DefaultTimeout). A manager that does not

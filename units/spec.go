@@ -126,9 +126,11 @@ var unitNameRE = regexp.MustCompile(`^[A-Za-z0-9:_.\\-]+\.service$`)
 // bytes.
 func ValidUnitName(name string) bool { return len(name) <= 255 && unitNameRE.MatchString(name) }
 
-// withDefaults fills the optional fields and validates the spec. Errors
-// match ErrInvalidSpec.
-func (s ServiceSpec) withDefaults() (ServiceSpec, error) {
+// WithDefaults returns the spec as StartService runs it: the optional
+// fields filled (see ServiceSpec), everything validated. Errors match
+// ErrInvalidSpec. Other Managers (unitstest.Fake) use it to accept exactly
+// what Systemd accepts.
+func (s ServiceSpec) WithDefaults() (ServiceSpec, error) {
 	bad := func(format string, args ...any) (ServiceSpec, error) {
 		return s, fmt.Errorf("%w: %s: %s", ErrInvalidSpec, s.Name, fmt.Sprintf(format, args...))
 	}
@@ -206,20 +208,4 @@ func (s ServiceSpec) withDefaults() (ServiceSpec, error) {
 		}
 	}
 	return s, nil
-}
-
-// slicePath is the cgroup path of a slice below the manager's root: systemd
-// nests slices by the dashes in their names, so "agent-fleet.slice" lives at
-// "/agent.slice/agent-fleet.slice" ("-.slice" is the root itself).
-func slicePath(slice string) string {
-	name := strings.TrimSuffix(slice, ".slice")
-	if name == "" || name == "-" {
-		return ""
-	}
-	var path strings.Builder
-	parts := strings.Split(name, "-")
-	for i := range parts {
-		path.WriteString("/" + strings.Join(parts[:i+1], "-") + ".slice")
-	}
-	return path.String()
 }

@@ -12,7 +12,7 @@ import (
 
 func TestServiceSpecDefaults(t *testing.T) {
 	s, err := ServiceSpec{Name: "agent-fleet-broker-0123456789ab.service", Argv: []string{"/bin/agent-fleet", "broker"},
-		LogFile: "/tmp/broker.log"}.withDefaults()
+		LogFile: "/tmp/broker.log"}.WithDefaults()
 	require.NoError(t, err)
 	require.Equal(t, ServiceExec, s.Type)
 	require.Equal(t, DefaultSlice, s.Slice)
@@ -23,7 +23,7 @@ func TestServiceSpecDefaults(t *testing.T) {
 	require.Empty(t, s.NotifyAccess)
 
 	s, err = ServiceSpec{Name: "agent-fleet-worker-w1-1a2b.service", Argv: []string{"/bin/agent-fleet"}, Type: ServiceNotify,
-		Stderr: OutputNull, LogFile: "/tmp/w.log"}.withDefaults()
+		Stderr: OutputNull, LogFile: "/tmp/w.log"}.WithDefaults()
 	require.NoError(t, err)
 	require.Equal(t, "main", s.NotifyAccess)
 	require.Equal(t, OutputNull, s.Stderr, "an explicit stream wins over LogFile")
@@ -40,15 +40,9 @@ func TestServiceSpecDefaults(t *testing.T) {
 		{Name: "x.service", Argv: []string{"/bin/true"}, StopPost: []string{"true"}},
 		{Name: "x.service", Argv: []string{"/bin/true"}, ExitRecord: "rel"},
 	} {
-		_, err := bad.withDefaults()
+		_, err := bad.WithDefaults()
 		require.ErrorIs(t, err, ErrInvalidSpec, "%+v", bad)
 	}
-}
-
-func TestSlicePath(t *testing.T) {
-	require.Equal(t, "/agent.slice/agent-fleet.slice", slicePath("agent-fleet.slice"))
-	require.Equal(t, "/app.slice", slicePath("app.slice"))
-	require.Equal(t, "", slicePath("-.slice"))
 }
 
 func TestParseVersion(t *testing.T) {

@@ -146,7 +146,7 @@ func (s *Systemd) call(ctx context.Context, what string, op func(*conn) error) (
 
 // StartService implements Manager.
 func (s *Systemd) StartService(ctx context.Context, spec ServiceSpec) (UnitState, error) {
-	spec, err := spec.withDefaults()
+	spec, err := spec.WithDefaults()
 	if err != nil {
 		return UnitState{}, err
 	}
@@ -498,4 +498,16 @@ func (s *Systemd) Ping(ctx context.Context) error {
 		return c.manager().CallWithContext(ctx, "org.freedesktop.DBus.Peer.Ping", 0).Store()
 	})
 	return err
+}
+
+// sleepFor waits d or until ctx ends (then its error).
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

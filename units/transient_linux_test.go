@@ -13,7 +13,7 @@ func TestServiceProperties(t *testing.T) {
 		Type: ServiceNotify, WorkingDirectory: "/srv", Env: []string{"A=1"}, UnsetEnv: []string{"TMUX"},
 		StartTimeout: 5 * time.Second, StopTimeout: 1500 * time.Millisecond, MaxRuntime: time.Hour,
 		LogFile: "/tmp/w.log", Stderr: OutputJournal, StopPost: []string{"/bin/echo", "$EXIT_STATUS"}, ExitRecord: "/tmp/w.exit",
-	}.withDefaults()
+	}.WithDefaults()
 	require.NoError(t, err)
 	got := map[string]any{}
 	for _, p := range serviceProperties(spec) {

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
@@ -98,23 +99,13 @@ func TestBenchBrokerStartsAndStopsItsBroker(t *testing.T) {
 // startBenchTarget runs a broker in this process for --socket runs.
 func startBenchTarget(t *testing.T, tweak func(*broker.Config)) intercom.Paths {
 	t.Helper()
-	p := intercom.NewPaths(shortDir(t))
-	cfg := broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = broker.ListenAndServe(ctx, cfg)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, func() bool {
-		h, _ := intercom.ProbeBroker(context.Background(), p)
-		return h == intercom.Compatible
-	}, 5*time.Second, 5*time.Millisecond)
-	return p
+	return intercomtest.ListenAndServe(t, func(c *broker.Config) {
+		c.Paths = intercom.NewPaths(shortDir(t))
+		c.CheckPeerUID = false
+		if tweak != nil {
+			tweak(c)
+		}
+	})
 }
 
 func benchStreams() (*factory.IOStreams, *bytes.Buffer, *bytes.Buffer) { return testStreams() }

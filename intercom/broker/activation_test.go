@@ -1,6 +1,6 @@
 //go:build linux
 
-package broker
+package broker_test
 
 import (
 	"context"
@@ -14,11 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 )
 
 // systemdSocket plays systemd's part in socket activation: it binds path
 // (0600, in a 0700 directory) and keeps that listener for the whole test,
-// handing the broker a duplicate of it as activationFiles does.
+// handing the broker a duplicate of it as systemd does.
 func systemdSocket(t *testing.T, path string) *net.UnixListener {
 	t.Helper()
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -29,7 +31,7 @@ func systemdSocket(t *testing.T, path string) *net.UnixListener {
 	return ln
 }
 
-// activateWith makes the next ListenAndServe see lns as the sockets
+// activateWith makes the next broker.ListenAndServe see lns as the sockets
 // systemd passed it.
 func activateWith(t *testing.T, lns ...*net.UnixListener) {
 	t.Helper()
@@ -39,18 +41,13 @@ func activateWith(t *testing.T, lns ...*net.UnixListener) {
 		require.NoError(t, err)
 		files = append(files, f)
 	}
-	old := activationFiles
-	activationFiles = func() []*os.File {
-		activationFiles = old // one activation, as Files(true) clears LISTEN_FDS
-		return files
-	}
-	t.Cleanup(func() { activationFiles = old })
+	t.Cleanup(broker.ActivateWith(files))
 }
 
-func runBroker(cfg Config) (<-chan error, context.CancelFunc) {
+func runBroker(cfg broker.Config) (<-chan error, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ListenAndServe(ctx, cfg) }()
+	go func() { done <- broker.ListenAndServe(ctx, cfg) }()
 	return done, cancel
 }
 
@@ -66,14 +63,14 @@ func waitExit(t *testing.T, done <-chan error) error {
 }
 
 func TestSocketActivatedBrokerServesTheInheritedSocketAndLeavesIt(t *testing.T) {
-	p := intercom.NewPaths(shortTempDir(t))
+	p := intercom.NewPaths(intercomtest.ShortDir(t))
 	require.NoError(t, intercom.EnsureDir(p.Dir))
 	ln := systemdSocket(t, p.BrokerSocket())
 	before, err := os.Stat(p.BrokerSocket())
 	require.NoError(t, err)
 	activateWith(t, ln)
 
-	done, cancel := runBroker(Config{Paths: p, IdleExit: 300 * time.Millisecond, TrustedLocal: true, CheckPeerUID: true})
+	done, cancel := runBroker(broker.Config{Paths: p, IdleExit: 300 * time.Millisecond, TrustedLocal: true, CheckPeerUID: true})
 	defer cancel()
 	// The probe is the connection that woke the broker.
 	h, detail := intercom.ProbeBroker(context.Background(), p)
@@ -84,11 +81,10 @@ func TestSocketActivatedBrokerServesTheInheritedSocketAndLeavesIt(t *testing.T) 
 
 	// A session keeps it up past the idle delay; when the last one leaves it
 	// exits on its own, though the probe alone would have sufficed.
-	hs := &harness{t: t, paths: p, frames: &syncBuffer{}}
-	a := hs.register("a", regOpts{})
+	a := intercomtest.Register(t, p, "a", intercomtest.RegisterOptions{})
 	time.Sleep(600 * time.Millisecond)
-	require.Equal(t, []string{"a"}, a.list())
-	a.nc.Close()
+	require.Equal(t, []string{"a"}, a.List())
+	a.Conn.Close()
 	require.NoError(t, waitExit(t, done))
 
 	after, err := os.Stat(p.BrokerSocket())
@@ -113,10 +109,10 @@ func TestSocketActivatedBrokerServesTheInheritedSocketAndLeavesIt(t *testing.T) 
 // A broker woken by a probe alone (doctor, a health check) never sees a
 // session; it must still exit and hand the socket back to systemd.
 func TestSocketActivatedBrokerWokenByAProbeExitsAgain(t *testing.T) {
-	p := intercom.NewPaths(shortTempDir(t))
+	p := intercom.NewPaths(intercomtest.ShortDir(t))
 	require.NoError(t, intercom.EnsureDir(p.Dir))
 	activateWith(t, systemdSocket(t, p.BrokerSocket()))
-	done, cancel := runBroker(Config{Paths: p, IdleExit: 200 * time.Millisecond})
+	done, cancel := runBroker(broker.Config{Paths: p, IdleExit: 200 * time.Millisecond})
 	defer cancel()
 	h, detail := intercom.ProbeBroker(context.Background(), p)
 	require.Equal(t, intercom.Compatible, h, detail)
@@ -125,10 +121,10 @@ func TestSocketActivatedBrokerWokenByAProbeExitsAgain(t *testing.T) {
 }
 
 func TestSocketActivatedBrokerWithoutIdleExitWaitsForSessions(t *testing.T) {
-	p := intercom.NewPaths(shortTempDir(t))
+	p := intercom.NewPaths(intercomtest.ShortDir(t))
 	require.NoError(t, intercom.EnsureDir(p.Dir))
 	activateWith(t, systemdSocket(t, p.BrokerSocket()))
-	done, cancel := runBroker(Config{Paths: p, IdleExit: -1})
+	done, cancel := runBroker(broker.Config{Paths: p, IdleExit: -1})
 	h, detail := intercom.ProbeBroker(context.Background(), p)
 	require.Equal(t, intercom.Compatible, h, detail)
 	time.Sleep(300 * time.Millisecond)
@@ -143,23 +139,23 @@ func TestSocketActivatedBrokerWithoutIdleExitWaitsForSessions(t *testing.T) {
 }
 
 func TestSocketActivationForAnotherDirectoryIsRefused(t *testing.T) {
-	p := intercom.NewPaths(shortTempDir(t))
+	p := intercom.NewPaths(intercomtest.ShortDir(t))
 	require.NoError(t, intercom.EnsureDir(p.Dir))
-	other := intercom.NewPaths(shortTempDir(t))
+	other := intercom.NewPaths(intercomtest.ShortDir(t))
 	require.NoError(t, intercom.EnsureDir(other.Dir))
 	activateWith(t, systemdSocket(t, other.BrokerSocket()))
 
-	done, cancel := runBroker(Config{Paths: p, IdleExit: -1})
+	done, cancel := runBroker(broker.Config{Paths: p, IdleExit: -1})
 	defer cancel()
 	err := waitExit(t, done)
-	require.ErrorIs(t, err, ErrActivation)
+	require.ErrorIs(t, err, broker.ErrActivation)
 	require.Contains(t, err.Error(), other.BrokerSocket())
 	require.NoFileExists(t, p.BrokerSocket(), "never binds a socket of its own under activation")
 	require.NoFileExists(t, p.OwnerFile())
 }
 
 func TestSocketActivatedBrokerDefersToALiveOwner(t *testing.T) {
-	p := intercom.NewPaths(shortTempDir(t))
+	p := intercom.NewPaths(intercomtest.ShortDir(t))
 	require.NoError(t, intercom.EnsureDir(p.Dir))
 	ln := systemdSocket(t, p.BrokerSocket())
 	before, err := os.Stat(p.BrokerSocket())
@@ -168,10 +164,10 @@ func TestSocketActivatedBrokerDefersToALiveOwner(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.OwnerFile(), []byte(strconv.Itoa(os.Getppid())), intercom.FileMode))
 	activateWith(t, ln)
 
-	done, cancel := runBroker(Config{Paths: p, IdleExit: -1})
+	done, cancel := runBroker(broker.Config{Paths: p, IdleExit: -1})
 	defer cancel()
 	err = waitExit(t, done)
-	var oe *OwnerError
+	var oe *broker.OwnerError
 	require.True(t, errors.As(err, &oe), "got %v", err)
 	require.Equal(t, os.Getppid(), oe.PID)
 	after, err := os.Stat(p.BrokerSocket())
@@ -184,8 +180,8 @@ func TestSocketActivatedBrokerDefersToALiveOwner(t *testing.T) {
 // still its socket: one bound there since (a socket unit started meanwhile)
 // is left alone.
 func TestBrokerExitLeavesASocketBoundAfterIt(t *testing.T) {
-	p := intercom.NewPaths(shortTempDir(t))
-	done, cancel := runBroker(Config{Paths: p, IdleExit: -1})
+	p := intercom.NewPaths(intercomtest.ShortDir(t))
+	done, cancel := runBroker(broker.Config{Paths: p, IdleExit: -1})
 	waitFor(t, "the broker to listen", func() bool { _, err := os.Stat(p.PIDFile()); return err == nil })
 	require.NoError(t, os.Remove(p.BrokerSocket()))
 	systemdSocket(t, p.BrokerSocket())
@@ -196,7 +192,7 @@ func TestBrokerExitLeavesASocketBoundAfterIt(t *testing.T) {
 
 	// Without a newcomer the broker removes its own socket as before.
 	require.NoError(t, os.Remove(p.BrokerSocket()))
-	done, cancel = runBroker(Config{Paths: p, IdleExit: -1})
+	done, cancel = runBroker(broker.Config{Paths: p, IdleExit: -1})
 	waitFor(t, "the broker to listen", func() bool { _, err := os.Stat(p.PIDFile()); return err == nil })
 	cancel()
 	require.NoError(t, waitExit(t, done))

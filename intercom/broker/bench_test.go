@@ -1,14 +1,17 @@
-package broker
+package broker_test
 
 import (
 	"bufio"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
@@ -18,7 +21,7 @@ func dialRegistered(b *testing.B, sock, id string) (net.Conn, *wire.FrameReader)
 		b.Fatal(err)
 	}
 	fr := wire.NewFrameReader(bufio.NewReaderSize(nc, 64<<10))
-	if _, err := nc.Write(registerFrame(id, regOpts{scope: "Scope_BENCH_" + id})); err != nil {
+	if _, err := nc.Write(intercomtest.RegisterFrame(id, intercomtest.RegisterOptions{Scope: "Scope_BENCH_" + id})); err != nil {
 		b.Fatal(err)
 	}
 	p, err := fr.Next()
@@ -69,15 +72,16 @@ func BenchmarkSendDelivered(b *testing.B) {
 }
 
 func benchSendDelivered(b *testing.B, window, size int) {
-	dir, err := mkdirTempShort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := startBenchBroker(b, dir)
-	defer h.stop()
-	sender, sfr := dialRegistered(b, h.paths.BrokerSocket(), "sender")
+	// Unpaced (rate limit raised), logging nothing.
+	h := intercomtest.StartBroker(b, func(c *broker.Config) {
+		c.RateCapacity, c.RateRefill = 1e12, 1e12
+		c.CheckPeerUID = false
+		c.Logger = slog.New(slog.DiscardHandler)
+	})
+	defer h.Stop()
+	sender, sfr := dialRegistered(b, h.Paths.BrokerSocket(), "sender")
 	defer sender.Close()
-	receiver, rfr := dialRegistered(b, h.paths.BrokerSocket(), "receiver")
+	receiver, rfr := dialRegistered(b, h.Paths.BrokerSocket(), "receiver")
 	defer receiver.Close()
 	go ackLoop(receiver, rfr)
 

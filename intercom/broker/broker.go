@@ -11,6 +11,25 @@
 // when its queue passes Config.MaxQueueBytes it is dropped. Nothing a
 // message leaves behind grows with history: pending deliveries and ask edges
 // are indexed and expire, and the dedup cache (recent.go) is a fixed ring.
+//
+// # Lock order
+//
+// A goroutine that holds several of the broker's locks took them in this
+// order, and takes none out of it:
+//
+//	Broker.mu        all protocol state; frames are sent while it is held
+//	  conn.wmu       one connection's output queue and transport state
+//	    eventLoop.mu the Linux loop's connection table and attention list
+//
+// Broker.mu → conn.wmu is every send (conn.send under mu), conn.wmu →
+// eventLoop.mu is a send that asks the loop to settle a connection
+// (loopSend → notify). Nothing takes Broker.mu while it holds conn.wmu or
+// eventLoop.mu: the event loop, the reader goroutines and the timers take
+// Broker.mu with no other lock held, and the loop releases eventLoop.mu and
+// conn.wmu before it hands a connection back to the broker (connClosed).
+// No goroutine holds two connections' wmu at once. askPersister.mu and
+// rateMeter.mu are leaves: taken under any of the above, holding nothing
+// while held.
 package broker
 
 import (
@@ -165,6 +184,8 @@ type Broker struct {
 	stop      context.CancelFunc // set by Run
 	persister *askPersister
 	wg        sync.WaitGroup
+	ready     chan struct{} // closed once Run accepts connections
+	readyOnce sync.Once
 }
 
 // New returns a broker that has loaded the ask edges persisted by a previous
@@ -184,6 +205,7 @@ func New(cfg Config) (*Broker, error) {
 		apiConns:     make(map[net.Conn]struct{}),
 		unregistered: list.New(),
 		startedAt:    time.Now(),
+		ready:        make(chan struct{}),
 	}
 	b.asks.init()
 	b.deliveries.init()
@@ -229,6 +251,7 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener, api net.Listener) err
 			b.acceptLoop(ctx, api, b.goServe(b.serveAPI))
 		}()
 	}
+	b.readyOnce.Do(func() { close(b.ready) })
 	<-ctx.Done()
 	_ = ln.Close()
 	if api != nil {
@@ -241,6 +264,13 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener, api net.Listener) err
 	b.mu.Unlock()
 	return nil
 }
+
+// Ready is closed once Run serves its listeners: from then on a client's
+// connection is accepted and its frames are handled (connections made
+// earlier wait in the listener's backlog and are served too). It stays
+// closed after Run returns; it never closes for a broker that is not run.
+// Tests and benchmarks wait on it instead of polling the socket.
+func (b *Broker) Ready() <-chan struct{} { return b.ready }
 
 // Shutdown asks a running broker to stop, as SIGTERM or the local API does.
 func (b *Broker) Shutdown() {

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"fmt"
@@ -9,294 +9,296 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 func TestSendDeliveredAfterAck(t *testing.T) {
 	h := startBroker(t)
-	a := h.register("aaaa-1111", regOpts{name: "alpha"})
-	b := h.register("bbbb-2222", regOpts{name: "beta"})
-	a.expect(wire.TypeSessionJoined)
+	a := h.Register("aaaa-1111", intercomtest.RegisterOptions{Name: "alpha"})
+	b := h.Register("bbbb-2222", intercomtest.RegisterOptions{Name: "beta"})
+	a.Expect(wire.TypeSessionJoined)
 
 	msg := []byte(`{"id":"m1","timestamp":1760000000001,"content":{"text":"<hi & \u00e9>"},"custom":{"z":1,"a":[2]}}`)
-	a.send("BETA", msg)
-	acc := a.expect(wire.TypeDeliveryAccepted)
+	a.Send("BETA", msg)
+	acc := a.Expect(wire.TypeDeliveryAccepted)
 	require.Equal(t, "m1", acc.MessageID)
-	raw := b.nextRaw()
+	raw := b.NextRaw()
 	m, err := wire.DecodeBrokerFrame(raw)
 	require.NoError(t, err)
 	require.Equal(t, acc.DeliveryID, m.DeliveryID)
 	require.Equal(t, string(msg), string(m.Message), "message forwarded byte for byte")
 	require.Equal(t, "aaaa-1111", m.From.ID)
 	require.Equal(t, "alpha", m.From.Name)
-	a.quiet(50 * time.Millisecond) // not delivered until acknowledged
-	b.ack(m.DeliveryID)
-	d := a.expect(wire.TypeDelivered)
+	a.Quiet(50 * time.Millisecond) // not delivered until acknowledged
+	b.Ack(m.DeliveryID)
+	d := a.Expect(wire.TypeDelivered)
 	require.Equal(t, acc.DeliveryID, d.DeliveryID)
 
 	// An identical retry is deduplicated: accepted + delivered again with
 	// the original deliveryId, and no second message.
-	a.send("BETA", msg)
-	require.Equal(t, acc.DeliveryID, a.expect(wire.TypeDeliveryAccepted).DeliveryID)
-	require.Equal(t, acc.DeliveryID, a.expect(wire.TypeDelivered).DeliveryID)
-	b.quiet(50 * time.Millisecond)
+	a.Send("BETA", msg)
+	require.Equal(t, acc.DeliveryID, a.Expect(wire.TypeDeliveryAccepted).DeliveryID)
+	require.Equal(t, acc.DeliveryID, a.Expect(wire.TypeDelivered).DeliveryID)
+	b.Quiet(50 * time.Millisecond)
 
 	// Same id, different payload: refused.
-	a.send("BETA", []byte(`{"id":"m1","timestamp":1,"content":{"text":"changed"}}`))
-	a.expectFailed("m1", false, wire.FailDuplicateMessageID)
+	a.Send("BETA", []byte(`{"id":"m1","timestamp":1,"content":{"text":"changed"}}`))
+	a.ExpectFailed("m1", false, wire.FailDuplicateMessageID)
 	// Same id and content, other selector: a different fingerprint.
-	a.send("bbbb-2222", msg)
-	a.expectFailed("m1", false, wire.FailDuplicateMessageID)
+	a.Send("bbbb-2222", msg)
+	a.ExpectFailed("m1", false, wire.FailDuplicateMessageID)
 
 	// Self-send is not refused by the broker.
-	a.send("aaaa-1111", message("self", "me"))
-	a.expect(wire.TypeDeliveryAccepted)
-	self := a.expect(wire.TypeMessage)
-	a.ack(self.DeliveryID)
-	a.expect(wire.TypeDelivered)
+	a.Send("aaaa-1111", intercomtest.Message("self", "me"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	self := a.Expect(wire.TypeMessage)
+	a.Ack(self.DeliveryID)
+	a.Expect(wire.TypeDelivered)
 }
 
 func TestRetryWhilePendingReemitsAccepted(t *testing.T) {
 	h := startBroker(t)
-	a := h.register("a", regOpts{})
-	b := h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
-	msg := message("p1", "x")
-	a.send("b", msg)
-	acc := a.expect(wire.TypeDeliveryAccepted)
-	m := b.expect(wire.TypeMessage)
-	a.send("b", msg)
-	require.Equal(t, acc.DeliveryID, a.expect(wire.TypeDeliveryAccepted).DeliveryID)
-	b.quiet(50 * time.Millisecond)
-	a.send("b", message("p1", "different"))
-	a.expectFailed("p1", false, wire.FailDuplicateMessageID)
-	b.ack(m.DeliveryID)
-	a.expect(wire.TypeDelivered)
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
+	msg := intercomtest.Message("p1", "x")
+	a.Send("b", msg)
+	acc := a.Expect(wire.TypeDeliveryAccepted)
+	m := b.Expect(wire.TypeMessage)
+	a.Send("b", msg)
+	require.Equal(t, acc.DeliveryID, a.Expect(wire.TypeDeliveryAccepted).DeliveryID)
+	b.Quiet(50 * time.Millisecond)
+	a.Send("b", intercomtest.Message("p1", "different"))
+	a.ExpectFailed("p1", false, wire.FailDuplicateMessageID)
+	b.Ack(m.DeliveryID)
+	a.Expect(wire.TypeDelivered)
 }
 
 func TestDeliveryFailures(t *testing.T) {
-	h := startBroker(t, func(c *Config) { c.DeliveryTimeout = 200 * time.Millisecond })
-	a := h.register("a", regOpts{})
-	b := h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
+	h := startBroker(t, func(c *broker.Config) { c.DeliveryTimeout = 200 * time.Millisecond })
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
 
-	a.send("nobody", message("n1", "x"))
-	f := a.expectFailed("n1", false, wire.FailSessionNotFound)
+	a.Send("nobody", intercomtest.Message("n1", "x"))
+	f := a.ExpectFailed("n1", false, wire.FailSessionNotFound)
 	require.Equal(t, "Session not found", f.Reason)
 
 	// Receiver rejection fails at once, accepted:true.
-	a.send("b", message("r1", "x"))
-	a.expect(wire.TypeDeliveryAccepted)
-	m := b.expect(wire.TypeMessage)
-	b.write(wire.AppendMessageRejected(nil, m.DeliveryID, "conflicting content"))
-	f = a.expectFailed("r1", true, wire.FailConflictingMessageID)
+	a.Send("b", intercomtest.Message("r1", "x"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	m := b.Expect(wire.TypeMessage)
+	b.Write(wire.AppendMessageRejected(nil, m.DeliveryID, "conflicting content"))
+	f = a.ExpectFailed("r1", true, wire.FailConflictingMessageID)
 	require.Equal(t, "conflicting content", f.Reason)
 
 	// No ack: DELIVERY_TIMEOUT, then a retry of the same message is fresh.
-	msg := message("t1", "x")
-	a.send("b", msg)
-	a.expect(wire.TypeDeliveryAccepted)
-	first := b.expect(wire.TypeMessage)
-	a.expectFailed("t1", true, wire.FailDeliveryTimeout)
-	b.ack(first.DeliveryID) // too late: ignored
-	a.quiet(50 * time.Millisecond)
-	a.send("b", msg)
-	acc := a.expect(wire.TypeDeliveryAccepted)
+	msg := intercomtest.Message("t1", "x")
+	a.Send("b", msg)
+	a.Expect(wire.TypeDeliveryAccepted)
+	first := b.Expect(wire.TypeMessage)
+	a.ExpectFailed("t1", true, wire.FailDeliveryTimeout)
+	b.Ack(first.DeliveryID) // too late: ignored
+	a.Quiet(50 * time.Millisecond)
+	a.Send("b", msg)
+	acc := a.Expect(wire.TypeDeliveryAccepted)
 	require.NotEqual(t, first.DeliveryID, acc.DeliveryID)
-	second := b.expect(wire.TypeMessage)
-	b.ack(second.DeliveryID)
-	a.expect(wire.TypeDelivered)
+	second := b.Expect(wire.TypeMessage)
+	b.Ack(second.DeliveryID)
+	a.Expect(wire.TypeDelivered)
 
 	// An ack from someone other than the recipient is ignored.
-	a.send("b", message("w1", "x"))
-	a.expect(wire.TypeDeliveryAccepted)
-	m = b.expect(wire.TypeMessage)
-	a.ack(m.DeliveryID)
-	a.quiet(50 * time.Millisecond)
-	b.ack(m.DeliveryID)
-	a.expect(wire.TypeDelivered)
+	a.Send("b", intercomtest.Message("w1", "x"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	m = b.Expect(wire.TypeMessage)
+	a.Ack(m.DeliveryID)
+	a.Quiet(50 * time.Millisecond)
+	b.Ack(m.DeliveryID)
+	a.Expect(wire.TypeDelivered)
 
 	// Recipient disconnects before acknowledging.
-	a.send("b", message("d1", "x"))
-	a.expect(wire.TypeDeliveryAccepted)
-	b.expect(wire.TypeMessage)
-	b.nc.Close()
+	a.Send("b", intercomtest.Message("d1", "x"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	b.Expect(wire.TypeMessage)
+	b.Conn.Close()
 	// The audience hears session_left before the pending delivery fails, as
 	// the reference broker orders it.
-	require.Equal(t, "b", a.expect(wire.TypeSessionLeft).SessionID)
-	a.expectFailed("d1", true, wire.FailRecipientDisconnected)
+	require.Equal(t, "b", a.Expect(wire.TypeSessionLeft).SessionID)
+	a.ExpectFailed("d1", true, wire.FailRecipientDisconnected)
 }
 
 func TestSenderDisconnectedAndReplacement(t *testing.T) {
 	h := startBroker(t)
-	a := h.register("a", regOpts{runtime: "rtA"})
-	b := h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
-	a.send("b", message("s1", "x"))
-	a.expect(wire.TypeDeliveryAccepted)
-	m := b.expect(wire.TypeMessage)
+	a := h.Register("a", intercomtest.RegisterOptions{Runtime: "rtA"})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
+	a.Send("b", intercomtest.Message("s1", "x"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	m := b.Expect(wire.TypeMessage)
 
 	// Same runtime registers again: the old socket's pending send fails
 	// SENDER_DISCONNECTED on the old socket, then it is ended.
-	a2 := h.dial()
-	a2.write(registerFrame("a", regOpts{runtime: "rtA"}))
-	a.expectFailed("s1", true, wire.FailSenderDisconnected)
-	a.expectClosed()
-	a2.expect(wire.TypeRegistered)
-	require.Equal(t, "a", b.expect(wire.TypeSessionLeft).SessionID)
-	require.Equal(t, "a", b.expect(wire.TypeSessionJoined).Session.ID)
-	b.ack(m.DeliveryID) // the delivery is gone
-	a2.quiet(50 * time.Millisecond)
+	a2 := h.Dial()
+	a2.Write(intercomtest.RegisterFrame("a", intercomtest.RegisterOptions{Runtime: "rtA"}))
+	a.ExpectFailed("s1", true, wire.FailSenderDisconnected)
+	a.ExpectClosed()
+	a2.Expect(wire.TypeRegistered)
+	require.Equal(t, "a", b.Expect(wire.TypeSessionLeft).SessionID)
+	require.Equal(t, "a", b.Expect(wire.TypeSessionJoined).Session.ID)
+	b.Ack(m.DeliveryID) // the delivery is gone
+	a2.Quiet(50 * time.Millisecond)
 }
 
 func TestInvalidMessages(t *testing.T) {
 	h := startBroker(t)
-	a := h.register("a", regOpts{})
-	h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
 
 	big := strings.Repeat("x", wire.MaxTextBytes+1)
-	a.send("b", message("big", big))
-	a.expectFailed("big", false, wire.FailInvalidMessage)
-	a.send("b", []byte(`{"timestamp":1,"content":{"text":""}}`))
-	a.expectFailed("unknown", false, wire.FailInvalidMessage)
-	a.writeJSON(`{"type":"send","message":{"id":"nt","timestamp":1,"content":{"text":""}}}`)
-	a.expectFailed("nt", false, wire.FailInvalidMessage)
-	a.send("b", []byte(`{"id":"c1","timestamp":1,"replyTo":"q","content":{"text":"","control":{"type":"x","version":1}}}`))
-	a.expectFailed("c1", false, wire.FailInvalidMessage)
-	a.send("b", []byte(`{"id":"boss0","timestamp":1,"content":{"text":"","control":{"type":"boss.assign","version":1}}}`))
-	a.expectFailed("boss0", false, wire.FailInvalidMessage)
-	a.send("b", []byte(`{"id":"boss1","timestamp":1,"content":{"text":"","control":{"type":"boss.worker.health","version":1,"messageId":"boss1","bossRunId":"r","participantId":"p","bindingEpoch":2,"idempotencyKey":"k","payload":null}}}`))
-	a.expectFailed("boss1", false, wire.FailControlDispatchUnavailable)
-	a.send("b", []byte(`{"id":"boss2","timestamp":1,"content":{"text":""},"control":{"type":"assign"}}`))
-	a.expectFailed("boss2", false, wire.FailControlDispatchUnavailable)
-	a.send("b", message("exact", strings.Repeat("é", wire.MaxTextBytes/2)))
-	a.expect(wire.TypeDeliveryAccepted)
+	a.Send("b", intercomtest.Message("big", big))
+	a.ExpectFailed("big", false, wire.FailInvalidMessage)
+	a.Send("b", []byte(`{"timestamp":1,"content":{"text":""}}`))
+	a.ExpectFailed("unknown", false, wire.FailInvalidMessage)
+	a.WriteJSON(`{"type":"send","message":{"id":"nt","timestamp":1,"content":{"text":""}}}`)
+	a.ExpectFailed("nt", false, wire.FailInvalidMessage)
+	a.Send("b", []byte(`{"id":"c1","timestamp":1,"replyTo":"q","content":{"text":"","control":{"type":"x","version":1}}}`))
+	a.ExpectFailed("c1", false, wire.FailInvalidMessage)
+	a.Send("b", []byte(`{"id":"boss0","timestamp":1,"content":{"text":"","control":{"type":"boss.assign","version":1}}}`))
+	a.ExpectFailed("boss0", false, wire.FailInvalidMessage)
+	a.Send("b", []byte(`{"id":"boss1","timestamp":1,"content":{"text":"","control":{"type":"boss.worker.health","version":1,"messageId":"boss1","bossRunId":"r","participantId":"p","bindingEpoch":2,"idempotencyKey":"k","payload":null}}}`))
+	a.ExpectFailed("boss1", false, wire.FailControlDispatchUnavailable)
+	a.Send("b", []byte(`{"id":"boss2","timestamp":1,"content":{"text":""},"control":{"type":"assign"}}`))
+	a.ExpectFailed("boss2", false, wire.FailControlDispatchUnavailable)
+	a.Send("b", intercomtest.Message("exact", strings.Repeat("é", wire.MaxTextBytes/2)))
+	a.Expect(wire.TypeDeliveryAccepted)
 }
 
 func TestPerSenderPendingBound(t *testing.T) {
-	h := startBroker(t, func(c *Config) { c.RateCapacity = 10000 })
-	a := h.register("a", regOpts{})
-	b := h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
-	for i := 0; i < MaxPendingPerSender; i++ {
-		a.send("b", message(fmt.Sprintf("p%d", i), "x"))
-		a.expect(wire.TypeDeliveryAccepted)
-		b.expect(wire.TypeMessage)
+	h := startBroker(t, func(c *broker.Config) { c.RateCapacity = 10000 })
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
+	for i := 0; i < broker.MaxPendingPerSender; i++ {
+		a.Send("b", intercomtest.Message(fmt.Sprintf("p%d", i), "x"))
+		a.Expect(wire.TypeDeliveryAccepted)
+		b.Expect(wire.TypeMessage)
 	}
-	a.send("b", message("over", "x"))
-	a.expectFailed("over", false, wire.FailTooManyPendingDeliveries)
+	a.Send("b", intercomtest.Message("over", "x"))
+	a.ExpectFailed("over", false, wire.FailTooManyPendingDeliveries)
 }
 
 func TestTargetResolution(t *testing.T) {
 	h := startBroker(t)
-	s := h.register("sender", regOpts{})
-	h.register("abcd-1", regOpts{name: "Worker"})
-	h.register("abcd-2", regOpts{name: "worker"})
-	h.register("squat", regOpts{name: "zzzz"})  // named like another's id prefix
-	h.register("zzzz-42", regOpts{name: "zed"}) // id starts with "zzzz"
-	h.register("uniq-99", regOpts{name: "solo"})
+	s := h.Register("sender", intercomtest.RegisterOptions{})
+	h.Register("abcd-1", intercomtest.RegisterOptions{Name: "Worker"})
+	h.Register("abcd-2", intercomtest.RegisterOptions{Name: "worker"})
+	h.Register("squat", intercomtest.RegisterOptions{Name: "zzzz"})  // named like another's id prefix
+	h.Register("zzzz-42", intercomtest.RegisterOptions{Name: "zed"}) // id starts with "zzzz"
+	h.Register("uniq-99", intercomtest.RegisterOptions{Name: "solo"})
 	for i := 0; i < 5; i++ {
-		s.expect(wire.TypeSessionJoined)
+		s.Expect(wire.TypeSessionJoined)
 	}
-	s.send("WORKER", message("amb", "x"))
-	f := s.expectFailed("amb", false, wire.FailAmbiguousTarget)
+	s.Send("WORKER", intercomtest.Message("amb", "x"))
+	f := s.ExpectFailed("amb", false, wire.FailAmbiguousTarget)
 	require.Equal(t, `Multiple sessions named "WORKER" are connected. Use the session ID instead.`, f.Reason)
-	s.send("abcd", message("amb2", "x"))
-	s.expectFailed("amb2", false, wire.FailAmbiguousTarget)
-	s.send("abcd-2", message("exact", "x"))
-	s.expect(wire.TypeDeliveryAccepted)
-	s.send("uniq", message("prefix", "x"))
-	s.expect(wire.TypeDeliveryAccepted)
+	s.Send("abcd", intercomtest.Message("amb2", "x"))
+	s.ExpectFailed("amb2", false, wire.FailAmbiguousTarget)
+	s.Send("abcd-2", intercomtest.Message("exact", "x"))
+	s.Expect(wire.TypeDeliveryAccepted)
+	s.Send("uniq", intercomtest.Message("prefix", "x"))
+	s.Expect(wire.TypeDeliveryAccepted)
 	// An exact name beats a session whose id merely starts with it.
-	s.send("zzzz", message("name-wins", "x"))
-	s.expect(wire.TypeDeliveryAccepted)
-	s.send("UNIQ", message("prefix-is-case-sensitive", "x"))
-	s.expectFailed("prefix-is-case-sensitive", false, wire.FailSessionNotFound)
+	s.Send("zzzz", intercomtest.Message("name-wins", "x"))
+	s.Expect(wire.TypeDeliveryAccepted)
+	s.Send("UNIQ", intercomtest.Message("prefix-is-case-sensitive", "x"))
+	s.ExpectFailed("prefix-is-case-sensitive", false, wire.FailSessionNotFound)
 }
 
 func TestPresenceCoalescing(t *testing.T) {
 	h := startBroker(t)
-	a := h.register("a", regOpts{})
-	b := h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
 	frame := wire.AppendPresenceFrame(nil, &wire.Presence{Status: "thinking", HasStatus: true})
 	for i := 0; i < 21; i++ {
-		b.write(frame)
+		b.Write(frame)
 	}
-	p := a.expect(wire.TypePresenceUpdate)
+	p := a.Expect(wire.TypePresenceUpdate)
 	require.Equal(t, "thinking", p.Session.Status)
 	require.Greater(t, p.Session.LastActivity, float64(1760000000000), "lastActivity is broker time")
-	a.quiet(200 * time.Millisecond)
-	b.quiet(10 * time.Millisecond) // the subject hears nothing of itself
-	b.write(wire.AppendPresenceFrame(nil, &wire.Presence{Name: "renamed", HasName: true}))
-	require.Equal(t, "renamed", a.expect(wire.TypePresenceUpdate).Session.Name)
+	a.Quiet(200 * time.Millisecond)
+	b.Quiet(10 * time.Millisecond) // the subject hears nothing of itself
+	b.Write(wire.AppendPresenceFrame(nil, &wire.Presence{Name: "renamed", HasName: true}))
+	require.Equal(t, "renamed", a.Expect(wire.TypePresenceUpdate).Session.Name)
 	time.Sleep(1100 * time.Millisecond)
-	b.write(wire.AppendPresenceFrame(nil, &wire.Presence{Name: "renamed", HasName: true}))
-	a.expect(wire.TypePresenceUpdate) // heartbeat after a second
-	a.send("RENAMED", message("byname", "x"))
-	a.expect(wire.TypeDeliveryAccepted)
-	b.expect(wire.TypeMessage)
+	b.Write(wire.AppendPresenceFrame(nil, &wire.Presence{Name: "renamed", HasName: true}))
+	a.Expect(wire.TypePresenceUpdate) // heartbeat after a second
+	a.Send("RENAMED", intercomtest.Message("byname", "x"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	b.Expect(wire.TypeMessage)
 
-	b.writeJSON(`{"type":"presence","status":7}`)
-	b.expectError(wire.CodeInvalidRequest, "Invalid presence status")
-	b.expectClosed()
+	b.WriteJSON(`{"type":"presence","status":7}`)
+	b.ExpectError(wire.CodeInvalidRequest, "Invalid presence status")
+	b.ExpectClosed()
 }
 
 func TestRateLimit(t *testing.T) {
 	frozen := time.Now()
-	h := startBroker(t, func(c *Config) { c.RateClock = func() time.Time { return frozen } })
-	a := h.register("a", regOpts{})
-	h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
+	h := startBroker(t, func(c *broker.Config) { c.RateClock = func() time.Time { return frozen } })
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
 	// ~200 KiB sends cost 26 tokens: nine pass the 240-token bucket (after
 	// the register's 1), the tenth is limited (spec §6.6).
 	text := strings.Repeat("y", 200*1024)
 	var burst []byte
 	for i := 0; i < 10; i++ {
-		burst = wire.AppendSendFrame(burst, "b", message(fmt.Sprintf("r%d", i), text))
+		burst = wire.AppendSendFrame(burst, "b", intercomtest.Message(fmt.Sprintf("r%d", i), text))
 	}
-	a.write(burst)
+	a.Write(burst)
 	for i := 0; i < 9; i++ {
-		a.expect(wire.TypeDeliveryAccepted)
+		a.Expect(wire.TypeDeliveryAccepted)
 	}
-	a.expectError(wire.CodeRateLimited, "Intercom broker rate limit exceeded")
-	a.expectClosed()
+	a.ExpectError(wire.CodeRateLimited, "Intercom broker rate limit exceeded")
+	a.ExpectClosed()
 
-	c := h.dial()
+	c := h.Dial()
 	var healths []byte
 	for i := 0; i < 300; i++ {
 		healths = wire.AppendHealthRequest(healths, "h")
 	}
-	_, _ = c.nc.Write(healths) // the broker may cut us off mid-write
+	_, _ = c.Conn.Write(healths) // the broker may cut us off mid-write
 	for i := 0; i < 240; i++ {
-		c.expect(wire.TypeHealthOK)
+		c.Expect(wire.TypeHealthOK)
 	}
-	c.expectError(wire.CodeRateLimited, "Intercom broker rate limit exceeded")
-	c.expectClosed()
+	c.ExpectError(wire.CodeRateLimited, "Intercom broker rate limit exceeded")
+	c.ExpectClosed()
 }
 
 func TestSlowReaderIsDroppedWithoutHurtingOthers(t *testing.T) {
-	h := startBroker(t, func(c *Config) {
+	h := startBroker(t, func(c *broker.Config) {
 		c.MaxQueueBytes = 2 << 20
 		c.RateCapacity = 1e9
 		c.RateRefill = 1e9
 	})
-	slow, err := net.Dial("unix", h.paths.BrokerSocket())
+	slow, err := net.Dial("unix", h.Paths.BrokerSocket())
 	require.NoError(t, err)
 	defer slow.Close()
-	_, err = slow.Write(registerFrame("slow", regOpts{scope: "Scope_SLOWREADER_00"}))
+	_, err = slow.Write(intercomtest.RegisterFrame("slow", intercomtest.RegisterOptions{Scope: "Scope_SLOWREADER_00"}))
 	require.NoError(t, err)
-	fast := h.register("fast", regOpts{})
-	sender := h.register("sender", regOpts{})
+	fast := h.Register("fast", intercomtest.RegisterOptions{})
+	sender := h.Register("sender", intercomtest.RegisterOptions{})
 	// slow never reads; fill its socket buffer and queue with messages.
 	text := strings.Repeat("z", 100*1024)
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
-		sender.send("slow", message(fmt.Sprintf("s%d", i), text))
-		f := sender.next()
+		sender.Send("slow", intercomtest.Message(fmt.Sprintf("s%d", i), text))
+		f := sender.Next()
 		for f.Type == wire.TypeSessionJoined || f.Type == wire.TypeSessionLeft {
-			f = sender.next()
+			f = sender.Next()
 		}
 		if f.Type == wire.TypeDeliveryFailed {
 			require.Equal(t, string(wire.FailRecipientDisconnected), f.Code)
@@ -305,19 +307,33 @@ func TestSlowReaderIsDroppedWithoutHurtingOthers(t *testing.T) {
 		require.Equal(t, wire.TypeDeliveryAccepted, f.Type)
 		require.True(t, time.Now().Before(deadline), "slow reader never dropped")
 	}
-	require.Equal(t, uint64(1), h.b.Stats().SlowConsumersClosed)
+	require.Equal(t, uint64(1), h.B.Stats().SlowConsumersClosed)
 	time.Sleep(100 * time.Millisecond)
-	sender.drainFrames()
-	fast.drainFrames()
-	sender.deliver("fast", fast, message("still-fast", "ok"))
+	sender.Drain()
+	fast.Drain()
+	sender.Deliver("fast", fast, intercomtest.Message("still-fast", "ok"))
 }
 
-func (c *client) drainFrames() {
-	for {
-		select {
-		case <-c.frames:
-		default:
-			return
-		}
+func TestDedupCacheBoundAndRecipientGone(t *testing.T) {
+	h := startBroker(t, func(c *broker.Config) { c.RecentMax = 4 })
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
+	first := intercomtest.Message("first", "x")
+	a.Deliver("b", b, first)
+	for i := range 4 {
+		a.Deliver("b", b, intercomtest.Message(fmt.Sprintf("n%d", i), "x"))
 	}
+	require.Equal(t, 4, h.B.Stats().RecentDeliveries)
+	// The first record was evicted: a retry is delivered afresh.
+	a.Deliver("b", b, first)
+
+	// A retry of a delivered message whose recipient has left is a fresh
+	// send, and fails as one.
+	last := intercomtest.Message("last", "x")
+	a.Deliver("b", b, last)
+	b.Conn.Close()
+	require.Equal(t, "b", a.Expect(wire.TypeSessionLeft).SessionID)
+	a.Send("b", last)
+	a.ExpectFailed("last", false, wire.FailSessionNotFound)
 }

@@ -14,7 +14,7 @@ import (
 // broker may have bound a new one there since, and that one is not ours.
 func listenEndpoint(p intercom.Paths) (ln net.Listener, remove func(), err error) {
 	path := p.BrokerSocket()
-	if ln, err = listenUnix(path); err != nil {
+	if ln, err = listenSocket(path); err != nil {
 		return nil, nil, err
 	}
 	bound, err := os.Stat(path)

@@ -80,12 +80,13 @@ func ListenAndServe(ctx context.Context, cfg Config) error {
 	}
 	ln := inherited
 	if ln == nil {
-		ln, removeSocket, err = listenEndpoint(p)
-		if err != nil {
-			return err
+		var remove func()
+		if ln, remove, err = listenEndpoint(p); err != nil {
+			return err // removeSocket stays a no-op: nothing was bound
 		}
+		removeSocket = remove
 	}
-	api, err := listenUnix(p.LocalAPISocket())
+	api, err := listenSocket(p.LocalAPISocket())
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -101,21 +102,18 @@ func ListenAndServe(ctx context.Context, cfg Config) error {
 	return b.Run(ctx, ln, api)
 }
 
-// listenUnix binds a Unix socket at path, removing a stale socket file
-// first (the owner lock makes this safe), and restricts it to 0600.
-// The listener does not unlink on Close: removal is the owner's decision.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+// listenSocket binds a Unix socket of the broker (intercom.ListenSocket:
+// a stale socket file is replaced, 0600). A live listener on the path is
+// another broker, so that is ErrAlreadyRunning. The listener does not
+// unlink on Close: removal is the owner's decision.
+func listenSocket(path string) (net.Listener, error) {
+	ln, err := intercom.ListenSocket(path)
+	var inUse *intercom.SocketInUseError
+	if errors.As(err, &inUse) {
+		return nil, fmt.Errorf("%w: %w", ErrAlreadyRunning, err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, intercom.FileMode); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("restrict %s: %w", path, err)
+		return nil, err
 	}
 	return ln, nil
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
@@ -23,17 +25,17 @@ type served struct {
 	paths  intercom.Paths
 }
 
-func serve(t *testing.T, dir string, tweak ...func(*Config)) *served {
+func serve(t *testing.T, dir string, tweak ...func(*broker.Config)) *served {
 	t.Helper()
 	p := intercom.NewPaths(dir)
-	cfg := Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true}
+	cfg := broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true}
 	for _, f := range tweak {
 		f(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{cancel: cancel, done: make(chan struct{}), paths: p}
 	go func() {
-		s.err = ListenAndServe(ctx, cfg)
+		s.err = broker.ListenAndServe(ctx, cfg)
 		close(s.done)
 	}()
 	t.Cleanup(func() {
@@ -69,7 +71,7 @@ func mode(t *testing.T, path string) os.FileMode {
 }
 
 func TestListenAndServeFilesAndOwnership(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := intercomtest.ShortDir(t)
 	s := serve(t, dir)
 	p := s.paths
 	require.Equal(t, os.FileMode(0o700), mode(t, p.Dir))
@@ -83,9 +85,9 @@ func TestListenAndServeFilesAndOwnership(t *testing.T) {
 	require.Equal(t, string(pid), string(owner))
 
 	// A second broker on the directory fails and leaves the first alone.
-	err := ListenAndServe(context.Background(), Config{Paths: p})
-	require.ErrorIs(t, err, ErrAlreadyRunning)
-	var oe *OwnerError
+	err := broker.ListenAndServe(context.Background(), broker.Config{Paths: p})
+	require.ErrorIs(t, err, broker.ErrAlreadyRunning)
+	var oe *broker.OwnerError
 	require.True(t, errors.As(err, &oe))
 	require.Equal(t, os.Getpid(), oe.PID)
 	conn, err := net.Dial("unix", p.BrokerSocket())
@@ -101,7 +103,7 @@ func TestListenAndServeFilesAndOwnership(t *testing.T) {
 }
 
 func TestStaleOwnerAndSocketAreTakenOver(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := intercomtest.ShortDir(t)
 	p := intercom.NewPaths(dir)
 	require.NoError(t, intercom.EnsureDir(p.Dir))
 	// A crashed broker: its owner names a dead pid, its socket file remains.
@@ -126,8 +128,24 @@ func TestStaleOwnerAndSocketAreTakenOver(t *testing.T) {
 	require.Equal(t, wire.TypeHealthOK, f.Type)
 }
 
+// TestLiveSocketWithoutOwnerIsLeftAlone: a listener that answers on
+// broker.sock though broker.owner names nobody (an in-process broker, or an
+// owner file removed by hand) is another broker: ListenAndServe refuses
+// with ErrAlreadyRunning instead of unlinking its socket.
+func TestLiveSocketWithoutOwnerIsLeftAlone(t *testing.T) {
+	other := intercomtest.StartBroker(t, nil)
+	p := other.Paths
+	err := broker.ListenAndServe(context.Background(), broker.Config{Paths: p})
+	require.ErrorIs(t, err, broker.ErrAlreadyRunning)
+	var inUse *intercom.SocketInUseError
+	require.True(t, errors.As(err, &inUse), "%v", err)
+	require.NoFileExists(t, p.OwnerFile(), "the refused broker released its owner file")
+	c := other.Register("still", intercomtest.RegisterOptions{})
+	require.Equal(t, []string{"still"}, c.List(), "the first broker still serves its socket")
+}
+
 func TestShutdownKeepsFilesOfANewOwner(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := intercomtest.ShortDir(t)
 	s := serve(t, dir)
 	// Another broker has taken over (its owner file replaced ours).
 	require.NoError(t, os.WriteFile(s.paths.OwnerFile(), []byte("999999"), 0o600))
@@ -140,8 +158,8 @@ func TestShutdownKeepsFilesOfANewOwner(t *testing.T) {
 }
 
 func TestIdleExit(t *testing.T) {
-	dir := shortTempDir(t)
-	s := serve(t, dir, func(c *Config) { c.IdleExit = 200 * time.Millisecond })
+	dir := intercomtest.ShortDir(t)
+	s := serve(t, dir, func(c *broker.Config) { c.IdleExit = 200 * time.Millisecond })
 	// Never had a session: stays up.
 	time.Sleep(400 * time.Millisecond)
 	select {
@@ -149,38 +167,35 @@ func TestIdleExit(t *testing.T) {
 		t.Fatal("a broker that never had a session must not idle out")
 	default:
 	}
-	h := &harness{t: t, paths: s.paths, frames: &syncBuffer{}}
-	a := h.register("a", regOpts{scope: scopeA})
-	b := h.register("b", regOpts{scope: scopeB})
-	a.write(wire.AppendUnregisterFrame(nil, false))
+	a := intercomtest.Register(t, s.paths, "a", intercomtest.RegisterOptions{Scope: scopeA})
+	b := intercomtest.Register(t, s.paths, "b", intercomtest.RegisterOptions{Scope: scopeB})
+	a.Write(wire.AppendUnregisterFrame(nil, false))
 	time.Sleep(400 * time.Millisecond) // one session left: still up
-	b.list()
-	b.nc.Close()
+	b.List()
+	b.Conn.Close()
 	require.NoError(t, s.wait(t))
 	_, err := os.Stat(s.paths.BrokerSocket())
 	require.True(t, os.IsNotExist(err))
 }
 
 func TestIdleExitCancelledByRegistration(t *testing.T) {
-	dir := shortTempDir(t)
-	s := serve(t, dir, func(c *Config) { c.IdleExit = 300 * time.Millisecond })
-	h := &harness{t: t, paths: s.paths, frames: &syncBuffer{}}
-	a := h.register("a", regOpts{})
-	a.nc.Close()
+	dir := intercomtest.ShortDir(t)
+	s := serve(t, dir, func(c *broker.Config) { c.IdleExit = 300 * time.Millisecond })
+	a := intercomtest.Register(t, s.paths, "a", intercomtest.RegisterOptions{})
+	a.Conn.Close()
 	time.Sleep(100 * time.Millisecond)
-	b := h.register("b", regOpts{})
+	b := intercomtest.Register(t, s.paths, "b", intercomtest.RegisterOptions{})
 	time.Sleep(500 * time.Millisecond)
-	require.Equal(t, []string{"b"}, b.list(), "the broker stayed up")
+	require.Equal(t, []string{"b"}, b.List(), "the broker stayed up")
 }
 
 func TestLocalAPI(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := intercomtest.ShortDir(t)
 	s := serve(t, dir)
-	h := &harness{t: t, paths: s.paths, frames: &syncBuffer{}}
-	a := h.register("a", regOpts{scope: scopeA})
-	b := h.register("b", regOpts{scope: scopeA})
-	a.expect(wire.TypeSessionJoined)
-	a.deliver("b", b, message("m", "x"))
+	a := intercomtest.Register(t, s.paths, "a", intercomtest.RegisterOptions{Scope: scopeA})
+	b := intercomtest.Register(t, s.paths, "b", intercomtest.RegisterOptions{Scope: scopeA})
+	a.Expect(wire.TypeSessionJoined)
+	a.Deliver("b", b, intercomtest.Message("m", "x"))
 
 	api := &intercom.LocalAPIClient{Path: s.paths.LocalAPISocket()}
 	ctx := context.Background()
@@ -214,14 +229,14 @@ func TestLocalAPI(t *testing.T) {
 
 	require.NoError(t, api.Shutdown(ctx))
 	require.NoError(t, s.wait(t))
-	a.expectClosed()
+	a.ExpectClosed()
 	_, err = api.Stats(ctx)
 	require.ErrorIs(t, err, intercom.ErrNoLocalAPI)
 }
 
 func TestSocketPathTooLong(t *testing.T) {
-	dir := shortTempDir(t) + "/" + string(make([]byte, 0)) + "very-long-directory-name-to-push-the-socket-path-over-the-limit-of-the-kernel-sun-path"
-	err := ListenAndServe(context.Background(), Config{Paths: intercom.NewPaths(dir)})
+	dir := intercomtest.ShortDir(t) + "/" + string(make([]byte, 0)) + "very-long-directory-name-to-push-the-socket-path-over-the-limit-of-the-kernel-sun-path"
+	err := broker.ListenAndServe(context.Background(), broker.Config{Paths: intercom.NewPaths(dir)})
 	require.ErrorIs(t, err, intercom.ErrSocketPathTooLong)
 	require.Contains(t, err.Error(), "PI_CODING_AGENT_DIR")
 }

@@ -1,8 +1,8 @@
 package broker
 
-// loopState reports whether b's event loop runs and how many connections
+// LoopState reports whether b's event loop runs and how many connections
 // it holds.
-func loopState(b *Broker) (running bool, conns int) {
+func LoopState(b *Broker) (running bool, conns int) {
 	b.mu.Lock()
 	lp := b.loop
 	b.mu.Unlock()

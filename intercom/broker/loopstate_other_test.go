@@ -2,5 +2,5 @@
 
 package broker
 
-// loopState: there is no event loop off Linux.
-func loopState(*Broker) (running bool, conns int) { return false, 0 }
+// LoopState: there is no event loop off Linux.
+func LoopState(*Broker) (running bool, conns int) { return false, 0 }

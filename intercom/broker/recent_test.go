@@ -9,8 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 func TestRecentCacheAgainstAMap(t *testing.T) {
@@ -102,28 +100,4 @@ func TestRecentCacheExpiresAndReleases(t *testing.T) {
 func TestRecentRecordIsCompact(t *testing.T) {
 	// 2^17 records in 5.5 MiB: the figure the memory target rests on.
 	require.Equal(t, 44, int(unsafe.Sizeof(recentRecord{})))
-}
-
-func TestDedupCacheBoundAndRecipientGone(t *testing.T) {
-	h := startBroker(t, func(c *Config) { c.RecentMax = 4 })
-	a := h.register("a", regOpts{})
-	b := h.register("b", regOpts{})
-	a.expect(wire.TypeSessionJoined)
-	first := message("first", "x")
-	a.deliver("b", b, first)
-	for i := range 4 {
-		a.deliver("b", b, message(fmt.Sprintf("n%d", i), "x"))
-	}
-	require.Equal(t, 4, h.b.Stats().RecentDeliveries)
-	// The first record was evicted: a retry is delivered afresh.
-	a.deliver("b", b, first)
-
-	// A retry of a delivered message whose recipient has left is a fresh
-	// send, and fails as one.
-	last := message("last", "x")
-	a.deliver("b", b, last)
-	b.nc.Close()
-	require.Equal(t, "b", a.expect(wire.TypeSessionLeft).SessionID)
-	a.send("b", last)
-	a.expectFailed("last", false, wire.FailSessionNotFound)
 }

@@ -47,7 +47,9 @@ func (r *routeBench) session(b *testing.B, id, name, scope string) *conn {
 	b.Cleanup(func() { syscall.Close(fd) })
 	c := &conn{b: r.br, tokens: r.br.cfg.RateCapacity, lastRefill: time.Now(), deliveries: map[*delivery]struct{}{},
 		loopConn: loopConn{loop: r.lp, fd: fd}}
-	reg := registerFrame(id, regOpts{name: name, scope: scope})
+	reg := wire.AppendRegisterFrame(nil, &wire.RegisterRequest{SessionID: id, Name: name, HasName: true, Scope: scope,
+		Cwd: "/work/" + id, Model: "test-model", PID: 4242, StartedAt: 1760000000000, LastActivity: 1760000000000,
+		RuntimeInstanceID: "rt-" + id})
 	if !r.br.handleFrame(c, reg[wire.HeaderBytes:]) || c.sessionID != id {
 		b.Fatalf("register %s failed", id)
 	}

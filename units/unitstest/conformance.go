@@ -22,8 +22,8 @@ const conformancePrefix = "agent-fleet-conformance"
 // does, as far as the fleet relies on it: job results, state after start,
 // stop, exit and kill, collection and reset of failed units, exit records,
 // name clashes, unknown units and spec validation. It runs against the
-// real manager and against units.Fake (with units.CommandBehavior), so the
-// fake cannot drift from systemd. newManager is called once per subtest;
+// real manager and against Fake (with CommandBehavior), so the fake cannot
+// drift from systemd. newManager is called once per subtest;
 // the subtests run in parallel and clean up every unit they start.
 func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 	sleep, sh, trueCmd := lookPath(t, "sleep"), lookPath(t, "sh"), lookPath(t, "true")

@@ -1,5 +1,6 @@
-// Package unitstest gives tests a real systemd user manager and the
-// conformance suite that keeps units.Fake honest.
+// Package unitstest gives tests a real systemd user manager, an in-memory
+// units.Manager (Fake) and the conformance suite (RunConformance) that keeps
+// the fake honest against the real one. Only tests import it.
 //
 // Require, Manager and Setenv use a user manager that is already reachable
 // (DBUS_SESSION_BUS_ADDRESS or $XDG_RUNTIME_DIR/bus). Where there is none,

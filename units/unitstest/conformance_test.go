@@ -1,4 +1,4 @@
-package units_test
+package unitstest_test
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestConformanceFake(t *testing.T) {
-	unitstest.RunConformance(t, func(t *testing.T) units.Manager { return units.NewFake(units.FakeOptions{}) })
+	unitstest.RunConformance(t, func(t *testing.T) units.Manager { return unitstest.NewFake(unitstest.FakeOptions{}) })
 }
 
 // TestConformanceSystemd runs the same suite against a real user manager.

@@ -1,8 +1,7 @@
-package units_test
+package unitstest_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/units"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
 func TestFakeFaults(t *testing.T) {
-	f := units.NewFake(units.FakeOptions{})
+	f := unitstest.NewFake(unitstest.FakeOptions{})
 	spec := units.ServiceSpec{Name: "agent-fleet-worker-w1-r1.service", Argv: []string{"/bin/sleep", "300"}}
 
 	f.SetWedged(true)
@@ -46,20 +46,4 @@ func TestFakeFaults(t *testing.T) {
 	require.NoError(t, f.Close())
 	_, err = f.Unit(context.Background(), spec.Name)
 	require.ErrorIs(t, err, units.ErrManagerUnreachable)
-}
-
-// TestNoUserBus: without a bus address Connect and Probe fail at once with
-// ErrNoUserBus and say how to fix it; nothing runs dbus-launch.
-func TestNoUserBus(t *testing.T) {
-	t.Setenv("PATH", t.TempDir()) // a dbus-launch could not even be found
-	noEnv := func(string) string { return "" }
-	_, err := units.Connect(context.Background(), units.Options{Getenv: noEnv})
-	if errors.Is(err, units.ErrUnsupported) {
-		t.Skip("not Linux")
-	}
-	require.ErrorIs(t, err, units.ErrNoUserBus)
-	require.Contains(t, err.Error(), "XDG_RUNTIME_DIR")
-	require.Contains(t, err.Error(), "never starts a bus with dbus-launch")
-	_, err = units.Probe(context.Background(), units.Options{Getenv: noEnv})
-	require.ErrorIs(t, err, units.ErrNoUserBus)
 }

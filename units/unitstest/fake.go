@@ -1,9 +1,10 @@
-package units
+package unitstest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // FakeOutcome is what a fake service's main process does once started.
@@ -34,7 +37,7 @@ type FakeOutcome struct {
 // fails to execute; "/bin/true" exits 0 and "/bin/false" exits 1; a shell
 // running just "exit N" (e.g. ["/bin/sh", "-c", "exit 3"]) exits N; anything
 // else runs until stopped.
-func CommandBehavior(spec ServiceSpec) FakeOutcome {
+func CommandBehavior(spec units.ServiceSpec) FakeOutcome {
 	if fi, err := os.Stat(spec.Argv[0]); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		return FakeOutcome{ExecFails: true}
 	}
@@ -59,16 +62,16 @@ func CommandBehavior(spec ServiceSpec) FakeOutcome {
 type FakeOptions struct {
 	// Behavior decides what each started service does; default
 	// CommandBehavior.
-	Behavior func(ServiceSpec) FakeOutcome
+	Behavior func(units.ServiceSpec) FakeOutcome
 	// Version is the reported systemd version; default "252.38-fake".
 	Version string
 }
 
-// Fake is an in-memory Manager for fast tests. No process runs: MainPID
-// values are invented, ControlGroup is where systemd would put the unit
-// below a manager at the cgroup root, and the Behavior decides whether the
-// "main process" runs, exits or fails to execute. Units follow the state
-// rules unitstest.RunConformance checks against a real user manager
+// Fake is an in-memory units.Manager for fast tests. No process runs:
+// MainPID values are invented, ControlGroup is where systemd would put the
+// unit below a manager at the cgroup root, and the Behavior decides whether
+// the "main process" runs, exits or fails to execute. Units follow the state
+// rules RunConformance checks against a real user manager
 // (collection, reset of failed units, exit records, job results). Tests
 // drive it further with Exit, SetUnreachable and SetWedged. Safe for
 // concurrent use.
@@ -84,11 +87,11 @@ type Fake struct {
 }
 
 type fakeUnit struct {
-	spec  ServiceSpec
-	state UnitState
+	spec  units.ServiceSpec
+	state units.UnitState
 }
 
-var _ Manager = (*Fake)(nil)
+var _ units.Manager = (*Fake)(nil)
 
 // NewFake returns an empty fake manager.
 func NewFake(opts FakeOptions) *Fake {
@@ -101,8 +104,8 @@ func NewFake(opts FakeOptions) *Fake {
 	return &Fake{opts: opts, units: map[string]*fakeUnit{}, nextPID: 40000}
 }
 
-// SetUnreachable makes every call fail with ErrManagerUnreachable (true)
-// or work again (false).
+// SetUnreachable makes every call fail with units.ErrManagerUnreachable
+// (true) or work again (false).
 func (f *Fake) SetUnreachable(v bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -110,7 +113,7 @@ func (f *Fake) SetUnreachable(v bool) {
 }
 
 // SetWedged makes every call block until its ctx ends and then fail with
-// ErrTimeout, like a SIGSTOPped manager (true), or answer again (false).
+// units.ErrTimeout, like a SIGSTOPped manager (true), or answer again (false).
 func (f *Fake) SetWedged(v bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -118,15 +121,15 @@ func (f *Fake) SetWedged(v bool) {
 }
 
 // Exit makes a running unit's main process exit with status now.
-// ErrUnitNotFound if the unit is not running.
+// units.ErrUnitNotFound if the unit is not running.
 func (f *Fake) Exit(name string, status int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u := f.units[name]
 	if u == nil || !u.state.Running() {
-		return fmt.Errorf("exit unit %s: %w", name, ErrUnitNotFound)
+		return fmt.Errorf("exit unit %s: %w", name, units.ErrUnitNotFound)
 	}
-	f.end(u, CodeExited, status)
+	f.end(u, units.CodeExited, status)
 	return nil
 }
 
@@ -140,10 +143,10 @@ func (f *Fake) enter(ctx context.Context, what string) error {
 		switch {
 		case f.closed:
 			f.mu.Unlock()
-			return fmt.Errorf("%s: %w: connection closed by Close", what, ErrManagerUnreachable)
+			return fmt.Errorf("%s: %w: connection closed by Close", what, units.ErrManagerUnreachable)
 		case f.unreachable:
 			f.mu.Unlock()
-			return fmt.Errorf("%s: %w: fake manager set unreachable", what, ErrManagerUnreachable)
+			return fmt.Errorf("%s: %w: fake manager set unreachable", what, units.ErrManagerUnreachable)
 		case !f.wedged:
 			return nil
 		}
@@ -152,6 +155,233 @@ func (f *Fake) enter(ctx context.Context, what string) error {
 			return timeoutError(ctx, what, started)
 		}
 	}
+}
+
+// StartService implements units.Manager.
+func (f *Fake) StartService(ctx context.Context, spec units.ServiceSpec) (units.UnitState, error) {
+	spec, err := spec.WithDefaults()
+	if err != nil {
+		return units.UnitState{}, err
+	}
+	what := "start unit " + spec.Name
+	if err := f.enter(ctx, what); err != nil {
+		return units.UnitState{}, err
+	}
+	defer f.mu.Unlock()
+	if u := f.units[spec.Name]; u != nil {
+		if u.state.ActiveState != "failed" {
+			return u.state, fmt.Errorf("%s: %w: Unit %s was already loaded or has a fragment file.", what, units.ErrUnitExists, spec.Name)
+		}
+		delete(f.units, spec.Name) // reset-failed, as Systemd does
+	}
+	f.nextPID++
+	u := &fakeUnit{spec: spec, state: units.UnitState{
+		Name: spec.Name, LoadState: "loaded", ActiveState: "active", SubState: "running", Result: "success",
+		MainPID: f.nextPID, ControlGroup: slicePath(spec.Slice) + "/" + spec.Name,
+		InvocationID: randomHex(16), Description: spec.Description,
+	}}
+	f.units[spec.Name] = u
+	switch out := f.opts.Behavior(spec); {
+	case out.ExecFails:
+		f.end(u, units.CodeExited, 203)
+		if spec.Type != units.ServiceSimple {
+			return f.stateLocked(spec.Name), &units.JobError{Unit: spec.Name, Job: "start", Result: "failed", State: f.stateLocked(spec.Name)}
+		}
+	case out.Exits:
+		f.end(u, units.CodeExited, out.ExitStatus)
+	}
+	return f.stateLocked(spec.Name), nil
+}
+
+// end records the main process's end and applies systemd's result and
+// collection rules. Called with f.mu held.
+func (f *Fake) end(u *fakeUnit, code, status int) {
+	st := &u.state
+	st.MainPID, st.ControlGroup = 0, ""
+	st.ExecMainCode, st.ExecMainStatus = code, status
+	clean := (code == units.CodeExited && status == 0) ||
+		(code == units.CodeKilled && slices.Contains([]int{int(syscall.SIGHUP), int(syscall.SIGINT), int(syscall.SIGTERM), int(syscall.SIGPIPE)}, status))
+	switch {
+	case clean:
+		st.Result, st.ActiveState, st.SubState = "success", "inactive", "dead"
+	case code == units.CodeExited:
+		st.Result, st.ActiveState, st.SubState = "exit-code", "failed", "failed"
+	default:
+		st.Result, st.ActiveState, st.SubState = "signal", "failed", "failed"
+	}
+	if u.spec.ExitRecord != "" {
+		exitCode, exitStatus := "exited", strconv.Itoa(status)
+		if code != units.CodeExited {
+			exitCode, exitStatus = "killed", signalName(status)
+		}
+		rec := fmt.Sprintf("SERVICE_RESULT=%s\nEXIT_CODE=%s\nEXIT_STATUS=%s\nINVOCATION_ID=%s\n", st.Result, exitCode, exitStatus, st.InvocationID)
+		_ = os.WriteFile(u.spec.ExitRecord, []byte(rec), 0o600)
+	}
+	if st.ActiveState == "inactive" || u.spec.Collect == units.CollectInactiveOrFailed {
+		delete(f.units, u.spec.Name)
+	}
+}
+
+// signalName is the name systemd puts in $EXIT_STATUS for a signal.
+func signalName(sig int) string {
+	names := map[int]string{1: "HUP", 2: "INT", 3: "QUIT", 6: "ABRT", 9: "KILL", 10: "USR1", 12: "USR2", 13: "PIPE", 15: "TERM"}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return strconv.Itoa(sig)
+}
+
+// stateLocked is Unit without the locking and fault switches.
+func (f *Fake) stateLocked(name string) units.UnitState {
+	if u := f.units[name]; u != nil {
+		return u.state
+	}
+	return units.UnitState{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead", Description: name}
+}
+
+// StopUnit implements units.Manager.
+func (f *Fake) StopUnit(ctx context.Context, name string) error {
+	what := "stop unit " + name
+	if err := f.enter(ctx, what); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	u := f.units[name]
+	if u == nil {
+		return fmt.Errorf("%s: %w: Unit %s not loaded.", what, units.ErrUnitNotFound, name)
+	}
+	if u.state.Running() {
+		f.end(u, units.CodeKilled, int(syscall.SIGTERM))
+	}
+	return nil
+}
+
+// ResetFailed implements units.Manager.
+func (f *Fake) ResetFailed(ctx context.Context, name string) error {
+	if err := f.enter(ctx, "reset failed unit "+name); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	if u := f.units[name]; u != nil && u.state.ActiveState == "failed" {
+		delete(f.units, name)
+	}
+	return nil
+}
+
+// KillUnit implements units.Manager: the "main process" dies of sig unless sig
+// is 0.
+func (f *Fake) KillUnit(ctx context.Context, name string, sig syscall.Signal) error {
+	what := fmt.Sprintf("kill unit %s with signal %d", name, int(sig))
+	if err := f.enter(ctx, what); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	u := f.units[name]
+	if u == nil {
+		return fmt.Errorf("%s: %w: Unit %s not loaded.", what, units.ErrUnitNotFound, name)
+	}
+	if u.state.Running() && sig != 0 {
+		f.end(u, units.CodeKilled, int(sig))
+	}
+	return nil
+}
+
+// Unit implements units.Manager.
+func (f *Fake) Unit(ctx context.Context, name string) (units.UnitState, error) {
+	if err := f.enter(ctx, "read unit "+name); err != nil {
+		return units.UnitState{Name: name}, err
+	}
+	defer f.mu.Unlock()
+	return f.stateLocked(name), nil
+}
+
+// ServiceEnvironment implements units.Manager.
+func (f *Fake) ServiceEnvironment(ctx context.Context, name string) ([]string, error) {
+	if err := f.enter(ctx, "read the environment of "+name); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	u, ok := f.units[name]
+	if !ok || f.stateLocked(name).Gone() {
+		return nil, fmt.Errorf("read the environment of %s: %w", name, units.ErrUnitNotFound)
+	}
+	return slices.Clone(u.spec.Env), nil
+}
+
+// ListUnits implements units.Manager (patterns are path.Match globs).
+func (f *Fake) ListUnits(ctx context.Context, patterns ...string) ([]units.UnitSummary, error) {
+	if err := f.enter(ctx, "list units"); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	var out []units.UnitSummary
+	for name, u := range f.units {
+		match := len(patterns) == 0
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, name); ok {
+				match = true
+			}
+		}
+		if match {
+			out = append(out, units.UnitSummary{Name: name, Description: u.state.Description,
+				LoadState: u.state.LoadState, ActiveState: u.state.ActiveState, SubState: u.state.SubState})
+		}
+	}
+	slices.SortFunc(out, func(a, b units.UnitSummary) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Version implements units.Manager.
+func (f *Fake) Version(ctx context.Context) (units.Version, error) {
+	if err := f.enter(ctx, "read manager property Version"); err != nil {
+		return units.Version{}, err
+	}
+	defer f.mu.Unlock()
+	return units.ParseVersion(f.opts.Version), nil
+}
+
+// Ping implements units.Manager.
+func (f *Fake) Ping(ctx context.Context) error {
+	if err := f.enter(ctx, "ping the user manager"); err != nil {
+		return err
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// Close implements units.Manager; later calls fail with
+// units.ErrManagerUnreachable.
+func (f *Fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+// The helpers below are the fake's own small copies of units' unexported
+// ones, so that units exports nothing for its fake but
+// ServiceSpec.WithDefaults.
+
+// defaultTimeout bounds a call whose ctx has no deadline, as
+// units.Options.DefaultTimeout's default does.
+const defaultTimeout = 30 * time.Second
+
+// withDefaultDeadline gives ctx a deadline of d if it has none.
+func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// timeoutError reports that ctx ended while waiting for what, worded as
+// units.Systemd words it.
+func timeoutError(ctx context.Context, what string, started time.Time) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	return fmt.Errorf("%s: %w: no answer within %s; the user manager may be stopped or overloaded, and the outcome is unknown (%w)",
+		what, units.ErrTimeout, time.Since(started).Round(time.Millisecond), ctx.Err())
 }
 
 func sleepFor(ctx context.Context, d time.Duration) error {
@@ -171,202 +401,18 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// StartService implements Manager.
-func (f *Fake) StartService(ctx context.Context, spec ServiceSpec) (UnitState, error) {
-	spec, err := spec.withDefaults()
-	if err != nil {
-		return UnitState{}, err
+// slicePath is the cgroup path of a slice below the manager's root: systemd
+// nests slices by the dashes in their names, so "agent-fleet.slice" lives at
+// "/agent.slice/agent-fleet.slice" ("-.slice" is the root itself).
+func slicePath(slice string) string {
+	name := strings.TrimSuffix(slice, ".slice")
+	if name == "" || name == "-" {
+		return ""
 	}
-	what := "start unit " + spec.Name
-	if err := f.enter(ctx, what); err != nil {
-		return UnitState{}, err
+	var path strings.Builder
+	parts := strings.Split(name, "-")
+	for i := range parts {
+		path.WriteString("/" + strings.Join(parts[:i+1], "-") + ".slice")
 	}
-	defer f.mu.Unlock()
-	if u := f.units[spec.Name]; u != nil {
-		if u.state.ActiveState != "failed" {
-			return u.state, fmt.Errorf("%s: %w: Unit %s was already loaded or has a fragment file.", what, ErrUnitExists, spec.Name)
-		}
-		delete(f.units, spec.Name) // reset-failed, as Systemd does
-	}
-	f.nextPID++
-	u := &fakeUnit{spec: spec, state: UnitState{
-		Name: spec.Name, LoadState: "loaded", ActiveState: "active", SubState: "running", Result: "success",
-		MainPID: f.nextPID, ControlGroup: slicePath(spec.Slice) + "/" + spec.Name,
-		InvocationID: randomHex(16), Description: spec.Description,
-	}}
-	f.units[spec.Name] = u
-	switch out := f.opts.Behavior(spec); {
-	case out.ExecFails:
-		f.end(u, CodeExited, 203)
-		if spec.Type != ServiceSimple {
-			return f.stateLocked(spec.Name), &JobError{Unit: spec.Name, Job: "start", Result: "failed", State: f.stateLocked(spec.Name)}
-		}
-	case out.Exits:
-		f.end(u, CodeExited, out.ExitStatus)
-	}
-	return f.stateLocked(spec.Name), nil
-}
-
-// end records the main process's end and applies systemd's result and
-// collection rules. Called with f.mu held.
-func (f *Fake) end(u *fakeUnit, code, status int) {
-	st := &u.state
-	st.MainPID, st.ControlGroup = 0, ""
-	st.ExecMainCode, st.ExecMainStatus = code, status
-	clean := (code == CodeExited && status == 0) ||
-		(code == CodeKilled && slices.Contains([]int{int(syscall.SIGHUP), int(syscall.SIGINT), int(syscall.SIGTERM), int(syscall.SIGPIPE)}, status))
-	switch {
-	case clean:
-		st.Result, st.ActiveState, st.SubState = "success", "inactive", "dead"
-	case code == CodeExited:
-		st.Result, st.ActiveState, st.SubState = "exit-code", "failed", "failed"
-	default:
-		st.Result, st.ActiveState, st.SubState = "signal", "failed", "failed"
-	}
-	if u.spec.ExitRecord != "" {
-		exitCode, exitStatus := "exited", strconv.Itoa(status)
-		if code != CodeExited {
-			exitCode, exitStatus = "killed", signalName(status)
-		}
-		rec := fmt.Sprintf("SERVICE_RESULT=%s\nEXIT_CODE=%s\nEXIT_STATUS=%s\nINVOCATION_ID=%s\n", st.Result, exitCode, exitStatus, st.InvocationID)
-		_ = os.WriteFile(u.spec.ExitRecord, []byte(rec), 0o600)
-	}
-	if st.ActiveState == "inactive" || u.spec.Collect == CollectInactiveOrFailed {
-		delete(f.units, u.spec.Name)
-	}
-}
-
-// signalName is the name systemd puts in $EXIT_STATUS for a signal.
-func signalName(sig int) string {
-	names := map[int]string{1: "HUP", 2: "INT", 3: "QUIT", 6: "ABRT", 9: "KILL", 10: "USR1", 12: "USR2", 13: "PIPE", 15: "TERM"}
-	if n, ok := names[sig]; ok {
-		return n
-	}
-	return strconv.Itoa(sig)
-}
-
-// stateLocked is Unit without the locking and fault switches.
-func (f *Fake) stateLocked(name string) UnitState {
-	if u := f.units[name]; u != nil {
-		return u.state
-	}
-	return UnitState{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead", Description: name}
-}
-
-// StopUnit implements Manager.
-func (f *Fake) StopUnit(ctx context.Context, name string) error {
-	what := "stop unit " + name
-	if err := f.enter(ctx, what); err != nil {
-		return err
-	}
-	defer f.mu.Unlock()
-	u := f.units[name]
-	if u == nil {
-		return fmt.Errorf("%s: %w: Unit %s not loaded.", what, ErrUnitNotFound, name)
-	}
-	if u.state.Running() {
-		f.end(u, CodeKilled, int(syscall.SIGTERM))
-	}
-	return nil
-}
-
-// ResetFailed implements Manager.
-func (f *Fake) ResetFailed(ctx context.Context, name string) error {
-	if err := f.enter(ctx, "reset failed unit "+name); err != nil {
-		return err
-	}
-	defer f.mu.Unlock()
-	if u := f.units[name]; u != nil && u.state.ActiveState == "failed" {
-		delete(f.units, name)
-	}
-	return nil
-}
-
-// KillUnit implements Manager: the "main process" dies of sig unless sig
-// is 0.
-func (f *Fake) KillUnit(ctx context.Context, name string, sig syscall.Signal) error {
-	what := fmt.Sprintf("kill unit %s with signal %d", name, int(sig))
-	if err := f.enter(ctx, what); err != nil {
-		return err
-	}
-	defer f.mu.Unlock()
-	u := f.units[name]
-	if u == nil {
-		return fmt.Errorf("%s: %w: Unit %s not loaded.", what, ErrUnitNotFound, name)
-	}
-	if u.state.Running() && sig != 0 {
-		f.end(u, CodeKilled, int(sig))
-	}
-	return nil
-}
-
-// Unit implements Manager.
-func (f *Fake) Unit(ctx context.Context, name string) (UnitState, error) {
-	if err := f.enter(ctx, "read unit "+name); err != nil {
-		return UnitState{Name: name}, err
-	}
-	defer f.mu.Unlock()
-	return f.stateLocked(name), nil
-}
-
-// ServiceEnvironment implements Manager.
-func (f *Fake) ServiceEnvironment(ctx context.Context, name string) ([]string, error) {
-	if err := f.enter(ctx, "read the environment of "+name); err != nil {
-		return nil, err
-	}
-	defer f.mu.Unlock()
-	u, ok := f.units[name]
-	if !ok || f.stateLocked(name).Gone() {
-		return nil, fmt.Errorf("read the environment of %s: %w", name, ErrUnitNotFound)
-	}
-	return slices.Clone(u.spec.Env), nil
-}
-
-// ListUnits implements Manager (patterns are path.Match globs).
-func (f *Fake) ListUnits(ctx context.Context, patterns ...string) ([]UnitSummary, error) {
-	if err := f.enter(ctx, "list units"); err != nil {
-		return nil, err
-	}
-	defer f.mu.Unlock()
-	var out []UnitSummary
-	for name, u := range f.units {
-		match := len(patterns) == 0
-		for _, p := range patterns {
-			if ok, _ := path.Match(p, name); ok {
-				match = true
-			}
-		}
-		if match {
-			out = append(out, UnitSummary{Name: name, Description: u.state.Description,
-				LoadState: u.state.LoadState, ActiveState: u.state.ActiveState, SubState: u.state.SubState})
-		}
-	}
-	slices.SortFunc(out, func(a, b UnitSummary) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-// Version implements Manager.
-func (f *Fake) Version(ctx context.Context) (Version, error) {
-	if err := f.enter(ctx, "read manager property Version"); err != nil {
-		return Version{}, err
-	}
-	defer f.mu.Unlock()
-	return ParseVersion(f.opts.Version), nil
-}
-
-// Ping implements Manager.
-func (f *Fake) Ping(ctx context.Context) error {
-	if err := f.enter(ctx, "ping the user manager"); err != nil {
-		return err
-	}
-	f.mu.Unlock()
-	return nil
-}
-
-// Close implements Manager; later calls fail with ErrManagerUnreachable.
-func (f *Fake) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	return nil
+	return path.String()
 }
