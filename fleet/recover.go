@@ -14,11 +14,6 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
-// ErrReadOnly: the fleet found something it cannot resolve on its own
-// (e.g. two live units claiming one worker id) and refuses changes until it
-// is resolved (exit 4); `agent-fleet doctor` says what.
-var ErrReadOnly = errors.New("the fleet is read-only until an ambiguity is resolved")
-
 // UnitPrefix starts the name of every worker unit.
 const UnitPrefix = "agent-fleet-worker-"
 
