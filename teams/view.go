@@ -108,7 +108,7 @@ func RefreshWorkersView(ctx context.Context, p intercom.Paths, list func(context
 	if err := intercom.EnsureDir(filepath.Dir(path)); err != nil {
 		return "", err
 	}
-	unlock, err := lockFile(path + ".agent-fleet.lock")
+	unlock, err := intercom.LockFile(ctx, path+".agent-fleet.lock", lockDeadline)
 	if err != nil {
 		return "", err
 	}
