@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // The error vocabulary of fleet: of the registry, of the operations on
@@ -62,8 +64,9 @@ var (
 	ErrCommandNotFound = errors.New("command not found")
 
 	// ErrUnsupportedKind: the worker kind is none of exec, claude, codex,
-	// opencode, pi (exit 2, like any unknown flag value).
-	ErrUnsupportedKind = errors.New("unsupported worker kind")
+	// opencode, pi (exit 2, like any unknown flag value). It is the harness
+	// package's, so errors.Is holds for errors of either package.
+	ErrUnsupportedKind = harness.ErrUnsupportedKind
 
 	// ErrSpawnFailed: the worker did not become ready; the record is kept
 	// as failed (exit 1). The error is a *SpawnError.

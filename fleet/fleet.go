@@ -108,6 +108,13 @@ func RegistryPath(p intercom.Paths) string {
 	return filepath.Join(p.OrchestratorDir(), "fleet.db")
 }
 
+// WorkerDir holds a coding-agent incarnation's files: spec.json (written
+// by Spawn), state.json and held.json (the shim's turn record) and the MCP
+// configuration files of its turns. 0700, files 0600.
+func WorkerDir(p intercom.Paths, id, run string) string {
+	return filepath.Join(p.OrchestratorDir(), "workers", id+"-"+run)
+}
+
 // LogDir holds worker log files where there is no journald.
 func LogDir(p intercom.Paths) string { return filepath.Join(p.OrchestratorDir(), "logs") }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -204,7 +205,7 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 		State: StateRunning, StateReason: "recovered", Manager: manager, FirstManager: vars[EnvManagerID],
 		ReadyAt: now,
 	}
-	if spec, err := ReadHarnessSpec(WorkerDir(f.cfg.Paths, id, run)); err == nil {
+	if spec, err := harness.ReadSpec(WorkerDir(f.cfg.Paths, id, run)); err == nil {
 		// A coding agent: its spec says what it is.
 		w.Kind, w.Command, w.Task, w.Cwd = spec.Kind, spec.Command, spec.Task, spec.Cwd
 		w.Model, w.Effort, w.Permission = spec.Model, spec.Effort, spec.Permission

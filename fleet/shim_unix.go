@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -33,7 +34,7 @@ type ShimConfig struct {
 	// Stdout and Stderr receive the command's output (the unit's log).
 	Stdout, Stderr io.Writer
 	// Kind is the worker kind: "" or "exec" runs Command; a coding-agent
-	// kind (IsHarnessKind) runs the wake loop of the spec Spawn wrote to
+	// kind (harness.IsKind) runs the wake loop of the spec Spawn wrote to
 	// WorkerDir, with Command as the harness executable and extra args.
 	Kind string
 	// AgentFleet is how a turn's harness runs agent-fleet for its MCP
@@ -92,7 +93,7 @@ func RunShim(ctx context.Context, cfg ShimConfig) int {
 
 	var ops intercom.Ops = sess
 	var tracker *turnTracker
-	if IsHarnessKind(cfg.Kind) {
+	if harness.IsKind(cfg.Kind) {
 		tracker = &turnTracker{Ops: sess}
 		ops = tracker
 	}

@@ -9,9 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -21,7 +21,7 @@ import (
 // on an orderly stop.
 func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session, tracker *turnTracker, regs *RegistryHandle, joined <-chan string, log *slog.Logger) int {
 	dir := WorkerDir(cfg.Paths, cfg.WorkerID, cfg.RunID)
-	spec, err := ReadHarnessSpec(dir)
+	spec, err := harness.ReadSpec(dir)
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
 		return ShimExitExec
@@ -44,7 +44,7 @@ func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session,
 	loop, err := newWakeLoop(wakeConfig{
 		WorkerID: cfg.WorkerID, RunID: cfg.RunID, Dir: dir, Spec: spec,
 		Session: sess, Tracker: tracker, Registry: regs,
-		MCP: WorkerMCPServer(cfg.AgentFleet, spec.Kind, os.Environ(), cfg.AgentFleetEnv),
+		MCP: harness.WorkerMCPServer(cfg.AgentFleet, spec.Kind, os.Environ(), cfg.AgentFleetEnv),
 		Env: harnessEnv(), FirstManager: os.Getenv(EnvManagerID),
 		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff, Joined: joined,
 	})
@@ -80,34 +80,4 @@ func runHarnessShim(ctx context.Context, cfg ShimConfig, sess *intercom.Session,
 	}
 	recordExit(ctx, regs, cfg.WorkerID, cfg.RunID, "exited", code, log)
 	return code
-}
-
-// WorkerMCPServer is the agent-fleet MCP server entry of a coding-agent
-// worker's turns: agentFleet (the agent-fleet executable, and any argv
-// prefix) with `mcp --harness KIND --worker`, and in its environment the
-// worker's identity and agent directory from env (so that it acts as the
-// worker through the shim's holder even where the harness passes a server
-// no environment of its own, as Codex does) plus extra.
-func WorkerMCPServer(agentFleet []string, kind string, env, extra []string) MCPServer {
-	m := MCPServer{Command: agentFleet[0], Args: append(append([]string(nil), agentFleet[1:]...), "mcp", "--harness", kind, "--worker"),
-		Env: map[string]string{}}
-	for _, kv := range append(append([]string(nil), env...), extra...) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		if strings.HasPrefix(k, "AGENT_INTERCOM_") || k == EnvAgentDir || containsKey(extra, k) {
-			m.Env[k] = v
-		}
-	}
-	return m
-}
-
-func containsKey(env []string, key string) bool {
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k == key {
-			return true
-		}
-	}
-	return false
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 )
@@ -88,11 +90,11 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 	regs := NewRegistryHandle(RegistryPath(w.p), true)
 	t.Cleanup(regs.Close)
 	wdir := WorkerDir(w.p, "w1", "0123456789ab")
-	require.NoError(t, WriteHarnessSpec(wdir, &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"}))
+	require.NoError(t, harness.WriteSpec(wdir, &harness.Spec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"}))
 	cfg := wakeConfig{WorkerID: "w1", RunID: "0123456789ab", Dir: wdir,
-		Spec:    &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
+		Spec:    &harness.Spec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
 		Session: w.worker, Tracker: w.tracker, Registry: regs, FirstManager: "boss",
-		MCP: MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run,
+		MCP: harness.MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run,
 		Joined: joined, HeldRetry: time.Hour}
 	for _, f := range tweak {
 		f(&cfg)
@@ -107,7 +109,7 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 }
 
 // run is the stand-in harness: Claude Code's command line and output.
-func (w *wakeWorld) run(ctx context.Context, cmd *TurnCommand, _ turnProcOptions, started func()) turnExit {
+func (w *wakeWorld) run(ctx context.Context, cmd *harness.TurnCommand, _ turnProcOptions, started func()) turnExit {
 	if started != nil {
 		started()
 	}
@@ -169,12 +171,12 @@ func (w *wakeWorld) received(n int) []intercom.MessageView {
 }
 
 // stateWhen waits for the turn record to satisfy ok and returns it.
-func (w *wakeWorld) stateWhen(ok func(*TurnState) bool) *TurnState {
+func (w *wakeWorld) stateWhen(ok func(*harness.TurnState) bool) *harness.TurnState {
 	w.t.Helper()
-	var st *TurnState
+	var st *harness.TurnState
 	require.Eventually(w.t, func() bool {
 		var err error
-		st, err = ReadTurnState(w.p, "w1", "0123456789ab")
+		st, err = harness.ReadTurnState(WorkerDir(w.p, "w1", "0123456789ab"))
 		return err == nil && st != nil && ok(st)
 	}, 10*time.Second, 10*time.Millisecond)
 	return st
@@ -216,7 +218,7 @@ func TestWakeTaskThenResumedTurns(t *testing.T) {
 	require.Contains(t, burst, "[5/5] From boss:\nitem 4")
 	require.Equal(t, "done: item 4", got[0].Text)
 
-	st := w.stateWhen(func(st *TurnState) bool { return len(st.Last.Delivered) > 0 })
+	st := w.stateWhen(func(st *harness.TurnState) bool { return len(st.Last.Delivered) > 0 })
 	require.Equal(t, 3, st.Turns)
 	require.Equal(t, sid, st.Session)
 	require.True(t, st.Last.OK)
@@ -291,7 +293,7 @@ func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
 	got := w.received(1)
 	require.Contains(t, got[0].Text, "turn 1 of worker w1 (claude) failed: Not logged in · Please run /login")
 	require.Contains(t, got[0].Text, "your next message starts a new turn")
-	st := w.stateWhen(func(st *TurnState) bool { return st.Last != nil })
+	st := w.stateWhen(func(st *harness.TurnState) bool { return st.Last != nil })
 	require.False(t, st.Last.OK)
 	require.Equal(t, 1, st.Consecutive)
 	firstSession := st.Session
@@ -304,7 +306,7 @@ func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
 	require.Contains(t, got[0].Text, "turn 2 of worker w1 (claude) failed: goroutine 1 (exit status 2)")
 	require.Contains(t, got[0].Text, "panic: boom")
 	require.Contains(t, got[0].Text, "2 failed turns in a row")
-	st = w.stateWhen(func(st *TurnState) bool { return st.Last.N == 2 })
+	st = w.stateWhen(func(st *harness.TurnState) bool { return st.Last.N == 2 })
 	require.Equal(t, 2, st.Consecutive)
 	require.True(t, st.ContextLost)
 	require.Empty(t, st.Session, "a conversation that cannot be resumed is dropped")
@@ -318,7 +320,7 @@ func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
 	third := w.turnsSoFar()[2]
 	require.Contains(t, third.prompt, "The task you were spawned for:)\n\nNOCREDS task")
 	require.Contains(t, third.argv, "--session-id")
-	st = w.stateWhen(func(st *TurnState) bool { return st.Last.N == 3 })
+	st = w.stateWhen(func(st *harness.TurnState) bool { return st.Last.N == 3 })
 	require.Zero(t, st.Consecutive)
 	require.Equal(t, 2, st.Failures)
 	require.False(t, st.Last.StartedAt.Before(backoffUntil), "the turn waited for the backoff")
@@ -342,7 +344,7 @@ func TestWakeStopDuringATurn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loop did not end on stop")
 	}
-	st, err := ReadTurnState(w.p, "w1", "0123456789ab")
+	st, err := harness.ReadTurnState(WorkerDir(w.p, "w1", "0123456789ab"))
 	require.NoError(t, err)
 	require.Equal(t, "stopped during the turn", st.Last.Error)
 	time.Sleep(100 * time.Millisecond)
@@ -429,20 +431,22 @@ func TestWakeHoldsOutcomesForAnAbsentManager(t *testing.T) {
 	require.NoError(t, w.boss.Close())
 	other := openTestSession(t, w.p, "other")
 	w.send(other, "first")
-	st := w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 1 && st.Last != nil && len(st.Last.Undelivered) > 0 })
+	st := w.stateWhen(func(st *harness.TurnState) bool {
+		return len(st.Held) == 1 && st.Last != nil && len(st.Last.Undelivered) > 0
+	})
 	require.Equal(t, "boss", st.Held[0].To)
 	require.Equal(t, "done: first", st.Held[0].Text)
 	require.Contains(t, st.Last.Undelivered, "boss: not connected; held and sent when it connects")
 	w.send(other, "NOCREDS")
-	st = w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 2 })
+	st = w.stateWhen(func(st *harness.TurnState) bool { return len(st.Held) == 2 })
 	require.Equal(t, 2, st.Held[1].Turn)
 
 	w.boss = openTestSession(t, w.p, "boss") // the manager connects
 	got := w.received(2)
 	require.Equal(t, "done: first", got[0].Text)
 	require.Contains(t, got[1].Text, "turn 2 of worker w1 (claude) failed: Not logged in")
-	w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 0 })
-	require.NoFileExists(t, heldPath(w.loop.cfg.Dir))
+	w.stateWhen(func(st *harness.TurnState) bool { return len(st.Held) == 0 })
+	require.NoFileExists(t, filepath.Join(w.loop.cfg.Dir, "held.json"))
 
 	// Connected again: outcomes go out at once, nothing is held.
 	w.send(w.boss, "third")
@@ -457,7 +461,7 @@ func TestWakeRetriesHeldOutcomes(t *testing.T) {
 	require.NoError(t, w.boss.Close())
 	other := openTestSession(t, w.p, "other")
 	w.send(other, "first")
-	w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 1 })
+	w.stateWhen(func(st *harness.TurnState) bool { return len(st.Held) == 1 })
 	w.boss = openTestSession(t, w.p, "boss")
 	require.Equal(t, "done: first", w.received(1)[0].Text)
 }

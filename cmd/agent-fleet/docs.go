@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra/doc"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -59,7 +60,7 @@ func finishCommandTree(root *cobra.Command) {
 		}
 	}
 	kinds := []string{"exec"}
-	for k := range fleet.HarnessExecutables {
+	for k := range harness.Executables {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds[1:])

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -54,7 +55,7 @@ var fleetSchema = map[string]any{
 		"env":         map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "extra environment; values are never recorded"},
 		"model":       map[string]any{"type": "string", "description": "coding agents: the harness's model"},
 		"effort":      map[string]any{"type": "string", "description": "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)"},
-		"permission":  map[string]any{"type": "string", "enum": append([]string{""}, fleet.PermissionValues()...), "description": "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access"},
+		"permission":  map[string]any{"type": "string", "enum": append([]string{""}, harness.PermissionValues()...), "description": "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access"},
 		"turnTimeout": map[string]any{"type": "string", "description": "coding agents: end a turn after this long, a Go duration (default 2h)"},
 		"lease":       map[string]any{"type": "string", "description": "idle lease as a Go duration, e.g. 30m"},
 		"all":         map[string]any{"type": "boolean", "description": "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records"},
@@ -180,7 +181,7 @@ func runFleetAction(ctx context.Context, caller string, a fleetArgs) *mcp.CallTo
 		}
 		text := fmt.Sprintf("Spawned worker %s (run %s, unit %s, pid %d, %s). It is on the intercom as %q; you are its manager.",
 			w.ID, w.RunID, w.Unit, w.MainPID, w.State, w.ID)
-		if fleet.IsHarnessKind(w.Kind) {
+		if harness.IsKind(w.Kind) {
 			text += harnessSpawnNote(w)
 		}
 		return result(text, viewWorker(w), false)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -35,7 +36,7 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 				Start: brokerStarter(), Logger: newLogger(s.Err, "warn"),
 				Stdout: s.Out, Stderr: s.Err,
 			}
-			if fleet.IsHarnessKind(kind) {
+			if harness.IsKind(kind) {
 				exe, err := os.Executable()
 				if err != nil {
 					return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
@@ -142,7 +143,7 @@ CMD names the harness executable (and arguments put before every turn's).`,
 				return printJSON(s.Out, viewWorker(w))
 			}
 			fmt.Fprintf(s.Out, "Spawned worker %s: run %s, unit %s, pid %d, %s.\n", w.ID, w.RunID, w.Unit, w.MainPID, stateText(w))
-			if fleet.IsHarnessKind(w.Kind) {
+			if harness.IsKind(w.Kind) {
 				fmt.Fprintln(s.Out, strings.TrimSpace(harnessSpawnNote(w)))
 			}
 			return nil
@@ -209,7 +210,7 @@ func printWorkers(out io.Writer, ws []*fleet.Worker, all bool) {
 	now := time.Now()
 	for _, w := range ws {
 		state := stateText(w)
-		if fleet.IsHarnessKind(w.Kind) && w.State.Live() && w.StateReason != "" {
+		if harness.IsKind(w.Kind) && w.State.Live() && w.StateReason != "" {
 			state += " (" + strings.ReplaceAll(w.StateReason, "-", " ") + ")"
 		}
 		lease := "-"
@@ -229,7 +230,7 @@ func printWorkers(out io.Writer, ws []*fleet.Worker, all bool) {
 // workerCommand is what a worker runs, for lists: a coding agent's kind
 // and model, or the command.
 func workerCommand(w *fleet.Worker) string {
-	if fleet.IsHarnessKind(w.Kind) {
+	if harness.IsKind(w.Kind) {
 		if w.Model != "" {
 			return w.Kind + " (" + w.Model + ")"
 		}
@@ -355,7 +356,7 @@ type statusJSON struct {
 	// LeaseActivity: "verified" or "sender-id" (see fleet.Status).
 	LeaseActivity string `json:"leaseActivity,omitempty"`
 	// Turns: a coding-agent worker's turns.
-	Turns *fleet.TurnState `json:"turns,omitempty"`
+	Turns *harness.TurnState `json:"turns,omitempty"`
 }
 
 type processJSON struct {
@@ -449,7 +450,7 @@ func newLogsCmd(s *streams) *cobra.Command {
 
 // printTurns shows a coding-agent worker's turns: its conversation, the
 // turn running now, and how the last one ended (with its error lines).
-func printTurns(out io.Writer, w *fleet.Worker, t *fleet.TurnState) {
+func printTurns(out io.Writer, w *fleet.Worker, t *harness.TurnState) {
 	if t == nil {
 		return
 	}
@@ -481,7 +482,7 @@ func printTurns(out io.Writer, w *fleet.Worker, t *fleet.TurnState) {
 			fmt.Fprintf(out, "  sent to:  %s\n", strings.Join(l.Delivered, ", "))
 		}
 		for _, u := range l.Undelivered {
-			if to, ok := strings.CutSuffix(u, ": "+fleet.HeldNote); ok {
+			if to, ok := strings.CutSuffix(u, ": "+harness.HeldNote); ok {
 				if len(t.Held) == 0 {
 					fmt.Fprintf(out, "  sent to:  %s (held until it connected)\n", to)
 				}
@@ -504,7 +505,7 @@ func printTurns(out io.Writer, w *fleet.Worker, t *fleet.TurnState) {
 	}
 }
 
-func turnReason(r *fleet.TurnRecord) string {
+func turnReason(r *harness.TurnRecord) string {
 	if r.Reason == "task" {
 		return "task"
 	}
