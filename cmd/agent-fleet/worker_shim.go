@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
+	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -31,7 +32,7 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := fleet.ShimConfig{
+			cfg := shim.Config{
 				Paths: p, WorkerID: id, RunID: run, Command: args, Kind: kind,
 				Start: brokerStarter(), Logger: newLogger(s.Err, "warn"),
 				Stdout: s.Out, Stderr: s.Err,
@@ -53,7 +54,7 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 					}
 				}
 			}
-			code := fleet.RunShim(cmd.Context(), cfg)
+			code := shim.Run(cmd.Context(), cfg)
 			fleet.AwaitChangeHooks(exitHookWait) // the exit record's view
 			os.Exit(code)
 			return nil

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package fleet
+package shim
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
@@ -87,9 +88,9 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 	require.NoError(t, err)
 	t.Cleanup(func() { w.worker.Close() })
 	w.tracker = &turnTracker{Ops: w.worker}
-	regs := NewRegistryHandle(RegistryPath(w.p), true)
+	regs := fleet.NewRegistryHandle(fleet.RegistryPath(w.p), true)
 	t.Cleanup(regs.Close)
-	wdir := WorkerDir(w.p, "w1", "0123456789ab")
+	wdir := fleet.WorkerDir(w.p, "w1", "0123456789ab")
 	require.NoError(t, harness.WriteSpec(wdir, &harness.Spec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"}))
 	cfg := wakeConfig{WorkerID: "w1", RunID: "0123456789ab", Dir: wdir,
 		Spec:    &harness.Spec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
@@ -176,7 +177,7 @@ func (w *wakeWorld) stateWhen(ok func(*harness.TurnState) bool) *harness.TurnSta
 	var st *harness.TurnState
 	require.Eventually(w.t, func() bool {
 		var err error
-		st, err = harness.ReadTurnState(WorkerDir(w.p, "w1", "0123456789ab"))
+		st, err = harness.ReadTurnState(fleet.WorkerDir(w.p, "w1", "0123456789ab"))
 		return err == nil && st != nil && ok(st)
 	}, 10*time.Second, 10*time.Millisecond)
 	return st
@@ -272,7 +273,7 @@ func TestWakeFinalAnswerRouting(t *testing.T) {
 	}
 	w.send(w.boss, "READ-MID-TURN")
 	w.received(1)
-	time.Sleep(BatchMaxWait + 300*time.Millisecond)
+	time.Sleep(batchMaxWait + 300*time.Millisecond)
 	require.Len(t, w.turnsSoFar(), 3, "the message read during the turn started no turn")
 
 	// One that nobody read during the turn starts the next.
@@ -344,7 +345,7 @@ func TestWakeStopDuringATurn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loop did not end on stop")
 	}
-	st, err := harness.ReadTurnState(WorkerDir(w.p, "w1", "0123456789ab"))
+	st, err := harness.ReadTurnState(fleet.WorkerDir(w.p, "w1", "0123456789ab"))
 	require.NoError(t, err)
 	require.Equal(t, "stopped during the turn", st.Last.Error)
 	time.Sleep(100 * time.Millisecond)
@@ -382,11 +383,11 @@ func TestBatcherTiming(t *testing.T) {
 // manager; the registry shows the turn state.
 func TestWakeFollowsTheCurrentManager(t *testing.T) {
 	w := newWakeWorld(t, "")
-	reg, err := OpenRegistry(context.Background(), RegistryPath(w.p))
+	reg, err := fleet.OpenRegistry(context.Background(), fleet.RegistryPath(w.p))
 	require.NoError(t, err)
 	defer reg.Close()
-	require.NoError(t, reg.Insert(context.Background(), &Worker{ID: "w1", RunID: "0123456789ab", Kind: "claude",
-		Unit: WorkerUnitName("w1", "0123456789ab"), State: StateRunning, Manager: "boss", FirstManager: "boss"}))
+	require.NoError(t, reg.Insert(context.Background(), &fleet.Worker{ID: "w1", RunID: "0123456789ab", Kind: "claude",
+		Unit: fleet.WorkerUnitName("w1", "0123456789ab"), State: fleet.StateRunning, Manager: "boss", FirstManager: "boss"}))
 	<-w.ready
 	w.send(w.boss, "first")
 	require.Equal(t, "done: first", w.received(1)[0].Text)
@@ -396,7 +397,7 @@ func TestWakeFollowsTheCurrentManager(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 
 	boss2 := openTestSession(t, w.p, "boss2")
-	_, err = reg.Update(context.Background(), "w1", "0123456789ab", func(r *Worker) error { r.Manager = "boss2"; return nil })
+	_, err = reg.Update(context.Background(), "w1", "0123456789ab", func(r *fleet.Worker) error { r.Manager = "boss2"; return nil })
 	require.NoError(t, err)
 	w.send(w.boss, "second")
 	var got []intercom.MessageView
@@ -464,4 +465,14 @@ func TestWakeRetriesHeldOutcomes(t *testing.T) {
 	w.stateWhen(func(st *harness.TurnState) bool { return len(st.Held) == 1 })
 	w.boss = openTestSession(t, w.p, "boss")
 	require.Equal(t, "done: first", w.received(1)[0].Text)
+}
+
+// An outcome past the wire limit is cut at a character boundary, and says
+// so.
+func TestFitText(t *testing.T) {
+	long := strings.Repeat("é", 200<<10)
+	fit := fitText(long)
+	require.LessOrEqual(t, len(fit), 256<<10)
+	require.Contains(t, fit, "cut by agent-fleet")
+	require.True(t, json.Valid([]byte(`"`+strings.ReplaceAll(fit, "\n", `\n`)+`"`)), "still valid UTF-8")
 }

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package fleet
+package shim
 
 import (
 	"bytes"

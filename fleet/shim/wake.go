@@ -1,6 +1,6 @@
 //go:build !windows
 
-package fleet
+package shim
 
 import (
 	"cmp"
@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -23,17 +23,17 @@ import (
 // Batching of inbound messages into turns (spec §5.6): a batch is flushed
 // 300 ms after its last message, and at most 1 s after its first.
 const (
-	BatchQuiet   = 300 * time.Millisecond
-	BatchMaxWait = time.Second
+	batchQuiet   = 300 * time.Millisecond
+	batchMaxWait = time.Second
 )
 
-// Backoff after failed turns: the first failure waits DefaultTurnBackoff
+// Backoff after failed turns: the first failure waits defaultTurnBackoff
 // before the next turn may start, each further one in a row twice as long,
-// at most MaxTurnBackoff. A failed turn never starts another by itself:
+// at most maxTurnBackoff. A failed turn never starts another by itself:
 // only a new message does.
 const (
-	DefaultTurnBackoff = 5 * time.Second
-	MaxTurnBackoff     = 5 * time.Minute
+	defaultTurnBackoff = 5 * time.Second
+	maxTurnBackoff     = 5 * time.Minute
 )
 
 // wakeConfig configures a coding-agent worker's wake loop.
@@ -43,7 +43,7 @@ type wakeConfig struct {
 	Spec            *harness.Spec
 	Session         *intercom.Session
 	Tracker         *turnTracker
-	Registry        *RegistryHandle
+	Registry        *fleet.RegistryHandle
 	// MCP is agent-fleet's MCP server entry of every turn.
 	MCP harness.MCPServer
 	// Env is the harness's base environment.
@@ -60,15 +60,15 @@ type wakeConfig struct {
 	// OnSessionJoined): held outcomes go out when the manager connects.
 	Joined <-chan string
 	// HeldRetry is how often held outcomes are retried anyway (a manager in
-	// another scope is not announced); 0: HeldRetry.
+	// another scope is not announced); 0: heldRetry.
 	HeldRetry time.Duration
 }
 
-// Outcomes held for a manager that is not connected: at most MaxHeld (the
-// oldest are dropped), retried when a session joins and every HeldRetry.
+// Outcomes held for a manager that is not connected: at most maxHeld (the
+// oldest are dropped), retried when a session joins and every heldRetry.
 const (
-	MaxHeld   = 32
-	HeldRetry = 30 * time.Second
+	maxHeld   = 32
+	heldRetry = 30 * time.Second
 )
 
 // wakeLoop runs a coding-agent worker: the task's turn, then one turn per
@@ -97,7 +97,7 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Backoff <= 0 {
-		cfg.Backoff = DefaultTurnBackoff
+		cfg.Backoff = defaultTurnBackoff
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -106,7 +106,7 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 		cfg.Log = io.Discard
 	}
 	if cfg.HeldRetry <= 0 {
-		cfg.HeldRetry = HeldRetry
+		cfg.HeldRetry = heldRetry
 	}
 	w := &wakeLoop{cfg: cfg, kind: cfg.Spec.Kind, state: harness.TurnState{Kind: cfg.Spec.Kind}}
 	// A shim of the same run started again: what it held is still owed.
@@ -319,8 +319,8 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		w.state.Failures++
 		w.state.Consecutive++
 		backoff := w.cfg.Backoff << min(w.state.Consecutive-1, 16)
-		if backoff > MaxTurnBackoff || backoff <= 0 {
-			backoff = MaxTurnBackoff
+		if backoff > maxTurnBackoff || backoff <= 0 {
+			backoff = maxTurnBackoff
 		}
 		w.state.NextTurnAt = w.cfg.Now().Add(backoff)
 	} else {
@@ -453,7 +453,7 @@ func retryLater(code string) bool {
 // with heldMu held.
 func (w *wakeLoop) holdLocked(rec *harness.TurnRecord, to, text string) {
 	w.held = append(w.held, harness.HeldMessage{To: to, Turn: rec.N, Text: text, HeldAt: w.cfg.Now()})
-	if n := len(w.held) - MaxHeld; n > 0 {
+	if n := len(w.held) - maxHeld; n > 0 {
 		w.cfg.Logger.Warn("dropping the oldest outcomes held for the manager", "dropped", n)
 		w.held = slices.Delete(w.held, 0, n)
 	}
@@ -468,7 +468,7 @@ func (w *wakeLoop) saveHeldLocked() {
 }
 
 // deliverHeld sends held outcomes, in order, to the current manager when a
-// session joins and every HeldRetry, until ctx ends.
+// session joins and every heldRetry, until ctx ends.
 func (w *wakeLoop) deliverHeld(ctx context.Context) {
 	tick := time.NewTicker(w.cfg.HeldRetry)
 	defer tick.Stop()
@@ -519,8 +519,8 @@ func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clea
 	if err != nil || reg == nil {
 		return
 	}
-	_, err = reg.Update(context.WithoutCancel(ctx), w.cfg.WorkerID, w.cfg.RunID, func(r *Worker) error {
-		if r.State != StateRunning && r.State != StateProvisioning {
+	_, err = reg.Update(context.WithoutCancel(ctx), w.cfg.WorkerID, w.cfg.RunID, func(r *fleet.Worker) error {
+		if r.State != fleet.StateRunning && r.State != fleet.StateProvisioning {
 			return nil // ended or stopping: the turn record is history
 		}
 		r.StateReason = reason
@@ -529,7 +529,7 @@ func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clea
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, fleet.ErrNotFound) {
 		w.cfg.Logger.Warn("could not record the turn in the registry", "err", err)
 	}
 }
@@ -596,7 +596,7 @@ type batcher struct {
 	pending       bool
 	first, last   time.Time
 	notify        chan struct{}
-	quiet, maxAge time.Duration // zero: BatchQuiet, BatchMaxWait
+	quiet, maxAge time.Duration // zero: batchQuiet, batchMaxWait
 }
 
 // arrived notes a message received at t.
@@ -623,10 +623,10 @@ func (b *batcher) due() (time.Time, bool) {
 	}
 	quiet, maxAge := b.quiet, b.maxAge
 	if quiet == 0 {
-		quiet = BatchQuiet
+		quiet = batchQuiet
 	}
 	if maxAge == 0 {
-		maxAge = BatchMaxWait
+		maxAge = batchMaxWait
 	}
 	d := b.last.Add(quiet)
 	if m := b.first.Add(maxAge); m.Before(d) {
@@ -706,7 +706,3 @@ func (t *turnTracker) Reply(ctx context.Context, req intercom.ReplyRequest) (*in
 	}
 	return res, err
 }
-
-// harnessEnv is the environment of a worker's turns: the shim's, less what
-// belongs to systemd and the shim alone.
-func harnessEnv() []string { return commandEnv(os.Environ()) }
