@@ -169,7 +169,7 @@ func TestMCPTeamTools(t *testing.T) {
 	require.True(t, r.isError)
 
 	// The workers.json view was written by the registry writes above.
-	data, err := os.ReadFile(teams.WorkersViewPath(p))
+	data, err := os.ReadFile(fleet.WorkersViewPath(p))
 	require.NoError(t, err)
 	var view struct {
 		Version int              `json:"version"`

@@ -48,5 +48,5 @@ func doctorChecks(ctx context.Context, cfg fleet.DoctorConfig) []fleet.Check {
 		return checks
 	}
 	checks = append(checks, installedUnitsCheck(ctx, cfg.Paths))
-	return append(checks, workersViewCheck(cfg.Paths))
+	return append(checks, fleet.WorkersViewCheck(cfg.Paths))
 }

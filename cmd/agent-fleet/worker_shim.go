@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -54,8 +53,7 @@ func newWorkerShimCmd(s *streams) *cobra.Command {
 					}
 				}
 			}
-			code := shim.Run(cmd.Context(), cfg)
-			fleet.AwaitChangeHooks(exitHookWait) // the exit record's view
+			code := shim.Run(cmd.Context(), cfg) // closes its registry: the view is written
 			os.Exit(code)
 			return nil
 		},
