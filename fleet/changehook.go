@@ -3,20 +3,78 @@ package fleet
 import (
 	"context"
 	"sync"
-	"sync/atomic"
-	"time"
 )
 
-// changeHook runs after committed writes of every Registry in the process,
-// whoever opened it (CLI verbs, MCP holders' activity recorders, the worker
-// shim), after the handle's own RegistryOptions.OnChange.
-var changeHook atomic.Pointer[func(context.Context, *Registry)]
+// A Registry's change hook keeps the views other tools read of it up to
+// date: today the workers.json view of an agent directory's registry
+// (view.go). It runs on a goroutine of its own, off the writer's path (a
+// spawn does not wait for a view to be rewritten), one run at a time per
+// Registry; writes made while it runs are coalesced into one more run, so
+// the last run always follows the last write. Registry.Close and
+// Registry.AwaitChangeHook wait for it. The hook reads the registry; it
+// must not write to it nor close it.
 
-// hookRuns counts the change-hook runs in flight in the process.
-var hookRuns runCount
+// hookRunner coalesces a Registry's change-hook runs.
+type hookRunner struct {
+	// fn is the hook; nil (a registry without a view) starts no runs. Set
+	// before the Registry is shared.
+	fn      func(ctx context.Context)
+	mu      sync.Mutex
+	dirty   bool
+	running bool
+	closed  bool // Registry.Close: a write still finishing starts no run
+	runs    runCount
+}
+
+// changed schedules a run of the hook after a committed write.
+func (h *hookRunner) changed(ctx context.Context) {
+	if h.fn == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.dirty = true
+	if h.running {
+		return
+	}
+	h.running = true
+	h.runs.add()
+	go h.run(ctx)
+}
+
+func (h *hookRunner) run(ctx context.Context) {
+	defer h.runs.done()
+	for {
+		h.mu.Lock()
+		if !h.dirty {
+			h.running = false
+			h.mu.Unlock()
+			return
+		}
+		h.dirty = false
+		h.mu.Unlock()
+		h.fn(ctx)
+	}
+}
+
+// close stops new runs; the one in flight goes on (Close waits for it).
+func (h *hookRunner) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+}
+
+// AwaitChangeHook waits until the change hook has run for every write this
+// handle committed so far: the workers.json view then shows them. Writes
+// may go on meanwhile.
+func (r *Registry) AwaitChangeHook() { <-r.hooks.runs.idleCh() }
 
 // runCount counts runs in flight; unlike a sync.WaitGroup it may be waited
-// on while runs still start (a process exiting while writes go on).
+// on while runs still start (a process closing a registry that other
+// goroutines still write to).
 type runCount struct {
 	mu   sync.Mutex
 	n    int
@@ -51,92 +109,3 @@ func (c *runCount) idleCh() <-chan struct{} {
 }
 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// SetChangeHook installs the process-wide registry change hook (nil
-// removes it). cmd sets it once, at start, to keep views of the registry
-// other tools read (the orchestrator/workers.json of the TypeScript
-// adapters) up to date.
-//
-// The hook runs on a goroutine of its own, off the writer's path (a spawn
-// does not wait for a view to be rewritten), one run at a time per
-// Registry; writes made while it runs are coalesced into one more run, so
-// the last run always follows the last write. Registry.Close and
-// Registry.AwaitChangeHook wait for it, AwaitChangeHooks for all of the
-// process's. The hook must not write to the registry nor close it.
-func SetChangeHook(fn func(ctx context.Context, r *Registry)) {
-	if fn == nil {
-		changeHook.Store(nil)
-		return
-	}
-	changeHook.Store(&fn)
-}
-
-// hookRunner coalesces a Registry's change-hook runs.
-type hookRunner struct {
-	mu      sync.Mutex
-	dirty   bool
-	running bool
-	closed  bool // Registry.Close: a write still finishing starts no run
-	runs    runCount
-}
-
-// changed schedules a run of the process-wide hook for r.
-func (h *hookRunner) changed(ctx context.Context, r *Registry) {
-	if changeHook.Load() == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
-	h.dirty = true
-	if h.running {
-		return
-	}
-	h.running = true
-	h.runs.add()
-	hookRuns.add()
-	go h.run(ctx, r)
-}
-
-func (h *hookRunner) run(ctx context.Context, r *Registry) {
-	defer hookRuns.done()
-	defer h.runs.done()
-	for {
-		h.mu.Lock()
-		if !h.dirty {
-			h.running = false
-			h.mu.Unlock()
-			return
-		}
-		h.dirty = false
-		h.mu.Unlock()
-		if fn := changeHook.Load(); fn != nil {
-			(*fn)(ctx, r)
-		}
-	}
-}
-
-// AwaitChangeHooks waits up to timeout for the change-hook runs of every
-// Registry of the process, for a process about to exit; it reports whether
-// they all ended.
-func AwaitChangeHooks(timeout time.Duration) bool {
-	select {
-	case <-hookRuns.idleCh():
-		return true
-	case <-time.After(timeout):
-		return false
-	}
-}
-
-// AwaitChangeHook waits until the process-wide change hook has run for
-// every write this handle committed so far.
-func (r *Registry) AwaitChangeHook() { <-r.hooks.runs.idleCh() }
-
-// close stops new runs; the one in flight goes on (Close waits for it).
-func (h *hookRunner) close() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-}

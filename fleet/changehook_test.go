@@ -2,49 +2,69 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// The process-wide hook sees the writes of every handle, after the
-// handle's own OnChange, and never the failed ones.
+// countRuns counts r's change-hook runs (call it before r's first write).
+func countRuns(r *Registry) *atomic.Int32 {
+	var n atomic.Int32
+	fn := r.hooks.fn
+	r.hooks.fn = func(ctx context.Context) {
+		n.Add(1)
+		fn(ctx)
+	}
+	return &n
+}
+
+// viewIDs are the worker ids of the workers.json at path.
+func viewIDs(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var v viewFile
+	require.NoError(t, json.Unmarshal(data, &v))
+	ids := []string{}
+	for _, w := range v.Workers {
+		ids = append(ids, w.ID)
+	}
+	return ids
+}
+
+// Every handle on an agent directory's registry refreshes the view beside
+// it after its own writes, never after a failed one; a registry elsewhere
+// keeps no view.
 func TestChangeHook(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	var seen []string
-	SetChangeHook(func(_ context.Context, r *Registry) {
-		mu.Lock()
-		defer mu.Unlock()
-		seen = append(seen, "hook:"+r.Path())
-	})
-	t.Cleanup(func() { SetChangeHook(nil) })
 	path := registryPath(t)
-	own, err := OpenRegistryWithOptions(ctx, path, RegistryOptions{OnChange: func(context.Context, *Registry) {
-		mu.Lock()
-		defer mu.Unlock()
-		seen = append(seen, "own")
-	}})
-	require.NoError(t, err)
-	t.Cleanup(func() { own.Close() })
-	plain := openTestRegistry(t, path, nil)
+	view := filepath.Join(filepath.Dir(path), "workers.json")
+	one := openTestRegistry(t, path, nil)
+	two := openTestRegistry(t, path, nil)
+	ones, twos := countRuns(one), countRuns(two)
 
-	require.NoError(t, own.Reserve(ctx, &Worker{ID: "a", Kind: "exec", Manager: "m"}))
-	own.AwaitChangeHook()
-	require.NoError(t, plain.Reserve(ctx, &Worker{ID: "b", Kind: "exec", Manager: "m"}))
-	require.Error(t, plain.Reserve(ctx, &Worker{ID: "b", Kind: "exec", Manager: "m"}), "a conflict writes nothing")
-	plain.AwaitChangeHook()
-	mu.Lock()
-	require.Equal(t, []string{"own", "hook:" + own.Path(), "hook:" + plain.Path()}, seen)
-	mu.Unlock()
+	require.NoError(t, one.Reserve(ctx, &Worker{ID: "a", Kind: "exec", Manager: "m"}))
+	one.AwaitChangeHook()
+	require.Equal(t, []string{"a"}, viewIDs(t, view))
+	require.NoError(t, two.Reserve(ctx, &Worker{ID: "b", Kind: "exec", Manager: "m"}))
+	require.Error(t, two.Reserve(ctx, &Worker{ID: "b", Kind: "exec", Manager: "m"}), "a conflict writes nothing")
+	two.AwaitChangeHook()
+	require.Equal(t, []string{"a", "b"}, viewIDs(t, view))
+	require.Equal(t, int32(1), ones.Load())
+	require.Equal(t, int32(1), twos.Load(), "the failed write ran no refresh")
 
-	SetChangeHook(nil)
-	require.NoError(t, plain.Reserve(ctx, &Worker{ID: "c", Kind: "exec", Manager: "m"}))
-	plain.AwaitChangeHook()
-	require.Len(t, seen, 3)
+	elsewhere := openTestRegistry(t, filepath.Join(t.TempDir(), "fleet.db"), nil)
+	require.Nil(t, elsewhere.hooks.fn)
+	require.NoError(t, elsewhere.Reserve(ctx, &Worker{ID: "c", Kind: "exec", Manager: "m"}))
+	elsewhere.AwaitChangeHook()
+	require.NoFileExists(t, filepath.Join(filepath.Dir(elsewhere.Path()), "workers.json"))
 }
 
 // The hook runs off the writer's path: a write does not wait for it, the
@@ -56,18 +76,17 @@ func TestChangeHookCoalesces(t *testing.T) {
 	entered := make(chan struct{}, 16)
 	var mu sync.Mutex
 	var counts []int
-	SetChangeHook(func(ctx context.Context, r *Registry) {
+	reg, err := OpenRegistry(ctx, registryPath(t))
+	require.NoError(t, err)
+	reg.hooks.fn = func(ctx context.Context) {
 		entered <- struct{}{}
 		<-release
-		list, err := r.List(ctx, Filter{})
+		list, err := reg.List(ctx, Filter{})
 		require.NoError(t, err)
 		mu.Lock()
 		counts = append(counts, len(list))
 		mu.Unlock()
-	})
-	t.Cleanup(func() { SetChangeHook(nil) })
-	reg, err := OpenRegistry(ctx, registryPath(t))
-	require.NoError(t, err)
+	}
 
 	require.NoError(t, reg.Reserve(ctx, &Worker{ID: "a", Kind: "exec", Manager: "m"}))
 	<-entered // the first run is blocked in the hook; writes go on
@@ -80,14 +99,14 @@ func TestChangeHookCoalesces(t *testing.T) {
 	require.Equal(t, []int{4, 4}, counts, "the runs read the registry after the writes (the second after the last)")
 }
 
-// A process may wait for the hooks while writes still go on (it is
-// exiting): waiting never races with runs starting.
-func TestAwaitChangeHooksWhileWriting(t *testing.T) {
+// A process may wait for the hook while writes still go on (it is
+// closing): waiting never races with runs starting, and Close leaves no
+// run behind.
+func TestAwaitChangeHookWhileWriting(t *testing.T) {
 	ctx := context.Background()
-	SetChangeHook(func(context.Context, *Registry) { time.Sleep(time.Millisecond) })
-	t.Cleanup(func() { SetChangeHook(nil) })
 	reg, err := OpenRegistry(ctx, registryPath(t))
 	require.NoError(t, err)
+	reg.hooks.fn = func(context.Context) { time.Sleep(time.Millisecond) }
 	stop := make(chan struct{})
 	wrote := make(chan error, 1)
 	go func() {
@@ -105,11 +124,14 @@ func TestAwaitChangeHooksWhileWriting(t *testing.T) {
 		}
 	}()
 	for range 50 {
-		AwaitChangeHooks(10 * time.Millisecond)
 		reg.AwaitChangeHook()
 	}
 	close(stop)
 	require.NoError(t, <-wrote)
 	require.NoError(t, reg.Close())
-	require.True(t, AwaitChangeHooks(time.Second))
+	select {
+	case <-reg.hooks.runs.idleCh():
+	default:
+		t.Fatal("a change-hook run outlived Close")
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/agent-fleet/agent-fleet/units"
@@ -289,9 +290,6 @@ type Capabilities struct {
 	PiMCPAdapter string `json:"piMcpAdapter,omitempty"`
 }
 
-// HarnessExecutables are the commands of the coding-agent kinds.
-var HarnessExecutables = map[string]string{"claude": "claude", "codex": "codex", "opencode": "opencode", "pi": "pi"}
-
 // ProbeCapabilities reports what this host supports.
 func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
 	c := Capabilities{
@@ -309,14 +307,14 @@ func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
 		c.FleetReason = err.Error()
 	} else {
 		c.FleetBackend, c.SystemdVersion = "systemd-user", probe.Version.Raw
-		c.WorkerKinds = append([]string{"exec"}, HarnessKinds...)
+		c.WorkerKinds = append([]string{"exec"}, harness.Kinds...)
 	}
 	if cg, err := units.OpenCgroups("/"); err == nil {
 		c.CgroupLayout, c.CgroupKill = string(cg.Layout), cg.HasKill()
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for kind, exe := range HarnessExecutables {
+	for kind, exe := range harness.Executables {
 		path, err := exec.LookPath(exe)
 		if err != nil {
 			c.Harnesses[kind] = ""

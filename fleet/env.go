@@ -79,20 +79,15 @@ func workerEnv(callerEnv func(string) string, agentDir string, extra []string, i
 }
 
 // EnvShimKeep names, comma-separated, the variables of the strip list that
-// a worker's unit sets itself (its identity, --env entries). The shim keeps
-// those and removes every other such variable — what the user manager's own
-// environment passes on to every unit — before anything reads its
+// a worker's unit sets itself (its identity, --env entries). The shim
+// (fleet/shim) keeps those and removes every other such variable — what the
+// user manager's own environment passes on to every unit, but for the ones
+// systemd sets for the service itself — before anything reads its
 // environment, so neither the shim nor the command ever sees one. (Doing it
 // there, rather than with UnsetEnvironment= from the manager's environment
 // read at spawn, saves spawn a D-Bus call and cannot miss a variable set
 // between that read and the start.)
 const EnvShimKeep = "AGENT_FLEET_SHIM_KEEP"
-
-// serviceVars are what systemd sets for a service's own process, never
-// the manager's to pass on: the shim needs NOTIFY_SOCKET for READY
-// (commandEnv keeps it and MAINPID from the command; INVOCATION_ID and
-// SYSTEMD_EXEC_PID are the worker unit's own).
-var serviceVars = []string{"NOTIFY_SOCKET", "MAINPID", "INVOCATION_ID", "SYSTEMD_EXEC_PID"}
 
 // shimKeep is EnvShimKeep's value for a unit environment.
 func shimKeep(env []string) string {
@@ -103,26 +98,4 @@ func shimKeep(env []string) string {
 		}
 	}
 	return strings.Join(keep, ",")
-}
-
-// inheritedStripped names the variables of env that match the strip list
-// and that the unit did not set itself (per EnvShimKeep in env): the user
-// manager's, for the shim to remove.
-func inheritedStripped(env []string) []string {
-	keep := map[string]bool{}
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, EnvShimKeep+"="); ok {
-			for _, k := range strings.Split(v, ",") {
-				keep[k] = true
-			}
-		}
-	}
-	var out []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if Stripped(k) && !keep[k] && !slices.Contains(serviceVars, k) {
-			out = append(out, k)
-		}
-	}
-	return out
 }

@@ -1,27 +1,38 @@
 package fleet
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
 
-// The error vocabulary of the fleet registry. Callers test with errors.Is;
-// every returned error wraps one of these with the operation and its subject
-// ("reserve worker \"w1\": ..."). CLI exit codes (DESIGN.md "CLI") map from
-// them in cmd/.
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
+)
+
+// The error vocabulary of fleet: of the registry, of the operations on
+// workers, and of ownership. Callers test with errors.Is (or errors.As for
+// the two error types); every returned error wraps one of these with the
+// operation and its subject ("reserve worker \"w1\": ..."). The CLI's exit
+// codes (DESIGN.md "CLI") are mapped from them in one place in cmd/; each
+// note below says which code that is.
+
+// Errors of the registry file and its records.
 var (
-	// ErrNotFound: no incarnation of that id (or id+run) is recorded (exit 3).
+	// ErrNotFound: no incarnation of that id (or id+run) is recorded
+	// (exit 3).
 	ErrNotFound = errors.New("worker not found")
 
 	// ErrConflict: a live incarnation of the id exists, or the exact id+run
-	// is already recorded (exit 4).
+	// is already recorded, or the id's unit still runs (exit 4).
 	ErrConflict = errors.New("worker conflict")
 
 	// ErrSchemaNewer: the registry file was written by a newer agent-fleet
 	// whose schema this build does not know. Nothing was written to the file;
-	// upgrade agent-fleet (never downgrade the file).
+	// upgrade agent-fleet (never downgrade the file) (exit 1).
 	ErrSchemaNewer = errors.New("registry schema is newer than this agent-fleet supports")
 
 	// ErrCorrupt: the registry file is not a SQLite database or fails
 	// PRAGMA quick_check. The file is left as it was; the caller decides
-	// whether to keep it aside and rebuild (issue 6).
+	// whether to keep it aside and rebuild (issue 6) (exit 1).
 	ErrCorrupt = errors.New("registry file is corrupt")
 
 	// ErrInvalidID: a worker id does not match DESIGN.md's
@@ -31,11 +42,101 @@ var (
 
 	// ErrInvalidRecord: a record handed to the registry breaks an invariant
 	// (unknown state, a non-live state for Reserve, an Update callback that
-	// changed ID, RunID or Generation). A programming error, not user input.
+	// changed ID, RunID or Generation). A programming error, not user input
+	// (exit 1).
 	ErrInvalidRecord = errors.New("invalid worker record")
 
 	// ErrBusy: another process held the registry's write lock for longer than
 	// the busy timeout (5 s by default). Nothing was written; retrying later
-	// is safe.
+	// is safe (exit 1).
 	ErrBusy = errors.New("registry busy")
 )
+
+// Errors of operations on workers.
+var (
+	// ErrInvalidRequest: a spawn/stop request is malformed, or a coding
+	// agent's model, effort or permission is not one its kind takes
+	// (exit 2).
+	ErrInvalidRequest = errors.New("invalid request")
+
+	// ErrCommandNotFound: the worker's command is not on the caller's PATH
+	// or not executable, or a pi worker's MCP adapter is missing (exit 3).
+	ErrCommandNotFound = errors.New("command not found")
+
+	// ErrUnsupportedKind: the worker kind is none of exec, claude, codex,
+	// opencode, pi (exit 2, like any unknown flag value). It is the harness
+	// package's, so errors.Is holds for errors of either package.
+	ErrUnsupportedKind = harness.ErrUnsupportedKind
+
+	// ErrSpawnFailed: the worker did not become ready; the record is kept
+	// as failed (exit 1). The error is a *SpawnError.
+	ErrSpawnFailed = errors.New("spawn failed")
+
+	// ErrCleanupIncomplete: processes of a stopped worker survived SIGKILL;
+	// the record says which (exit 1).
+	ErrCleanupIncomplete = errors.New("cleanup could not be verified")
+
+	// ErrCleanupInProgress: another janitor run holds the cleanup lock. The
+	// cleanup verb reports it and exits 0: that run does the work.
+	ErrCleanupInProgress = errors.New("cleanup in progress")
+
+	// ErrReadOnly: the fleet found something it cannot resolve on its own
+	// (e.g. two live units claiming one worker id) and refuses changes until
+	// it is resolved; `agent-fleet doctor` says what (exit 4).
+	ErrReadOnly = errors.New("the fleet is read-only until an ambiguity is resolved")
+)
+
+// Errors of ownership: managers, adoption, leases and history.
+var (
+	// ErrNotOwner: the worker belongs to another manager (exit 4). The error
+	// is an *OwnerError.
+	ErrNotOwner = errors.New("worker belongs to another manager")
+
+	// ErrManagerConnected: adoption refused while the current manager's
+	// session is connected; --force overrides (exit 4).
+	ErrManagerConnected = errors.New("the worker's manager is connected")
+
+	// ErrNotTerminal: forget/prune touch only ended workers (exit 4).
+	ErrNotTerminal = errors.New("worker is still live")
+
+	// ErrNeedsAcknowledge: forget and prune delete history and must be
+	// acknowledged (exit 2).
+	ErrNeedsAcknowledge = errors.New("deleting records needs --acknowledge")
+
+	// ErrUnverifiedActivity: a message claimed to come from a worker, but the
+	// sending connection's pid is not in the worker's cgroup; its lease is
+	// not renewed. Never a command's outcome: the activity recorder logs it.
+	ErrUnverifiedActivity = errors.New("activity not verified")
+)
+
+// SpawnError is a spawn whose worker did not become ready.
+type SpawnError struct {
+	ID, RunID string
+	Reason    string // what happened, e.g. "exited with status 3 before it was ready"
+	LogTail   []string
+}
+
+func (e *SpawnError) Error() string {
+	msg := fmt.Sprintf("spawn %s (run %s): %s", e.ID, e.RunID, e.Reason)
+	if len(e.LogTail) > 0 {
+		msg += "\nlast log lines:\n  " + strings.Join(e.LogTail, "\n  ")
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrSpawnFailed) true.
+func (e *SpawnError) Unwrap() error { return ErrSpawnFailed }
+
+// OwnerError is an operation refused because another manager owns the
+// worker.
+type OwnerError struct {
+	ID, Owner, Caller string
+	Op                string
+}
+
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("%s %s: it belongs to manager %q, not %q; adopt it first (agent-fleet adopt %s)", e.Op, e.ID, e.Owner, e.Caller, e.ID)
+}
+
+// Unwrap makes errors.Is(err, ErrNotOwner) true.
+func (e *OwnerError) Unwrap() error { return ErrNotOwner }

@@ -2,6 +2,8 @@
 // registry: spawn with readiness that means the command ran and the worker
 // is reachable, honest states from systemd plus the registry, and stops
 // whose cleanup is proven from the unit's cgroup (DESIGN.md "Workers").
+// It is the manager side: the process inside each unit is fleet/shim, and
+// the coding-agent kinds both use are the pure fleet/harness.
 package fleet
 
 import (
@@ -106,6 +108,13 @@ func New(cfg Config) (*Fleet, error) {
 // RegistryPath is where the fleet registry of p lives.
 func RegistryPath(p intercom.Paths) string {
 	return filepath.Join(p.OrchestratorDir(), "fleet.db")
+}
+
+// WorkerDir holds a coding-agent incarnation's files: spec.json (written
+// by Spawn), state.json and held.json (the shim's turn record) and the MCP
+// configuration files of its turns. 0700, files 0600.
+func WorkerDir(p intercom.Paths, id, run string) string {
+	return filepath.Join(p.OrchestratorDir(), "workers", id+"-"+run)
 }
 
 // LogDir holds worker log files where there is no journald.

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
@@ -25,7 +26,7 @@ import (
 )
 
 // The test binary doubles as the worker shim: systemd starts it with
-// FLEET_TEST_SHIM=1 and the shim's flags, and it runs fleet.RunShim.
+// FLEET_TEST_SHIM=1 and the shim's flags, and it runs shim.Run.
 func init() {
 	if text := os.Getenv("FLEET_TEST_REPORT"); text != "" {
 		os.Exit(reportToManager(text))
@@ -52,7 +53,7 @@ func init() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(70)
 	}
-	os.Exit(fleet.RunShim(context.Background(), fleet.ShimConfig{Paths: p, WorkerID: id, RunID: run, Kind: kind,
+	os.Exit(shim.Run(context.Background(), shim.Config{Paths: p, WorkerID: id, RunID: run, Kind: kind,
 		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr}))
 }
 

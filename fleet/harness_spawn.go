@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // PiMCPAdapterEnv names the pi-mcp-adapter package directory for pi
@@ -18,14 +20,17 @@ const PiMCPAdapterEnv = "AGENT_FLEET_PI_MCP_ADAPTER"
 // (argv[0] of req.Command if given, else the kind's command on the
 // caller's PATH), the options checked for the kind, and for pi the MCP
 // adapter extension.
-func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*HarnessSpec, error) {
-	if err := CheckHarnessOptions(req.Kind, req.Model, req.Effort, req.Permission); err != nil {
+func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error) {
+	if err := harness.CheckOptions(req.Kind, req.Model, req.Effort, req.Permission); err != nil {
+		if errors.Is(err, harness.ErrInvalidOption) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
 		return nil, err
 	}
 	if req.TurnTimeout < 0 {
 		return nil, fmt.Errorf("%w: --turn-timeout must be positive", ErrInvalidRequest)
 	}
-	name := HarnessExecutables[req.Kind]
+	name := harness.Executables[req.Kind]
 	var extra []string
 	if len(req.Command) > 0 {
 		name, extra = req.Command[0], req.Command[1:]
@@ -38,7 +43,7 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*HarnessSpec, error) 
 		}
 		return nil, err
 	}
-	spec := &HarnessSpec{
+	spec := &harness.Spec{
 		Kind: req.Kind, Command: append([]string{exe}, extra...), Task: req.Task, Role: req.Role, Cwd: cwd,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission, TurnTimeoutMs: req.TurnTimeout.Milliseconds(),
 	}
@@ -155,7 +160,7 @@ func (f *Fleet) tidyWorkerDirs(ctx context.Context, execute bool) []CleanupActio
 			continue
 		}
 		path := filepath.Join(root, e.Name())
-		fi, err := os.Stat(statePath(path))
+		fi, err := os.Stat(harness.StatePath(path))
 		if err != nil {
 			fi, err = e.Info()
 		}

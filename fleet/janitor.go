@@ -12,9 +12,6 @@ import (
 	"time"
 )
 
-// ErrCleanupInProgress: another janitor run holds the cleanup lock.
-var ErrCleanupInProgress = errors.New("cleanup in progress")
-
 // CleanupOptions configure one janitor run.
 type CleanupOptions struct {
 	// Execute acts; without it the run only reports what it would do.

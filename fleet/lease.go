@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -68,10 +67,6 @@ const (
 	ActivityVerified = "verified"  // the sending pid lies in the worker's cgroup
 	ActivitySenderID = "sender-id" // no local API (a foreign broker): the sender id alone
 )
-
-// ErrUnverifiedActivity: a message claimed to come from a worker, but the
-// sending connection's pid is not in the worker's cgroup.
-var ErrUnverifiedActivity = errors.New("activity not verified")
 
 // RecordActivity renews the lease of the caller's worker `from` after the
 // caller (its manager) received a message from it (DESIGN.md "Leases").

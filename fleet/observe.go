@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
@@ -26,7 +27,7 @@ type Status struct {
 	LeaseActivity string
 	// Turns is a coding-agent worker's record of its turns (nil for exec
 	// workers, or before its shim began).
-	Turns *TurnState
+	Turns *harness.TurnState
 }
 
 // unitEnded: the unit runs nothing any more (collected, inactive or failed).
@@ -172,8 +173,8 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 	}
 	w, st := f.settle(ctx, w)
 	s := &Status{Worker: w, Unit: st}
-	if IsHarnessKind(w.Kind) {
-		s.Turns, _ = ReadTurnState(f.cfg.Paths, w.ID, w.RunID)
+	if harness.IsKind(w.Kind) {
+		s.Turns, _ = harness.ReadTurnState(WorkerDir(f.cfg.Paths, w.ID, w.RunID))
 	}
 	if w.State.Live() && !w.LeaseDeadline.IsZero() {
 		s.LeaseActivity = f.activityMode(ctx, w.ID)

@@ -13,18 +13,6 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
-// Ownership errors.
-var (
-	// ErrManagerConnected: adoption refused while the current manager's
-	// session is connected (exit 4); --force overrides.
-	ErrManagerConnected = errors.New("the worker's manager is connected")
-	// ErrNotTerminal: forget/prune touch only ended workers (exit 4).
-	ErrNotTerminal = errors.New("worker is still live")
-	// ErrNeedsAcknowledge: forget and prune delete history and must be
-	// acknowledged (exit 2).
-	ErrNeedsAcknowledge = errors.New("deleting records needs --acknowledge")
-)
-
 // PeerChecker answers whether a session is connected to the broker and from
 // which pid (the broker's local API; intercom.LocalAPIClient implements it).
 type PeerChecker interface {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -36,8 +37,8 @@ func reportToManager(text string) int {
 		fmt.Fprintln(os.Stderr, "dial holder:", err)
 		return 1
 	}
-	var m fleet.Manager
-	if err := hc.Call(ctx, fleet.ShimOpManager, nil, &m); err != nil {
+	var m shim.Manager
+	if err := hc.Call(ctx, shim.OpManager, nil, &m); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}

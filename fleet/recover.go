@@ -11,13 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
-
-// ErrReadOnly: the fleet found something it cannot resolve on its own
-// (e.g. two live units claiming one worker id) and refuses changes until it
-// is resolved (exit 4); `agent-fleet doctor` says what.
-var ErrReadOnly = errors.New("the fleet is read-only until an ambiguity is resolved")
 
 // UnitPrefix starts the name of every worker unit.
 const UnitPrefix = "agent-fleet-worker-"
@@ -209,7 +205,7 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 		State: StateRunning, StateReason: "recovered", Manager: manager, FirstManager: vars[EnvManagerID],
 		ReadyAt: now,
 	}
-	if spec, err := ReadHarnessSpec(WorkerDir(f.cfg.Paths, id, run)); err == nil {
+	if spec, err := harness.ReadSpec(WorkerDir(f.cfg.Paths, id, run)); err == nil {
 		// A coding agent: its spec says what it is.
 		w.Kind, w.Command, w.Task, w.Cwd = spec.Kind, spec.Command, spec.Task, spec.Cwd
 		w.Model, w.Effort, w.Permission = spec.Model, spec.Effort, spec.Permission

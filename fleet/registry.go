@@ -31,11 +31,6 @@ type RegistryOptions struct {
 	// BusyTimeout is SQLite's busy_timeout, in whole milliseconds (0 =
 	// DefaultBusyTimeout).
 	BusyTimeout time.Duration
-	// OnChange, when set, runs after every committed write of this handle,
-	// on the writer's goroutine (outside the write lock). It must not write
-	// to the registry. (Views other tools read are refreshed by the
-	// process-wide hook instead: SetChangeHook, off the writer's path.)
-	OnChange func(ctx context.Context, r *Registry)
 }
 
 // Registry is the fleet's worker registry: one SQLite file shared by every
@@ -49,14 +44,19 @@ type RegistryOptions struct {
 // single statements and see either all or none of a mutation (WAL snapshot).
 // A writer that cannot get the lock within the busy timeout fails with ErrBusy
 // having written nothing.
+//
+// The registry of an agent directory (RegistryPath) keeps the workers.json
+// view beside it (view.go) up to date after every committed write, off the
+// writer's path; Close waits for the last refresh, so a process that closes
+// its registries before it exits leaves the view current.
 type Registry struct {
 	path      string
 	db        *sql.DB
 	now       func() time.Time
 	writeSem  chan struct{}
-	onChange  func(context.Context, *Registry)
 	stmts     *statements
 	hooks     hookRunner
+	view      string // the workers.json kept up to date; "" for none
 	id        string
 	createdAt time.Time
 	file      os.FileInfo // the file as opened, to notice a replacement
@@ -97,7 +97,7 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	path = abs
-	r := &Registry{path: path, now: opts.Now, writeSem: make(chan struct{}, 1), onChange: opts.OnChange}
+	r := &Registry{path: path, now: opts.Now, writeSem: make(chan struct{}, 1)}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -156,6 +156,12 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	r.file, _ = os.Stat(path)
+	// The view follows from the path, not an option: every opener of an
+	// agent directory's registry (CLI verbs, MCP holders, worker shims,
+	// recovery) keeps it without being told, and no other registry has one.
+	if r.view = viewPathOf(path); r.view != "" {
+		r.hooks.fn = r.refreshOwnView
+	}
 	return r, nil
 }
 
@@ -189,9 +195,10 @@ func (r *Registry) loadMeta(ctx context.Context) error {
 	return classify(rows.Err())
 }
 
-// Close waits for the change hook's pending run (SetChangeHook) and closes
-// the registry's connections. The last connection of the last process to
-// close checkpoints the WAL into the file.
+// Close waits for the change hook's run in flight (the workers.json view of
+// the last write) and closes the registry's connections. The last
+// connection of the last process to close checkpoints the WAL into the
+// file.
 func (r *Registry) Close() error {
 	r.hooks.close()
 	r.AwaitChangeHook()
@@ -645,10 +652,7 @@ func (r *Registry) write(ctx context.Context, fn func(querier) error) error {
 	if err := r.writeLocked(ctx, fn); err != nil {
 		return err
 	}
-	if r.onChange != nil {
-		r.onChange(context.WithoutCancel(ctx), r)
-	}
-	r.hooks.changed(context.WithoutCancel(ctx), r)
+	r.hooks.changed(context.WithoutCancel(ctx))
 	return nil
 }
 

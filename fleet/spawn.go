@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/agent-fleet/agent-fleet/units"
@@ -34,7 +35,7 @@ type SpawnRequest struct {
 	// MaxRuntime stops the worker after this long; 0 = no limit.
 	MaxRuntime time.Duration
 	// TurnTimeout bounds one turn of a coding-agent worker; 0 is
-	// DefaultTurnTimeout.
+	// harness.DefaultTurnTimeout.
 	TurnTimeout time.Duration
 	// Command is the argv of an exec worker; argv[0] is resolved with the
 	// caller's PATH.
@@ -70,7 +71,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		if req.TurnTimeout != 0 {
 			return nil, fmt.Errorf("spawn %s: %w: turn timeout is for the coding-agent kinds; use max runtime for an exec worker", req.ID, ErrInvalidRequest)
 		}
-	case IsHarnessKind(kind):
+	case harness.IsKind(kind):
 	default:
 		return nil, fmt.Errorf("spawn %s: %w %q (want exec, claude, codex, opencode or pi)", req.ID, ErrUnsupportedKind, req.Kind)
 	}
@@ -85,7 +86,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		return nil, fmt.Errorf("spawn %s: %w: working directory %s does not exist", req.ID, ErrInvalidRequest, cwd)
 	}
 	var argv []string
-	var hspec *HarnessSpec
+	var hspec *harness.Spec
 	if kind == "exec" {
 		argv0, err := f.resolveCommand(req.Command[0], cwd)
 		if err != nil {
@@ -143,7 +144,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	shimArgs := []string{"--id", w.ID, "--run", w.RunID}
 	if hspec != nil {
-		if err := WriteHarnessSpec(WorkerDir(f.cfg.Paths, w.ID, w.RunID), hspec); err != nil {
+		if err := harness.WriteSpec(WorkerDir(f.cfg.Paths, w.ID, w.RunID), hspec); err != nil {
 			return nil, f.abandon(ctx, w, err)
 		}
 		shimArgs = append(shimArgs, "--kind", kind)

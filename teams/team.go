@@ -2,8 +2,8 @@
 // registry → TmuxDeck manifest → same-scope live roster → standalone, spec
 // intercom-v4 §7), named teams with private scopes (§7.2), the Boss
 // team-only contract (§7.3) and read-only inbox inspection by a manager
-// (§7.4). It also writes the orchestrator/workers.json view the TypeScript
-// adapters read.
+// (§7.4). The orchestrator/workers.json view the TypeScript adapters read
+// is fleet's, kept beside the registry it mirrors.
 //
 // teams imports only intercom and manifest. The fleet registry reaches it
 // through the Registry interface, which cmd implements.

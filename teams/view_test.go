@@ -2,14 +2,13 @@ package teams
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -95,16 +94,27 @@ func legacyTeam(workers []map[string]any, env MapEnv, self string, sessions []Se
 	return t
 }
 
-func viewPaths(t *testing.T) intercom.Paths {
+// fleetRegistry is a fleet registry in a temp agent directory holding
+// records, whose workers.json view is the one under test.
+func fleetRegistry(t *testing.T, p intercom.Paths, records []WorkerRecord) *fleet.Registry {
 	t.Helper()
-	return intercom.NewPaths(t.TempDir())
+	reg, err := fleet.OpenRegistry(ctx, fleet.RegistryPath(p))
+	require.NoError(t, err)
+	t.Cleanup(func() { reg.Close() })
+	for _, r := range records {
+		require.NoError(t, reg.Insert(ctx, &fleet.Worker{ID: r.ID, RunID: r.RunID, Kind: r.Harness, Role: r.Role,
+			Manager: r.Manager, FirstManager: r.Manager, State: fleet.State(r.State)}))
+	}
+	reg.AwaitChangeHook()
+	return reg
 }
 
-// The view passes the reader rules: for every worker and every manager the
-// TypeScript reader resolves the same team from it as agent-fleet does from
-// the registry.
+// The view fleet keeps beside the registry passes the reader rules: for
+// every worker and every manager the TypeScript reader resolves the same
+// team from it as agent-fleet does from the registry. (fleet's own tests
+// cover the view's ownership and encoding.)
 func TestWorkersViewMatchesTheReader(t *testing.T) {
-	p := viewPaths(t)
+	p := intercom.NewPaths(t.TempDir())
 	reg := &fakeRegistry{workers: []WorkerRecord{
 		live("w1", "aaaaaaaaaaaa", "boss", "exec", "builder"),
 		live("w2", "bbbbbbbbbbbb", "boss", "claude", ""),
@@ -113,14 +123,17 @@ func TestWorkersViewMatchesTheReader(t *testing.T) {
 		ended("w5", "eeeeeeeeeeee", "boss"),
 		live("z1", "ffffffffffff", "operator-me", "codex", "reviewer"),
 	}}
-	state, err := RefreshWorkersView(ctx, p, reg.LiveWorkers)
-	require.NoError(t, err)
-	require.Equal(t, ViewOurs, state)
-	fi, err := os.Stat(WorkersViewPath(p))
+	freg := fleetRegistry(t, p, reg.workers)
+	fi, err := os.Stat(fleet.WorkersViewPath(p))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	var mark struct{ Writer string }
+	data, err := os.ReadFile(fleet.WorkersViewPath(p))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &mark))
+	require.Equal(t, "agent-fleet", mark.Writer, "the view is agent-fleet's")
 
-	workers := legacyRead(t, WorkersViewPath(p))
+	workers := legacyRead(t, fleet.WorkersViewPath(p))
 	require.Len(t, workers, 5, "live workers only")
 	for _, w := range workers {
 		require.Contains(t, legacyLive, w["state"])
@@ -150,112 +163,10 @@ func TestWorkersViewMatchesTheReader(t *testing.T) {
 
 	// After an adoption the rewritten view names the new manager.
 	reg.setManager("w1", "new-boss")
-	_, err = RefreshWorkersView(ctx, p, reg.LiveWorkers)
+	_, err = freg.Update(ctx, "w1", "aaaaaaaaaaaa", func(w *fleet.Worker) error { w.Manager = "new-boss"; return nil })
 	require.NoError(t, err)
-	got := legacyTeam(legacyRead(t, WorkersViewPath(p)), MapEnv{EnvWorkerID: "w1"}, "w1", sessions)
+	freg.AwaitChangeHook()
+	got := legacyTeam(legacyRead(t, fleet.WorkersViewPath(p)), MapEnv{EnvWorkerID: "w1"}, "w1", sessions)
 	require.Equal(t, "new-boss", got.Manager.Target)
 	require.Empty(t, got.Coworkers)
-}
-
-func TestWorkersViewOwnership(t *testing.T) {
-	reg := &fakeRegistry{workers: []WorkerRecord{live("w1", "aaaaaaaaaaaa", "boss", "exec", "")}}
-	cases := map[string]struct {
-		existing *string
-		want     ViewState
-		written  bool
-	}{
-		"absent":                 {nil, ViewOurs, true},
-		"ours":                   {ptr(`{"version":1,"writer":"agent-fleet","workers":[]}`), ViewOurs, true},
-		"typescript v4 registry": {ptr(`{"version":4,"generation":7,"workers":[],"workerGenerations":[]}`), ViewForeign, false},
-		"legacy v1 by hand":      {ptr(`{"version":1,"workers":[{"id":"x","owned":true}]}`), ViewForeign, false},
-		"another writer":         {ptr(`{"version":1,"writer":"someone-else","workers":[]}`), ViewForeign, false},
-		"writer not a string":    {ptr(`{"version":1,"writer":["agent-fleet"],"workers":[]}`), ViewForeign, false},
-		"torn file":              {ptr(`{"version":4,"workers":[`), ViewUnreadable, false},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			p := viewPaths(t)
-			path := WorkersViewPath(p)
-			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
-			if c.existing != nil {
-				require.NoError(t, os.WriteFile(path, []byte(*c.existing), 0o600))
-			}
-			before := InspectWorkersView(p)
-			state, err := RefreshWorkersView(ctx, p, reg.LiveWorkers)
-			require.NoError(t, err)
-			require.Equal(t, c.want, state)
-			data, err := os.ReadFile(path)
-			require.NoError(t, err)
-			if c.written {
-				var v viewFile
-				require.NoError(t, json.Unmarshal(data, &v))
-				require.Equal(t, "boss", v.Workers[0].ManagerSessionID)
-				require.Equal(t, ViewStatus{State: ViewOurs, Path: path, Workers: 1}, InspectWorkersView(p))
-			} else {
-				require.Equal(t, *c.existing, string(data), "never touched")
-				require.Equal(t, before.State, InspectWorkersView(p).State)
-			}
-		})
-	}
-}
-
-func ptr(s string) *string { return &s }
-
-// viewFile is the whole workers.json view, as its readers parse it.
-type viewFile struct {
-	Version int          `json:"version"`
-	Writer  string       `json:"writer"`
-	Workers []viewWorker `json:"workers"`
-}
-
-// The view is JSON whatever the strings hold, and a view of ours is known
-// and counted without a parse — also one written indented by an earlier
-// agent-fleet.
-func TestWorkersViewEncoding(t *testing.T) {
-	for _, n := range []int{0, 1, 3} {
-		var ws []WorkerRecord
-		for i := range n {
-			ws = append(ws, live(fmt.Sprintf("w%d", i), "aaaaaaaaaaaa", "boss", "exec", "role\n    {\"x\": \"y\"}"))
-		}
-		ws = append(ws, WorkerRecord{ID: "gone", RunID: "bbbbbbbbbbbb", State: "exited"})
-		data := encodeView(ws)
-		var v viewFile
-		require.NoError(t, json.Unmarshal(data, &v), "%s", data)
-		require.Equal(t, 1, v.Version)
-		require.Equal(t, WorkersViewWriter, v.Writer)
-		require.Len(t, v.Workers, n)
-		require.NotNil(t, v.Workers)
-		if n > 0 {
-			require.Equal(t, "role\n    {\"x\": \"y\"}", v.Workers[0].Role)
-		}
-		indented, err := json.MarshalIndent(v, "", "  ")
-		require.NoError(t, err)
-		for _, form := range [][]byte{data, indented} {
-			path := filepath.Join(t.TempDir(), "workers.json")
-			require.NoError(t, os.WriteFile(path, form, 0o600))
-			st, _ := inspectView(path)
-			require.Equal(t, ViewStatus{State: ViewOurs, Path: path, Workers: n}, st, "%s", form)
-		}
-	}
-}
-
-// Refreshes of many writers never interleave, and the last one wins.
-func TestWorkersViewConcurrentRefresh(t *testing.T) {
-	p := viewPaths(t)
-	reg := &fakeRegistry{}
-	done := make(chan error, 16)
-	for i := 0; i < 16; i++ {
-		go func() {
-			_, err := RefreshWorkersView(ctx, p, reg.LiveWorkers)
-			done <- err
-		}()
-	}
-	for i := 0; i < 16; i++ {
-		require.NoError(t, <-done)
-	}
-	data, err := os.ReadFile(WorkersViewPath(p))
-	require.NoError(t, err)
-	require.JSONEq(t, `{"version":1,"writer":"agent-fleet","workers":[]}`, string(data))
-	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(WorkersViewPath(p)), "*.tmp"))
-	require.Empty(t, matches)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -60,7 +61,7 @@ func finishCommandTree(root *cobra.Command, version string) {
 		}
 	}
 	kinds := []string{"exec"}
-	for k := range fleet.HarnessExecutables {
+	for k := range harness.Executables {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds[1:])

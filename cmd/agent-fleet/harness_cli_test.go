@@ -18,13 +18,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
 // The real coding-agent CLIs (installed from npm by .ci/run) with exactly
 // the configuration and the turn command lines a worker's shim gives them
-// (fleet.BuildTurn, fleet.WorkerMCPServer): their MCP clients accept and
+// (harness.BuildTurn, harness.WorkerMCPServer): their MCP clients accept and
 // connect agent-fleet's server acting as the worker, and a turn without
 // credentials gets as far as the model call — an unknown flag in the same
 // place is a usage error, so these checks can fail.
@@ -32,9 +32,9 @@ import (
 // cliTurn is a worker's turn for a real CLI, with agent-fleet's MCP server
 // acting as session id through a live holder (an `intercom listen`).
 type cliTurn struct {
-	spec *fleet.HarnessSpec
-	turn *fleet.Turn
-	cmd  *fleet.TurnCommand
+	spec *harness.Spec
+	turn *harness.Turn
+	cmd  *harness.TurnCommand
 	home string // HOME without credentials
 	cwd  string
 }
@@ -42,12 +42,12 @@ type cliTurn struct {
 func newCLITurn(t *testing.T, kind, exe, agentDir, id string) *cliTurn {
 	t.Helper()
 	c := &cliTurn{home: t.TempDir(), cwd: t.TempDir()}
-	c.spec = &fleet.HarnessSpec{Kind: kind, Command: []string{exe}, Cwd: c.cwd, Task: "say hello"}
+	c.spec = &harness.Spec{Kind: kind, Command: []string{exe}, Cwd: c.cwd, Task: "say hello"}
 	env := []string{"AGENT_INTERCOM_SESSION_ID=" + id, "AGENT_INTERCOM_SESSION_NAME=" + id, "AGENT_INTERCOM_WORKER_ID=" + id,
 		"AGENT_INTERCOM_MANAGER_SESSION_ID=boss", "PI_CODING_AGENT_DIR=" + agentDir, "UNRELATED=1"}
-	c.turn = &fleet.Turn{N: 1, Dir: t.TempDir(), Prompt: fleet.TaskPrompt(1, "boss", "say hello"),
-		Mandate: fleet.Mandate(c.spec, id, "boss"), NewSession: fleet.NewHarnessSession(kind, id, "0123456789ab"),
-		MCP: fleet.WorkerMCPServer([]string{filepath.Join(binDir(t), "agent-fleet")}, kind, env, nil)}
+	c.turn = &harness.Turn{N: 1, WorkerID: id, Dir: t.TempDir(), Prompt: harness.TaskPrompt(1, "boss", "say hello"),
+		Mandate: harness.Mandate(c.spec, id, "boss"), NewSession: harness.NewSession(kind, id, "0123456789ab"),
+		MCP: harness.WorkerMCPServer([]string{filepath.Join(binDir(t), "agent-fleet")}, kind, env, nil)}
 	require.NotContains(t, c.turn.MCP.Env, "UNRELATED", "only the identity and the agent directory")
 	c.build(t)
 	return c
@@ -56,7 +56,7 @@ func newCLITurn(t *testing.T, kind, exe, agentDir, id string) *cliTurn {
 func (c *cliTurn) build(t *testing.T) {
 	t.Helper()
 	var err error
-	c.cmd, err = fleet.BuildTurn(c.spec, c.turn)
+	c.cmd, err = harness.BuildTurn(c.spec, c.turn)
 	require.NoError(t, err)
 	for path, data := range c.cmd.Files {
 		require.NoError(t, os.WriteFile(path, data, 0o600))
@@ -128,7 +128,7 @@ func TestRealClaudeCodeTurn(t *testing.T) {
 	// from the model call, with the conversation id the shim chose.
 	stdout, stderr, exit := c.run(t, c.cmd.Argv, 90*time.Second)
 	require.Equal(t, 1, exit, "stdout %s stderr %s", stdout, stderr)
-	res := fleet.ParseTurnOutput("claude", []byte(stdout))
+	res := harness.ParseTurnOutput("claude", []byte(stdout))
 	require.True(t, res.Failed)
 	require.Equal(t, c.turn.NewSession, res.Session)
 	require.Contains(t, res.Error, "Not logged in")
@@ -138,7 +138,7 @@ func TestRealClaudeCodeTurn(t *testing.T) {
 	c.turn.Session, c.turn.NewSession = res.Session, ""
 	c.build(t)
 	stdout, _, _ = c.run(t, c.cmd.Argv, 90*time.Second)
-	res = fleet.ParseTurnOutput("claude", []byte(stdout))
+	res = harness.ParseTurnOutput("claude", []byte(stdout))
 	require.Equal(t, c.turn.Session, res.Session, "the conversation was resumed: %s", stdout)
 	require.Contains(t, res.Error, "Not logged in")
 
@@ -164,7 +164,7 @@ func TestRealCodexTurn(t *testing.T) {
 
 	// `codex mcp get --json` / `mcp list` accept the worker's overrides and
 	// read them as the entry the shim meant.
-	get := exec.Command(codex, append([]string{"mcp", "get", fleet.MCPServerName, "--json"}, overrides...)...)
+	get := exec.Command(codex, append([]string{"mcp", "get", harness.MCPServerName, "--json"}, overrides...)...)
 	get.Dir, get.Env = c.cwd, c.env()
 	out, err := get.Output()
 	require.NoError(t, err, "%s", out)
@@ -197,7 +197,7 @@ func TestRealCodexTurn(t *testing.T) {
 	// started agent-fleet's MCP server acting as the worker.
 	stdout, stderr, _ := c.run(t, c.cmd.Argv, 25*time.Second)
 	require.Contains(t, stdout, `"type":"turn.started"`, "stderr: %s", stderr)
-	res := fleet.ParseTurnOutput("codex", []byte(stdout))
+	res := harness.ParseTurnOutput("codex", []byte(stdout))
 	require.NotEmpty(t, res.Session, "thread.started names the conversation")
 	require.True(t, res.Failed, "no turn completes without a model")
 
@@ -207,7 +207,7 @@ func TestRealCodexTurn(t *testing.T) {
 	require.Equal(t, []string{"exec", "resume"}, c.cmd.Argv[1:3])
 	stdout, stderr, _ = c.run(t, c.cmd.Argv, 25*time.Second)
 	require.Contains(t, stdout, `"type":"turn.started"`, "stderr: %s", stderr)
-	require.Equal(t, res.Session, fleet.ParseTurnOutput("codex", []byte(stdout)).Session)
+	require.Equal(t, res.Session, harness.ParseTurnOutput("codex", []byte(stdout)).Session)
 
 	// Controls: an unknown flag is a usage error; a server that cannot act
 	// as the worker (no holder for its id) stops the turn before the model.
@@ -243,7 +243,7 @@ func TestRealOpencodeTurn(t *testing.T) {
 	// model call fails, in the JSON format, with the session named.
 	stdout, stderr, exit := c.run(t, c.cmd.Argv, 120*time.Second)
 	require.NotZero(t, exit, "stdout %s stderr %s", stdout, stderr)
-	res := fleet.ParseTurnOutput("opencode", []byte(stdout))
+	res := harness.ParseTurnOutput("opencode", []byte(stdout))
 	require.True(t, res.Failed)
 	require.True(t, strings.HasPrefix(res.Session, "ses_"), "stdout %s stderr %s", stdout, stderr)
 	require.NotEmpty(t, res.Error)
@@ -256,7 +256,7 @@ func TestRealOpencodeTurn(t *testing.T) {
 	require.Equal(t, res.Session, argAfter(c.cmd.Argv, "--session"))
 	stdout, stderr, exit = c.run(t, c.cmd.Argv, 15*time.Second)
 	require.NotContains(t, stderr, "Session not found")
-	require.True(t, exit == -1 || fleet.ParseTurnOutput("opencode", []byte(stdout)).Session == res.Session, "resumed: %s %s", stdout, stderr)
+	require.True(t, exit == -1 || harness.ParseTurnOutput("opencode", []byte(stdout)).Session == res.Session, "resumed: %s %s", stdout, stderr)
 	c.turn.Session = "ses_no_such_session_agent_fleet"
 	c.build(t)
 	_, stderr, exit = c.run(t, c.cmd.Argv, 60*time.Second)

@@ -10,10 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
-	"github.com/agent-fleet/agent-fleet/fleet"
 )
 
 // version is set at link time (-ldflags "-X main.version=…"); see
@@ -30,16 +28,10 @@ func main() {
 	f.ChildEnv = childEnv
 	err := newRootCmd(f).ExecuteContext(ctx)
 	stop()
-	// Views of the registry other tools read are refreshed off the
-	// writers' path; a write of this command must not lose its view.
-	fleet.AwaitChangeHooks(exitHookWait)
+	// Commands close the registries they open before they return: Close
+	// waits for the workers.json view of their writes, so os.Exit loses none.
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent-fleet:", err)
 	}
 	os.Exit(exitCode(err))
 }
-
-// exitHookWait bounds the wait for registry views at exit: longer than a
-// view refresh waits for its file lock (5 s), so a refresh that would
-// succeed is not cut off.
-const exitHookWait = 7 * time.Second

@@ -145,7 +145,7 @@ type workersView struct {
 
 func readView(t *testing.T, p intercom.Paths) workersView {
 	t.Helper()
-	data, err := os.ReadFile(teams.WorkersViewPath(p))
+	data, err := os.ReadFile(fleet.WorkersViewPath(p))
 	require.NoError(t, err)
 	var v workersView
 	require.NoError(t, json.Unmarshal(data, &v))

@@ -8,7 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
-	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
+	"github.com/agent-fleet/agent-fleet/fleet/shim"
 )
 
 // TurnBackoffEnv sets a coding-agent worker's wait after a failed turn (a
@@ -33,12 +34,12 @@ func newWorkerShimCmd(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := fleet.ShimConfig{
+			cfg := shim.Config{
 				Paths: p, WorkerID: id, RunID: run, Command: args, Kind: kind,
 				Start: f.BrokerStarter(), Logger: f.Logger("warn"),
 				Stdout: f.IO.Out, Stderr: f.IO.Err,
 			}
-			if fleet.IsHarnessKind(kind) {
+			if harness.IsKind(kind) {
 				exe, err := f.Exe()
 				if err != nil {
 					return err
@@ -55,8 +56,7 @@ func newWorkerShimCmd(f *factory.Factory) *cobra.Command {
 					}
 				}
 			}
-			code := fleet.RunShim(cmd.Context(), cfg)
-			fleet.AwaitChangeHooks(exitHookWait) // the exit record's view
+			code := shim.Run(cmd.Context(), cfg) // closes its registry: the view is written
 			os.Exit(code)
 			return nil
 		},

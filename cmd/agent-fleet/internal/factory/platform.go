@@ -43,5 +43,5 @@ func (f *Factory) DoctorChecks(ctx context.Context, cfg fleet.DoctorConfig) []fl
 		return checks
 	}
 	checks = append(checks, installedUnitsCheck(ctx, cfg.Paths))
-	return append(checks, workersViewCheck(cfg.Paths))
+	return append(checks, fleet.WorkersViewCheck(cfg.Paths))
 }

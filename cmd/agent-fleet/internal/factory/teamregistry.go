@@ -3,20 +3,11 @@ package factory
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
-
-func init() {
-	// Every registry write in this process refreshes the workers.json view
-	// the TypeScript adapters' intercom_team reads (spec §7 item 1).
-	fleet.SetChangeHook(refreshWorkersView)
-}
 
 // teamRegistry is the fleet registry as teams reads it (teams.Registry). It
 // never creates the registry: where there is none, there are no workers.
@@ -82,42 +73,4 @@ func liveWorkerRecords(ctx context.Context, reg *fleet.Registry) ([]teams.Worker
 func workerRecord(s fleet.Summary) teams.WorkerRecord {
 	return teams.WorkerRecord{ID: s.ID, RunID: s.RunID, Manager: s.Manager, Harness: s.Kind, Role: s.Role,
 		State: string(s.State), Live: s.State.Live()}
-}
-
-// refreshWorkersView rewrites <agentDir>/intercom/orchestrator/workers.json
-// from a registry that just changed, when that registry is an agent
-// directory's fleet.db and the file is absent or agent-fleet's own.
-func refreshWorkersView(ctx context.Context, reg *fleet.Registry) {
-	orch := filepath.Dir(reg.Path())
-	if filepath.Base(reg.Path()) != "fleet.db" || filepath.Base(orch) != "orchestrator" || filepath.Base(filepath.Dir(orch)) != "intercom" {
-		return
-	}
-	p := intercom.NewPaths(filepath.Dir(filepath.Dir(orch)))
-	_, err := teams.RefreshWorkersView(ctx, p, func(ctx context.Context) ([]teams.WorkerRecord, error) {
-		return liveWorkerRecords(ctx, reg)
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "agent-fleet: could not refresh the workers.json view:", err)
-	}
-}
-
-// workersViewCheck is doctor's word on workers.json: whose it is.
-func workersViewCheck(p intercom.Paths) fleet.Check {
-	st := teams.InspectWorkersView(p)
-	c := fleet.Check{Name: "workers.json"}
-	switch st.State {
-	case teams.ViewAbsent:
-		c.Status, c.Detail = fleet.CheckOK, "no "+st.Path+" yet; agent-fleet writes it (for the TypeScript adapters' intercom_team) at the next fleet change"
-	case teams.ViewOurs:
-		c.Status, c.Detail = fleet.CheckOK, fmt.Sprintf("%s is agent-fleet's view of %d live workers, for the TypeScript adapters' intercom_team", st.Path, st.Workers)
-	case teams.ViewForeign:
-		c.Status = fleet.CheckWarn
-		c.Detail = st.Path + " belongs to a TypeScript orchestrator: agent-fleet never touches it, so TypeScript-adapter sessions resolve their teams from it, not from agent-fleet's fleet"
-		c.Fix = "if no TypeScript orchestrator runs here any more, move the file aside; agent-fleet then keeps its own view there"
-	default:
-		c.Status = fleet.CheckWarn
-		c.Detail = fmt.Sprintf("%s cannot be read (%v); agent-fleet leaves it alone", st.Path, st.Err)
-		c.Fix = "check the file; if no TypeScript orchestrator uses it, move it aside"
-	}
-	return c
 }

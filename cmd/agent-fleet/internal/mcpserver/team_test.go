@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -93,7 +94,7 @@ func TestMCPTeamTools(t *testing.T) {
 	require.True(t, r.IsError)
 
 	// The workers.json view was written by the registry writes above.
-	data, err := os.ReadFile(teams.WorkersViewPath(p))
+	data, err := os.ReadFile(fleet.WorkersViewPath(p))
 	require.NoError(t, err)
 	var view struct {
 		Version int              `json:"version"`

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // SpawnReport is a spawn's outcome: the new worker.
@@ -26,7 +27,7 @@ func (r SpawnReport) Text(s Surface) string {
 		t, sep = fmt.Sprintf("Spawned worker %s (run %s, unit %s, pid %d, %s). It is on the intercom as %q; you are its manager.",
 			w.ID, w.RunID, w.Unit, w.MainPID, StateText(w), w.ID), " "
 	}
-	if fleet.IsHarnessKind(w.Kind) {
+	if harness.IsKind(w.Kind) {
 		t += sep + HarnessSpawnNote(w)
 	}
 	return t
@@ -77,7 +78,7 @@ func WorkersTable(ws []*fleet.Worker) string {
 	now := time.Now()
 	for _, w := range ws {
 		state := StateText(w)
-		if fleet.IsHarnessKind(w.Kind) && w.State.Live() && w.StateReason != "" {
+		if harness.IsKind(w.Kind) && w.State.Live() && w.StateReason != "" {
 			state += " (" + reasonText(w.StateReason) + ")"
 		}
 		lease := "-"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // Status is one worker in full as `status --json` prints it and
@@ -22,7 +23,7 @@ type Status struct {
 	// LeaseActivity: "verified" or "sender-id" (see fleet.Status).
 	LeaseActivity string `json:"leaseActivity,omitempty"`
 	// Turns: a coding-agent worker's turns.
-	Turns *fleet.TurnState `json:"turns,omitempty"`
+	Turns *harness.TurnState `json:"turns,omitempty"`
 }
 
 // Process is a process of a worker's cgroup.
@@ -133,7 +134,7 @@ func unitText(st *fleet.Status) string {
 
 // writeTurns shows a coding-agent worker's turns: its conversation, the
 // turn running now, and how the last one ended (with its error lines).
-func writeTurns(b *strings.Builder, w *fleet.Worker, t *fleet.TurnState) {
+func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	if t == nil {
 		return
 	}
@@ -165,7 +166,7 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *fleet.TurnState) {
 			fmt.Fprintf(b, "  sent to:  %s\n", strings.Join(l.Delivered, ", "))
 		}
 		for _, u := range l.Undelivered {
-			if to, ok := strings.CutSuffix(u, ": "+fleet.HeldNote); ok {
+			if to, ok := strings.CutSuffix(u, ": "+harness.HeldNote); ok {
 				if len(t.Held) == 0 {
 					fmt.Fprintf(b, "  sent to:  %s (held until it connected)\n", to)
 				}
@@ -188,7 +189,7 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *fleet.TurnState) {
 	}
 }
 
-func turnReason(r *fleet.TurnRecord) string {
+func turnReason(r *harness.TurnRecord) string {
 	if r.Reason == "task" {
 		return "task"
 	}

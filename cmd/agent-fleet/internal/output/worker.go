@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // Worker is a worker record as --json prints it and agent_fleet returns
@@ -99,7 +100,7 @@ func StateText(w *fleet.Worker) string {
 // WorkerCommand is what a worker runs, for lists: a coding agent's kind
 // and model, or the command (at most 40 characters).
 func WorkerCommand(w *fleet.Worker) string {
-	if fleet.IsHarnessKind(w.Kind) {
+	if harness.IsKind(w.Kind) {
 		if w.Model != "" {
 			return w.Kind + " (" + w.Model + ")"
 		}

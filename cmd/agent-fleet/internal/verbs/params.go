@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
-	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -177,7 +177,7 @@ var Params = []*Param{
 	with(spawnParam(&Param{Name: "effort", Schema: props("type", "string", "description", "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)")},
 		"effort", "reasoning effort (claude: low…max; codex: low…xhigh; pi: off…max; opencode: a model variant)"))(str(func(a *Args) *string { return &a.Spawn.Effort })),
 	with(spawnParam(&Param{Name: "permission",
-		Schema: props("type", "string", "enum", anys(append([]string{""}, fleet.PermissionValues()...)), "description", "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access")},
+		Schema: props("type", "string", "enum", anys(append([]string{""}, harness.PermissionValues()...)), "description", "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access")},
 		"permission", "permission mode (coding-agent kinds): read-only, workspace-write or full; default: the harness's own configuration"))(str(func(a *Args) *string { return &a.Spawn.Permission })),
 	with(spawnParam(&Param{Name: "turnTimeout", FlagType: "duration",
 		Schema: props("type", "string", "description", "coding agents: end a turn after this long, a Go duration (default 2h)")},

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package fleet
+package shim
 
 // notifyReady has no service manager to tell off Linux.
 func notifyReady() error { return nil }

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package fleet
+package shim
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // Limits of one turn's process.
@@ -40,7 +42,7 @@ type turnExit struct {
 }
 
 // turnRunner runs one turn's process. started is called once it runs.
-type turnRunner func(ctx context.Context, cmd *TurnCommand, opts turnProcOptions, started func()) turnExit
+type turnRunner func(ctx context.Context, cmd *harness.TurnCommand, opts turnProcOptions, started func()) turnExit
 
 type turnProcOptions struct {
 	Dir     string
@@ -55,7 +57,7 @@ type turnProcOptions struct {
 // worker is stopped) or the timeout ends the group: SIGTERM, then SIGKILL
 // after turnStopGrace. When the harness has exited, what it left behind in
 // its process group is killed: a worker costs nothing between turns.
-func runTurnProcess(ctx context.Context, tc *TurnCommand, opts turnProcOptions, started func()) turnExit {
+func runTurnProcess(ctx context.Context, tc *harness.TurnCommand, opts turnProcOptions, started func()) turnExit {
 	for path, data := range tc.Files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return turnExit{StartErr: err, Status: -1}

@@ -1,8 +1,7 @@
-package fleet
+package harness
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,7 +28,7 @@ func after(t *testing.T, argv []string, flag string) string {
 }
 
 func TestClaudeTurnCommand(t *testing.T) {
-	spec := &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude", "--verbose"}, Cwd: "/w", Model: "sonnet", Effort: "high", Permission: PermissionWorkspaceWrite}
+	spec := &Spec{Kind: "claude", Command: []string{"/bin/claude", "--verbose"}, Cwd: "/w", Model: "sonnet", Effort: "high", Permission: PermissionWorkspaceWrite}
 	tt := testTurn(t)
 	tt.NewSession = "11111111-2222-4333-8444-555555555555"
 	c, err := BuildTurn(spec, tt)
@@ -86,7 +85,7 @@ func TestClaudeTurnCommand(t *testing.T) {
 }
 
 func TestCodexTurnCommand(t *testing.T) {
-	spec := &HarnessSpec{Kind: "codex", Command: []string{"/bin/codex"}, Cwd: "/w", Model: "gpt-5", Effort: "medium", Permission: PermissionReadOnly}
+	spec := &Spec{Kind: "codex", Command: []string{"/bin/codex"}, Cwd: "/w", Model: "gpt-5", Effort: "medium", Permission: PermissionReadOnly}
 	tt := testTurn(t)
 	c, err := BuildTurn(spec, tt)
 	require.NoError(t, err)
@@ -145,9 +144,9 @@ func TestCodexTurnCommand(t *testing.T) {
 }
 
 func TestOpencodeTurnCommand(t *testing.T) {
-	spec := &HarnessSpec{Kind: "opencode", Command: []string{"/bin/opencode"}, Cwd: "/w", Model: "anthropic/claude", Effort: "high", Permission: PermissionFull}
+	spec := &Spec{Kind: "opencode", Command: []string{"/bin/opencode"}, Cwd: "/w", Model: "anthropic/claude", Effort: "high", Permission: PermissionFull}
 	tt := testTurn(t)
-	tt.MCP.Env[EnvWorkerID] = "w1"
+	tt.WorkerID = "w1"
 	c, err := BuildTurn(spec, tt)
 	require.NoError(t, err)
 	require.Equal(t, []string{"/bin/opencode", "run", "--format", "json"}, c.Argv[:4])
@@ -155,6 +154,7 @@ func TestOpencodeTurnCommand(t *testing.T) {
 	require.Equal(t, "high", after(t, c.Argv, "--variant"))
 	require.Contains(t, c.Argv, "--auto", "full permission approves what would ask")
 	require.NotContains(t, c.Argv, "--session")
+	require.Equal(t, "agent-fleet worker w1", after(t, c.Argv, "--title"))
 	require.Len(t, c.Env, 1)
 	content, ok := strings.CutPrefix(c.Env[0], "OPENCODE_CONFIG_CONTENT=")
 	require.True(t, ok)
@@ -187,10 +187,10 @@ func TestOpencodeTurnCommand(t *testing.T) {
 }
 
 func TestPiTurnCommand(t *testing.T) {
-	spec := &HarnessSpec{Kind: "pi", Command: []string{"/bin/pi"}, Cwd: "/w", Model: "sonnet", Effort: "low", Permission: PermissionReadOnly,
+	spec := &Spec{Kind: "pi", Command: []string{"/bin/pi"}, Cwd: "/w", Model: "sonnet", Effort: "low", Permission: PermissionReadOnly,
 		PiExtension: "/lib/node_modules/pi-mcp-adapter"}
 	tt := testTurn(t)
-	tt.NewSession = NewHarnessSession("pi", "w1", "0123456789ab")
+	tt.NewSession = NewSession("pi", "w1", "0123456789ab")
 	require.Equal(t, "agent-fleet-w1-0123456789ab", tt.NewSession)
 	c, err := BuildTurn(spec, tt)
 	require.NoError(t, err)
@@ -223,20 +223,20 @@ func TestPiTurnCommand(t *testing.T) {
 	require.NotContains(t, c.Argv, "--exclude-tools")
 }
 
-func TestCheckHarnessOptions(t *testing.T) {
+func TestCheckOptions(t *testing.T) {
 	for _, ok := range [][4]string{
 		{"claude", "opus", "max", "read-only"}, {"claude", "", "", "acceptEdits"}, {"codex", "gpt-5", "xhigh", "workspace-write"},
 		{"opencode", "anthropic/x", "high", "full"}, {"pi", "", "off", "full"}, {"pi", "", "", ""},
 	} {
-		require.NoError(t, CheckHarnessOptions(ok[0], ok[1], ok[2], ok[3]), ok)
+		require.NoError(t, CheckOptions(ok[0], ok[1], ok[2], ok[3]), ok)
 	}
 	for _, bad := range [][4]string{
 		{"claude", "", "minimal", ""}, {"codex", "", "minimal", ""}, {"codex", "", "", "yolo"},
 		{"pi", "", "", "workspace-write"}, {"claude", "--model", "", ""}, {"opencode", "", "a b", ""},
 	} {
-		require.ErrorIs(t, CheckHarnessOptions(bad[0], bad[1], bad[2], bad[3]), ErrInvalidRequest, bad)
+		require.ErrorIs(t, CheckOptions(bad[0], bad[1], bad[2], bad[3]), ErrInvalidOption, bad)
 	}
-	require.ErrorIs(t, CheckHarnessOptions("gemini", "", "", ""), ErrUnsupportedKind)
+	require.ErrorIs(t, CheckOptions("gemini", "", "", ""), ErrUnsupportedKind)
 }
 
 // Output as the real CLIs print it (Claude Code's from a run without
@@ -297,7 +297,7 @@ func TestParseTurnOutput(t *testing.T) {
 }
 
 func TestPrompts(t *testing.T) {
-	spec := &HarnessSpec{Kind: "claude", Role: "reviewer", Cwd: "/src/app"}
+	spec := &Spec{Kind: "claude", Role: "reviewer", Cwd: "/src/app"}
 	m := Mandate(spec, "rev", "boss")
 	for _, want := range []string{`"rev"`, `"reviewer"`, `"boss"`, "intercom_send", "intercom_ask only when you are blocked", "intercom_reply", "/src/app"} {
 		require.Contains(t, m, want)
@@ -318,44 +318,4 @@ func TestPrompts(t *testing.T) {
 	require.Contains(t, p, "[2/2] From peer (peer-7) · ask ask-xyz, awaiting your reply:\ntwo?")
 	require.Contains(t, p, "intercom_reply")
 
-	long := strings.Repeat("é", 200<<10)
-	fit := fitText(long)
-	require.LessOrEqual(t, len(fit), 256<<10)
-	require.Contains(t, fit, "cut by agent-fleet")
-	require.True(t, json.Valid([]byte(`"`+strings.ReplaceAll(fit, "\n", `\n`)+`"`)), "still valid UTF-8")
-}
-
-func TestFindPiMCPAdapter(t *testing.T) {
-	root := t.TempDir()
-	nm := filepath.Join(root, "lib", "node_modules")
-	piBin := filepath.Join(nm, "@earendil-works", "pi-coding-agent", "dist", "bundle", "cli.js")
-	require.NoError(t, os.MkdirAll(filepath.Dir(piBin), 0o755))
-	require.NoError(t, os.WriteFile(piBin, []byte("#!/usr/bin/env node\n"), 0o755))
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
-	link := filepath.Join(root, "bin", "pi")
-	require.NoError(t, os.Symlink(piBin, link))
-	agentDir, cwd := t.TempDir(), t.TempDir()
-
-	_, err := findPiMCPAdapter(link, cwd, agentDir, "")
-	require.ErrorIs(t, err, ErrCommandNotFound)
-	require.Contains(t, err.Error(), "pi install npm:pi-mcp-adapter")
-
-	adapter := filepath.Join(nm, "pi-mcp-adapter")
-	require.NoError(t, os.MkdirAll(adapter, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(adapter, "package.json"), []byte(`{"name":"pi-mcp-adapter","version":"2.36.0"}`), 0o644))
-	dir, err := findPiMCPAdapter(link, cwd, agentDir, "")
-	require.NoError(t, err)
-	require.Equal(t, adapter, dir, "found beside pi's own package")
-
-	_, err = findPiMCPAdapter(link, cwd, agentDir, t.TempDir())
-	require.ErrorIs(t, err, ErrCommandNotFound, "an override must be the adapter")
-	dir, err = findPiMCPAdapter(link, cwd, agentDir, adapter)
-	require.NoError(t, err)
-	require.Equal(t, adapter, dir)
-
-	// Pi loads it itself: no -e.
-	require.NoError(t, os.WriteFile(filepath.Join(agentDir, "settings.json"), []byte(`{"packages":[{"source":"npm:pi-mcp-adapter@2.36.0"}]}`), 0o600))
-	dir, err = findPiMCPAdapter(link, cwd, agentDir, "")
-	require.NoError(t, err)
-	require.Empty(t, dir)
 }

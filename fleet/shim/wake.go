@@ -1,20 +1,21 @@
 //go:build !windows
 
-package fleet
+package shim
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
@@ -22,29 +23,29 @@ import (
 // Batching of inbound messages into turns (spec §5.6): a batch is flushed
 // 300 ms after its last message, and at most 1 s after its first.
 const (
-	BatchQuiet   = 300 * time.Millisecond
-	BatchMaxWait = time.Second
+	batchQuiet   = 300 * time.Millisecond
+	batchMaxWait = time.Second
 )
 
-// Backoff after failed turns: the first failure waits DefaultTurnBackoff
+// Backoff after failed turns: the first failure waits defaultTurnBackoff
 // before the next turn may start, each further one in a row twice as long,
-// at most MaxTurnBackoff. A failed turn never starts another by itself:
+// at most maxTurnBackoff. A failed turn never starts another by itself:
 // only a new message does.
 const (
-	DefaultTurnBackoff = 5 * time.Second
-	MaxTurnBackoff     = 5 * time.Minute
+	defaultTurnBackoff = 5 * time.Second
+	maxTurnBackoff     = 5 * time.Minute
 )
 
 // wakeConfig configures a coding-agent worker's wake loop.
 type wakeConfig struct {
 	WorkerID, RunID string
 	Dir             string // the worker directory
-	Spec            *HarnessSpec
+	Spec            *harness.Spec
 	Session         *intercom.Session
 	Tracker         *turnTracker
-	Registry        *RegistryHandle
+	Registry        *fleet.RegistryHandle
 	// MCP is agent-fleet's MCP server entry of every turn.
-	MCP MCPServer
+	MCP harness.MCPServer
 	// Env is the harness's base environment.
 	Env []string
 	// FirstManager is the manager in the unit environment, used when the
@@ -59,36 +60,35 @@ type wakeConfig struct {
 	// OnSessionJoined): held outcomes go out when the manager connects.
 	Joined <-chan string
 	// HeldRetry is how often held outcomes are retried anyway (a manager in
-	// another scope is not announced); 0: HeldRetry.
+	// another scope is not announced); 0: heldRetry.
 	HeldRetry time.Duration
 }
 
-// Outcomes held for a manager that is not connected: at most MaxHeld (the
-// oldest are dropped), retried when a session joins and every HeldRetry.
+// Outcomes held for a manager that is not connected: at most maxHeld (the
+// oldest are dropped), retried when a session joins and every heldRetry.
 const (
-	MaxHeld   = 32
-	HeldRetry = 30 * time.Second
+	maxHeld   = 32
+	heldRetry = 30 * time.Second
 )
 
 // wakeLoop runs a coding-agent worker: the task's turn, then one turn per
 // batch of inbound messages, resuming the same conversation.
 type wakeLoop struct {
 	cfg   wakeConfig
-	h     harness
-	state TurnState
+	kind  string
+	state harness.TurnState
 	batch batcher
 
 	// heldMu orders sends to the manager and guards held (also in
 	// held.json): the turn goroutine holds outcomes, the delivery
 	// goroutine sends them.
 	heldMu sync.Mutex
-	held   []HeldMessage
+	held   []harness.HeldMessage
 }
 
 func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
-	h, err := harnessOf(cfg.Spec.Kind)
-	if err != nil {
-		return nil, err
+	if !harness.IsKind(cfg.Spec.Kind) {
+		return nil, fmt.Errorf("%w %q", harness.ErrUnsupportedKind, cfg.Spec.Kind)
 	}
 	if cfg.Run == nil {
 		cfg.Run = runTurnProcess
@@ -97,7 +97,7 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Backoff <= 0 {
-		cfg.Backoff = DefaultTurnBackoff
+		cfg.Backoff = defaultTurnBackoff
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -106,13 +106,11 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 		cfg.Log = io.Discard
 	}
 	if cfg.HeldRetry <= 0 {
-		cfg.HeldRetry = HeldRetry
+		cfg.HeldRetry = heldRetry
 	}
-	w := &wakeLoop{cfg: cfg, h: h, state: TurnState{Kind: cfg.Spec.Kind}}
-	if data, err := os.ReadFile(heldPath(cfg.Dir)); err == nil {
-		// A shim of the same run started again: what it held is still owed.
-		_ = json.Unmarshal(data, &w.held)
-	}
+	w := &wakeLoop{cfg: cfg, kind: cfg.Spec.Kind, state: harness.TurnState{Kind: cfg.Spec.Kind}}
+	// A shim of the same run started again: what it held is still owed.
+	w.held, _ = harness.ReadHeld(cfg.Dir)
 	w.batch.notify = make(chan struct{}, 1)
 	return w, nil
 }
@@ -227,24 +225,24 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 	manager := w.manager(ctx)
 	w.state.Turns++
 	n := w.state.Turns
-	t := &Turn{N: n, Session: w.state.Session, Dir: w.cfg.Dir, MCP: w.cfg.MCP,
-		Mandate: Mandate(spec, w.cfg.WorkerID, manager)}
+	t := &harness.Turn{N: n, WorkerID: w.cfg.WorkerID, Session: w.state.Session, Dir: w.cfg.Dir, MCP: w.cfg.MCP,
+		Mandate: harness.Mandate(spec, w.cfg.WorkerID, manager)}
 	fresh := t.Session == ""
 	if fresh {
-		t.NewSession = w.h.newSession(w.cfg.WorkerID, w.cfg.RunID)
+		t.NewSession = harness.NewSession(w.kind, w.cfg.WorkerID, w.cfg.RunID)
 	}
 	if reason == "task" {
-		t.Prompt = TaskPrompt(n, manager, spec.Task)
+		t.Prompt = harness.TaskPrompt(n, manager, spec.Task)
 	} else {
-		t.Prompt = BatchPrompt(n, manager, batch)
+		t.Prompt = harness.BatchPrompt(n, manager, batch)
 		if fresh && w.state.ContextLost {
-			t.Prompt = recap(spec.Task) + "\n\n" + t.Prompt
+			t.Prompt = harness.Recap(spec.Task) + "\n\n" + t.Prompt
 		}
 	}
-	if fresh && !w.h.systemPrompt() {
+	if fresh && !harness.TakesSystemPrompt(w.kind) {
 		t.Prompt = t.Mandate + "\n\n" + t.Prompt
 	}
-	rec := &TurnRecord{N: n, Reason: reason, Messages: len(batch), Session: firstNonEmpty(t.Session, t.NewSession), StartedAt: w.cfg.Now()}
+	rec := &harness.TurnRecord{N: n, Reason: reason, Messages: len(batch), Session: cmp.Or(t.Session, t.NewSession), StartedAt: w.cfg.Now()}
 	w.state.Current = rec
 	w.saveState()
 	w.setReason(ctx, "turn-running", "", false)
@@ -255,7 +253,7 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 	fmt.Fprintf(w.cfg.Log, "agent-fleet worker shim: turn %d (%s) starts\n", n, what)
 
 	var exit turnExit
-	cmd, err := w.h.command(spec, t)
+	cmd, err := harness.BuildTurn(spec, t)
 	w.cfg.Tracker.begin()
 	if err != nil {
 		exit = turnExit{StartErr: err, Status: -1}
@@ -279,17 +277,17 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		w.saveState()
 		return
 	}
-	res := w.h.parse(exit.Stdout)
+	res := harness.ParseTurnOutput(w.kind, exit.Stdout)
 	switch {
 	case exit.StartErr != nil:
-		res = TurnResult{Failed: true, Error: "the harness could not be started: " + exit.StartErr.Error()}
+		res = harness.TurnResult{Failed: true, Error: "the harness could not be started: " + exit.StartErr.Error()}
 	case exit.TimedOut:
 		res.Failed, res.Final = true, ""
 		res.Error = fmt.Sprintf("the turn ran past its limit of %s and was ended", spec.TurnTimeout())
 	case exit.Status != 0 && !res.Failed:
 		res.Failed, res.Final = true, ""
 		res.Error = fmt.Sprintf("the harness exited with status %d", exit.Status)
-	case res.Failed && res.Error == errNoOutput.Error():
+	case res.Failed && res.Error == harness.ErrNoOutput.Error():
 		// Nothing on stdout: the harness's last error line says more.
 		if len(exit.StderrTail) > 0 {
 			res.Error = exit.StderrTail[len(exit.StderrTail)-1]
@@ -314,15 +312,15 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		w.state.Session = ""
 		w.state.ContextLost = true
 	}
-	rec.Session = firstNonEmpty(res.Session, rec.Session)
+	rec.Session = cmp.Or(res.Session, rec.Session)
 	rec.OK = !res.Failed
 	if res.Failed {
 		rec.Error = res.Error
 		w.state.Failures++
 		w.state.Consecutive++
 		backoff := w.cfg.Backoff << min(w.state.Consecutive-1, 16)
-		if backoff > MaxTurnBackoff || backoff <= 0 {
-			backoff = MaxTurnBackoff
+		if backoff > maxTurnBackoff || backoff <= 0 {
+			backoff = maxTurnBackoff
 		}
 		w.state.NextTurnAt = w.cfg.Now().Add(backoff)
 	} else {
@@ -343,7 +341,7 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 // succeeded delivers a turn's final answer: as the reply to every ask of
 // the batch the turn left unanswered, and to the manager unless the turn
 // (or one of those replies) already messaged it.
-func (w *wakeLoop) succeeded(ctx context.Context, rec *TurnRecord, res TurnResult, manager string, batch []intercom.MessageView, messaged map[string]bool) {
+func (w *wakeLoop) succeeded(ctx context.Context, rec *harness.TurnRecord, res harness.TurnResult, manager string, batch []intercom.MessageView, messaged map[string]bool) {
 	final := strings.TrimSpace(res.Final)
 	text := final
 	if text == "" {
@@ -360,7 +358,7 @@ func (w *wakeLoop) succeeded(ctx context.Context, rec *TurnRecord, res TurnResul
 
 // failed reports a failed turn to the manager (and to the askers of the
 // batch), shows it in status, and backs off.
-func (w *wakeLoop) failed(ctx context.Context, rec *TurnRecord, res TurnResult, manager string, batch []intercom.MessageView) {
+func (w *wakeLoop) failed(ctx context.Context, rec *harness.TurnRecord, res harness.TurnResult, manager string, batch []intercom.MessageView) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "agent-fleet: turn %d of worker %s (%s) failed: %s", rec.N, w.cfg.WorkerID, w.cfg.Spec.Kind, res.Error)
 	if tail := lastLines(rec.ErrorLines, 5); len(tail) > 0 && !(len(tail) == 1 && strings.Contains(res.Error, tail[0])) {
@@ -381,7 +379,7 @@ func (w *wakeLoop) failed(ctx context.Context, rec *TurnRecord, res TurnResult, 
 
 // replyToOpenAsks answers the batch's asks that are still pending with
 // text; it returns who got a reply.
-func (w *wakeLoop) replyToOpenAsks(ctx context.Context, rec *TurnRecord, batch []intercom.MessageView, text string) []string {
+func (w *wakeLoop) replyToOpenAsks(ctx context.Context, rec *harness.TurnRecord, batch []intercom.MessageView, text string) []string {
 	var out []string
 	if !hasAsk(batch) {
 		return nil
@@ -404,7 +402,7 @@ func (w *wakeLoop) replyToOpenAsks(ctx context.Context, rec *TurnRecord, batch [
 		case err != nil:
 			rec.Undelivered = append(rec.Undelivered, "reply to "+m.From.ID+": "+err.Error())
 		case !res.OK:
-			rec.Undelivered = append(rec.Undelivered, "reply to "+m.From.ID+": "+firstNonEmpty(res.Reason, res.Code))
+			rec.Undelivered = append(rec.Undelivered, "reply to "+m.From.ID+": "+cmp.Or(res.Reason, res.Code))
 		default:
 			rec.Delivered = append(rec.Delivered, "reply to "+m.From.ID)
 			out = append(out, m.From.ID)
@@ -416,7 +414,7 @@ func (w *wakeLoop) replyToOpenAsks(ctx context.Context, rec *TurnRecord, batch [
 // send sends a turn's outcome to the manager. A manager that is not
 // connected gets it when it connects: it is held (and so is everything
 // after it, to keep the order) and sent by deliverHeld.
-func (w *wakeLoop) send(ctx context.Context, rec *TurnRecord, to, text string) {
+func (w *wakeLoop) send(ctx context.Context, rec *harness.TurnRecord, to, text string) {
 	if to == "" {
 		rec.Undelivered = append(rec.Undelivered, "no manager to send to")
 		return
@@ -435,7 +433,7 @@ func (w *wakeLoop) send(ctx context.Context, rec *TurnRecord, to, text string) {
 		rec.Undelivered = append(rec.Undelivered, to+": "+err.Error())
 		w.cfg.Logger.Warn("could not send to the manager", "manager", to, "err", err)
 	case !res.OK:
-		rec.Undelivered = append(rec.Undelivered, to+": "+firstNonEmpty(res.Reason, res.Code))
+		rec.Undelivered = append(rec.Undelivered, to+": "+cmp.Or(res.Reason, res.Code))
 		w.cfg.Logger.Warn("the manager did not receive the turn's outcome", "manager", to, "code", res.Code, "reason", res.Reason)
 	default:
 		rec.Delivered = append(rec.Delivered, to)
@@ -453,24 +451,24 @@ func retryLater(code string) bool {
 
 // holdLocked keeps an outcome for the manager until it connects. Called
 // with heldMu held.
-func (w *wakeLoop) holdLocked(rec *TurnRecord, to, text string) {
-	w.held = append(w.held, HeldMessage{To: to, Turn: rec.N, Text: text, HeldAt: w.cfg.Now()})
-	if n := len(w.held) - MaxHeld; n > 0 {
+func (w *wakeLoop) holdLocked(rec *harness.TurnRecord, to, text string) {
+	w.held = append(w.held, harness.HeldMessage{To: to, Turn: rec.N, Text: text, HeldAt: w.cfg.Now()})
+	if n := len(w.held) - maxHeld; n > 0 {
 		w.cfg.Logger.Warn("dropping the oldest outcomes held for the manager", "dropped", n)
 		w.held = slices.Delete(w.held, 0, n)
 	}
-	rec.Undelivered = append(rec.Undelivered, to+": "+HeldNote)
+	rec.Undelivered = append(rec.Undelivered, to+": "+harness.HeldNote)
 	w.saveHeldLocked()
 }
 
 func (w *wakeLoop) saveHeldLocked() {
-	if err := writeHeld(w.cfg.Dir, w.held); err != nil {
+	if err := harness.WriteHeld(w.cfg.Dir, w.held); err != nil {
 		w.cfg.Logger.Warn("could not write the held outcomes", "err", err)
 	}
 }
 
 // deliverHeld sends held outcomes, in order, to the current manager when a
-// session joins and every HeldRetry, until ctx ends.
+// session joins and every heldRetry, until ctx ends.
 func (w *wakeLoop) deliverHeld(ctx context.Context) {
 	tick := time.NewTicker(w.cfg.HeldRetry)
 	defer tick.Stop()
@@ -521,8 +519,8 @@ func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clea
 	if err != nil || reg == nil {
 		return
 	}
-	_, err = reg.Update(context.WithoutCancel(ctx), w.cfg.WorkerID, w.cfg.RunID, func(r *Worker) error {
-		if r.State != StateRunning && r.State != StateProvisioning {
+	_, err = reg.Update(context.WithoutCancel(ctx), w.cfg.WorkerID, w.cfg.RunID, func(r *fleet.Worker) error {
+		if r.State != fleet.StateRunning && r.State != fleet.StateProvisioning {
 			return nil // ended or stopping: the turn record is history
 		}
 		r.StateReason = reason
@@ -531,13 +529,13 @@ func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clea
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, fleet.ErrNotFound) {
 		w.cfg.Logger.Warn("could not record the turn in the registry", "err", err)
 	}
 }
 
 func (w *wakeLoop) saveState() {
-	if err := writeTurnState(w.cfg.Dir, &w.state); err != nil {
+	if err := harness.WriteTurnState(w.cfg.Dir, &w.state); err != nil {
 		w.cfg.Logger.Warn("could not write the turn record", "err", err)
 	}
 }
@@ -567,6 +565,21 @@ func lastLines(lines []string, n int) []string {
 	return lines
 }
 
+// fitText keeps a message text inside the wire limit.
+func fitText(s string) string {
+	if len(s) <= wire.MaxTextBytes {
+		return s
+	}
+	note := fmt.Sprintf("\n\n[… cut by agent-fleet: the answer was %d bytes, the intercom limit is %d]", len(s), wire.MaxTextBytes)
+	cut := wire.MaxTextBytes - len(note)
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -583,7 +596,7 @@ type batcher struct {
 	pending       bool
 	first, last   time.Time
 	notify        chan struct{}
-	quiet, maxAge time.Duration // zero: BatchQuiet, BatchMaxWait
+	quiet, maxAge time.Duration // zero: batchQuiet, batchMaxWait
 }
 
 // arrived notes a message received at t.
@@ -610,10 +623,10 @@ func (b *batcher) due() (time.Time, bool) {
 	}
 	quiet, maxAge := b.quiet, b.maxAge
 	if quiet == 0 {
-		quiet = BatchQuiet
+		quiet = batchQuiet
 	}
 	if maxAge == 0 {
-		maxAge = BatchMaxWait
+		maxAge = batchMaxWait
 	}
 	d := b.last.Add(quiet)
 	if m := b.first.Add(maxAge); m.Before(d) {
@@ -662,7 +675,7 @@ func (t *turnTracker) note(res *intercom.SendResult) {
 	}
 	t.mu.Lock()
 	if t.targets != nil {
-		t.targets[firstNonEmpty(res.TargetID, res.To)] = true
+		t.targets[cmp.Or(res.TargetID, res.To)] = true
 	}
 	t.mu.Unlock()
 }
@@ -693,7 +706,3 @@ func (t *turnTracker) Reply(ctx context.Context, req intercom.ReplyRequest) (*in
 	}
 	return res, err
 }
-
-// harnessEnv is the environment of a worker's turns: the shim's, less what
-// belongs to systemd and the shim alone.
-func harnessEnv() []string { return commandEnv(os.Environ()) }

@@ -1,4 +1,4 @@
-package fleet
+package harness
 
 import (
 	"encoding/json"
@@ -39,7 +39,7 @@ type TurnState struct {
 
 // HeldMessage is a turn's answer or failure report that could not reach
 // the manager because it was not connected; the shim sends it when the
-// manager's session joins, and retries every HeldRetry.
+// manager's session joins, and retries every 30 s.
 type HeldMessage struct {
 	To     string    `json:"to"`
 	Turn   int       `json:"turn"`
@@ -49,22 +49,6 @@ type HeldMessage struct {
 
 // HeldNote ends a TurnRecord.Undelivered entry of an outcome that was held.
 const HeldNote = "not connected; held and sent when it connects"
-
-func heldPath(dir string) string { return filepath.Join(dir, "held.json") }
-
-func writeHeld(dir string, held []HeldMessage) error {
-	if len(held) == 0 {
-		if err := os.Remove(heldPath(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	data, err := json.MarshalIndent(held, "", "  ")
-	if err != nil {
-		return err
-	}
-	return intercom.WriteFileAtomic(heldPath(dir), data)
-}
 
 // TurnRecord is one turn.
 type TurnRecord struct {
@@ -90,20 +74,26 @@ type TurnRecord struct {
 	Undelivered []string `json:"undelivered,omitempty"`
 }
 
-func statePath(dir string) string { return filepath.Join(dir, "state.json") }
+// StatePath is the turn record (state.json) in the worker directory dir.
+func StatePath(dir string) string { return filepath.Join(dir, "state.json") }
 
-func writeTurnState(dir string, st *TurnState) error {
+func heldPath(dir string) string { return filepath.Join(dir, "held.json") }
+
+// WriteTurnState replaces the turn record in dir atomically; the held
+// outcomes are held.json's (WriteHeld).
+func WriteTurnState(dir string, st *TurnState) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	return intercom.WriteFileAtomic(statePath(dir), data)
+	return intercom.WriteFileAtomic(StatePath(dir), data)
 }
 
-// ReadTurnState reads the turn record of the incarnation id/run; nil, nil
-// when it has none (an exec worker, or a shim that has not begun).
-func ReadTurnState(p intercom.Paths, id, run string) (*TurnState, error) {
-	data, err := os.ReadFile(statePath(WorkerDir(p, id, run)))
+// ReadTurnState reads the turn record in dir, with the outcomes held.json
+// holds; nil, nil when it has none (an exec worker, or a shim that has not
+// begun).
+func ReadTurnState(dir string) (*TurnState, error) {
+	data, err := os.ReadFile(StatePath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -114,13 +104,42 @@ func ReadTurnState(p intercom.Paths, id, run string) (*TurnState, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, err
 	}
-	st.Held = nil
-	if data, err := os.ReadFile(heldPath(WorkerDir(p, id, run))); err == nil {
-		if err := json.Unmarshal(data, &st.Held); err != nil {
-			return nil, fmt.Errorf("%s: %w", heldPath(WorkerDir(p, id, run)), err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	st.Held, err = ReadHeld(dir)
+	if err != nil {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// WriteHeld replaces held.json in dir with held, oldest first; no outcomes
+// remove the file.
+func WriteHeld(dir string, held []HeldMessage) error {
+	if len(held) == 0 {
+		if err := os.Remove(heldPath(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	data, err := json.MarshalIndent(held, "", "  ")
+	if err != nil {
+		return err
+	}
+	return intercom.WriteFileAtomic(heldPath(dir), data)
+}
+
+// ReadHeld reads the outcomes held.json in dir holds, oldest first; none
+// when there is no file.
+func ReadHeld(dir string) ([]HeldMessage, error) {
+	data, err := os.ReadFile(heldPath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var held []HeldMessage
+	if err := json.Unmarshal(data, &held); err != nil {
+		return nil, fmt.Errorf("%s: %w", heldPath(dir), err)
+	}
+	return held, nil
 }

@@ -1,17 +1,16 @@
-package fleet
+package harness
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
-	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // Mandate is a coding-agent worker's standing instructions: who it is,
 // who it works for, how it talks to them. It goes into the harness's system
 // prompt, or opens every new conversation where the harness takes none.
-func Mandate(spec *HarnessSpec, workerID, manager string) string {
+func Mandate(spec *Spec, workerID, manager string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are %q, a coding agent (%s) running as an agent-fleet worker", workerID, spec.Kind)
 	if spec.Role != "" {
@@ -98,27 +97,12 @@ func writeEntry(b *strings.Builder, m intercom.MessageView) {
 	}
 }
 
-// recap opens a new conversation that is not the worker's first (its
+// Recap opens a new conversation that is not the worker's first (its
 // earlier one failed before it began, or could not be resumed): the task
 // again, so the worker knows what it is for.
-func recap(task string) string {
+func Recap(task string) string {
 	if task == "" {
 		return "(This is a new conversation: an earlier one could not be continued.)"
 	}
 	return "(This is a new conversation: an earlier one could not be continued. The task you were spawned for:)\n\n" + task
 }
-
-// fitText keeps a message text inside the wire limit.
-func fitText(s string) string {
-	if len(s) <= wire.MaxTextBytes {
-		return s
-	}
-	note := fmt.Sprintf("\n\n[… cut by agent-fleet: the answer was %d bytes, the intercom limit is %d]", len(s), wire.MaxTextBytes)
-	cut := wire.MaxTextBytes - len(note)
-	for cut > 0 && !utf8Start(s[cut]) {
-		cut--
-	}
-	return s[:cut] + note
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

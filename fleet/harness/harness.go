@@ -1,8 +1,15 @@
-package fleet
+// Package harness knows the coding-agent worker kinds (claude, codex,
+// opencode, pi): the model, effort and permission each takes, the command
+// line of one non-interactive turn, the prompts, what a turn's output says,
+// and the files a worker's spec and turns are kept in. It is pure: it starts
+// no process and talks to no service. fleet spawns coding-agent workers
+// with it; fleet/shim runs their turns, one for the task and then one per
+// batch of inbound intercom messages, resuming the same conversation
+// (DESIGN.md "Workers").
+package harness
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,17 +20,15 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
-// Coding-agent workers (kinds claude, codex, opencode, pi): the worker shim
-// runs one non-interactive turn of the harness for the task, then one per
-// batch of inbound intercom messages, resuming the same conversation
-// (DESIGN.md "Workers"). This file holds what a turn's command line is made
-// of; wake.go runs the turns.
+// Kinds are the coding-agent worker kinds.
+var Kinds = []string{"claude", "codex", "opencode", "pi"}
 
-// HarnessKinds are the coding-agent worker kinds.
-var HarnessKinds = []string{"claude", "codex", "opencode", "pi"}
+// IsKind reports whether kind is a coding-agent kind.
+func IsKind(kind string) bool { return slices.Contains(Kinds, kind) }
 
-// IsHarnessKind reports whether kind is a coding-agent kind.
-func IsHarnessKind(kind string) bool { return slices.Contains(HarnessKinds, kind) }
+// Executables are the commands of the kinds, looked up on the caller's PATH
+// when a spawn names none.
+var Executables = map[string]string{"claude": "claude", "codex": "codex", "opencode": "opencode", "pi": "pi"}
 
 // MCPServerName is the name of agent-fleet's MCP server in every harness
 // configuration a worker turn gets (Claude's tools are then
@@ -43,10 +48,10 @@ const (
 // DefaultTurnTimeout bounds one harness turn when the spawn names none.
 const DefaultTurnTimeout = 2 * time.Hour
 
-// HarnessSpec is what a coding-agent worker's shim needs to run its turns.
-// Spawn writes it to the worker's directory (WorkerDir) before the unit
-// starts; the shim reads it there.
-type HarnessSpec struct {
+// Spec is what a coding-agent worker's shim needs to run its turns. Spawn
+// writes it to the worker's directory before the unit starts (WriteSpec);
+// the shim reads it there (ReadSpec).
+type Spec struct {
 	Kind string `json:"kind"`
 	// Command is the harness executable (absolute) and extra arguments
 	// placed before every turn's own.
@@ -66,24 +71,18 @@ type HarnessSpec struct {
 }
 
 // TurnTimeout is the spec's turn bound.
-func (s *HarnessSpec) TurnTimeout() time.Duration {
+func (s *Spec) TurnTimeout() time.Duration {
 	if s.TurnTimeoutMs <= 0 {
 		return DefaultTurnTimeout
 	}
 	return time.Duration(s.TurnTimeoutMs) * time.Millisecond
 }
 
-// WorkerDir holds a coding-agent incarnation's files: spec.json (written
-// by Spawn), state.json (the shim's turn record) and the MCP configuration
-// files of its turns. 0700, files 0600.
-func WorkerDir(p intercom.Paths, id, run string) string {
-	return filepath.Join(p.OrchestratorDir(), "workers", id+"-"+run)
-}
-
 func specPath(dir string) string { return filepath.Join(dir, "spec.json") }
 
-// WriteHarnessSpec writes spec into dir (created 0700).
-func WriteHarnessSpec(dir string, spec *HarnessSpec) error {
+// WriteSpec writes spec as spec.json into the worker directory dir
+// (created 0700 with its parent, the file 0600, replaced atomically).
+func WriteSpec(dir string, spec *Spec) error {
 	if err := intercom.EnsureDir(filepath.Dir(dir)); err != nil {
 		return err
 	}
@@ -97,17 +96,18 @@ func WriteHarnessSpec(dir string, spec *HarnessSpec) error {
 	return intercom.WriteFileAtomic(specPath(dir), data)
 }
 
-// ReadHarnessSpec reads the spec Spawn wrote into dir.
-func ReadHarnessSpec(dir string) (*HarnessSpec, error) {
+// ReadSpec reads the spec WriteSpec wrote into dir. A file that is not a
+// coding-agent spec (unknown kind, no command) is an error naming it.
+func ReadSpec(dir string) (*Spec, error) {
 	data, err := os.ReadFile(specPath(dir))
 	if err != nil {
 		return nil, err
 	}
-	var s HarnessSpec
+	var s Spec
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("%s: %w", specPath(dir), err)
 	}
-	if !IsHarnessKind(s.Kind) || len(s.Command) == 0 {
+	if !IsKind(s.Kind) || len(s.Command) == 0 {
 		return nil, fmt.Errorf("%s: not a coding-agent worker spec", specPath(dir))
 	}
 	return &s, nil
@@ -123,17 +123,52 @@ type MCPServer struct {
 	Env     map[string]string
 }
 
+// WorkerMCPServer is the agent-fleet MCP server entry of a coding-agent
+// worker's turns: agentFleet (the agent-fleet executable, and any argv
+// prefix) with `mcp --harness KIND --worker`, and in its environment the
+// worker's identity (every AGENT_INTERCOM_ variable) and agent directory
+// from env (so that it acts as the worker through the shim's holder even
+// where the harness passes a server no environment of its own, as Codex
+// does) plus extra ("K=V" entries, all kept).
+func WorkerMCPServer(agentFleet []string, kind string, env, extra []string) MCPServer {
+	m := MCPServer{Command: agentFleet[0], Args: append(append([]string(nil), agentFleet[1:]...), "mcp", "--harness", kind, "--worker"),
+		Env: map[string]string{}}
+	for _, kv := range append(append([]string(nil), env...), extra...) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if strings.HasPrefix(k, "AGENT_INTERCOM_") || k == intercom.AgentDirEnv || containsKey(extra, k) {
+			m.Env[k] = v
+		}
+	}
+	return m
+}
+
+func containsKey(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return true
+		}
+	}
+	return false
+}
+
 // Turn is one harness turn to run.
 type Turn struct {
 	N int // 1-based
+	// WorkerID names the worker (OpenCode titles its conversation with it).
+	WorkerID string
 	// Session is the harness conversation to resume; "" starts one.
 	Session string
 	// NewSession is the id a started conversation gets where the harness
-	// lets the caller choose it (claude, pi); "" lets the harness choose.
+	// lets the caller choose it (claude, pi: NewSession); "" lets the
+	// harness choose.
 	NewSession string
 	Prompt     string
 	// Mandate is the worker's standing instructions (system prompt where
-	// the harness takes one, else the start of a new conversation).
+	// the harness takes one, else the start of a new conversation:
+	// TakesSystemPrompt).
 	Mandate string
 	MCP     MCPServer
 	// Dir is where the turn's configuration files go (the worker dir).
@@ -155,19 +190,19 @@ type TurnResult struct {
 	Session string
 	// Final is the turn's final answer text.
 	Final string
-	// Failed: the harness reported an error or exited non-zero; Error says
-	// why in one line.
+	// Failed: the harness reported an error or printed no result; Error
+	// says why in one line (ErrNoOutput's text for no result).
 	Failed bool
 	Error  string
 }
 
-// harness is one kind's command line and output format.
-type harness interface {
-	// check validates the spawn's model, effort and permission.
-	check(model, effort, permission string) error
+// cli is one kind's command line and output format.
+type cli interface {
+	// check validates the spawn's effort and permission.
+	check(effort, permission string) error
 	// newSession is the id to give a new conversation ("" = harness's).
 	newSession(workerID, runID string) string
-	command(spec *HarnessSpec, t *Turn) (*TurnCommand, error)
+	command(spec *Spec, t *Turn) (*TurnCommand, error)
 	// parse reads a finished turn's standard output.
 	parse(stdout []byte) TurnResult
 	// systemPrompt says whether the mandate goes into a system prompt
@@ -175,60 +210,68 @@ type harness interface {
 	systemPrompt() bool
 }
 
-func harnessOf(kind string) (harness, error) {
+func cliOf(kind string) (cli, error) {
 	switch kind {
 	case "claude":
-		return claudeHarness{}, nil
+		return claudeCLI{}, nil
 	case "codex":
-		return codexHarness{}, nil
+		return codexCLI{}, nil
 	case "opencode":
-		return opencodeHarness{}, nil
+		return opencodeCLI{}, nil
 	case "pi":
-		return piHarness{}, nil
+		return piCLI{}, nil
 	}
 	return nil, fmt.Errorf("%w %q (want exec, claude, codex, opencode or pi)", ErrUnsupportedKind, kind)
 }
 
-// CheckHarnessOptions validates a coding-agent spawn's model, effort and
-// permission for kind; the error wraps ErrInvalidRequest (or
-// ErrUnsupportedKind).
-func CheckHarnessOptions(kind, model, effort, permission string) error {
-	h, err := harnessOf(kind)
+// CheckOptions validates a coding-agent spawn's model, effort and
+// permission for kind. Errors: ErrInvalidOption, ErrUnsupportedKind.
+func CheckOptions(kind, model, effort, permission string) error {
+	c, err := cliOf(kind)
 	if err != nil {
 		return err
 	}
 	if strings.ContainsAny(model, "\x00\n") || strings.HasPrefix(model, "-") {
-		return fmt.Errorf("%w: model %q is not a model name", ErrInvalidRequest, model)
+		return invalidOption("model %q is not a model name", model)
 	}
-	return h.check(model, effort, permission)
+	return c.check(effort, permission)
 }
 
 // BuildTurn returns the command line of turn t of a worker with spec.
-func BuildTurn(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
-	h, err := harnessOf(spec.Kind)
+// Errors: ErrUnsupportedKind.
+func BuildTurn(spec *Spec, t *Turn) (*TurnCommand, error) {
+	c, err := cliOf(spec.Kind)
 	if err != nil {
 		return nil, err
 	}
-	return h.command(spec, t)
+	return c.command(spec, t)
 }
 
 // ParseTurnOutput reads the standard output of a finished turn of kind.
 func ParseTurnOutput(kind string, stdout []byte) TurnResult {
-	h, err := harnessOf(kind)
+	c, err := cliOf(kind)
 	if err != nil {
 		return TurnResult{Failed: true, Error: err.Error()}
 	}
-	return h.parse(stdout)
+	return c.parse(stdout)
 }
 
-// NewHarnessSession is the conversation id a new conversation of kind
-// gets ("" where the harness chooses it).
-func NewHarnessSession(kind, workerID, runID string) string {
-	h, err := harnessOf(kind)
+// NewSession is the conversation id a new conversation of kind gets (""
+// where the harness chooses it).
+func NewSession(kind, workerID, runID string) string {
+	c, err := cliOf(kind)
 	if err != nil {
 		return ""
 	}
-	return h.newSession(workerID, runID)
+	return c.newSession(workerID, runID)
+}
+
+// TakesSystemPrompt reports whether kind takes the mandate as a system
+// prompt; where it does not, the mandate opens every new conversation's
+// first prompt.
+func TakesSystemPrompt(kind string) bool {
+	c, err := cliOf(kind)
+	return err == nil && c.systemPrompt()
 }
 
 // oneOf checks v against allowed values (or "").
@@ -236,7 +279,7 @@ func oneOf(what, v string, allowed ...string) error {
 	if v == "" || slices.Contains(allowed, v) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s %q is not one of %s", ErrInvalidRequest, what, v, strings.Join(allowed, ", "))
+	return invalidOption("%s %q is not one of %s", what, v, strings.Join(allowed, ", "))
 }
 
 // jsonLines calls fn for every line of out that is a JSON object.
@@ -264,6 +307,3 @@ func envObject(env map[string]string) map[string]string {
 	}
 	return env
 }
-
-// errNoOutput is the error of a turn whose output said nothing usable.
-var errNoOutput = errors.New("the harness printed no result")

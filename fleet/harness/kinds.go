@@ -1,8 +1,7 @@
-package fleet
+package harness
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -19,7 +18,7 @@ import (
 
 // --- Claude Code: claude -p --output-format json -------------------------
 
-type claudeHarness struct{}
+type claudeCLI struct{}
 
 // claudeModes are Claude Code's own --permission-mode values, accepted
 // as they are.
@@ -36,7 +35,7 @@ func PermissionValues() []string {
 	return slices.Concat([]string{PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull}, claudeModes, codexSandboxes)
 }
 
-func (claudeHarness) check(_, effort, permission string) error {
+func (claudeCLI) check(effort, permission string) error {
 	if err := oneOf("effort for claude", effort, "low", "medium", "high", "xhigh", "max"); err != nil {
 		return err
 	}
@@ -46,11 +45,11 @@ func (claudeHarness) check(_, effort, permission string) error {
 
 // newSession: Claude takes the id of a new conversation (--session-id), so
 // the shim knows it before the turn runs.
-func (claudeHarness) newSession(string, string) string { return uuid.NewString() }
+func (claudeCLI) newSession(string, string) string { return uuid.NewString() }
 
-func (claudeHarness) systemPrompt() bool { return true }
+func (claudeCLI) systemPrompt() bool { return true }
 
-func (claudeHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+func (claudeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 	cfg, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{MCPServerName: mcpServerJSON(t.MCP)}}, "", "  ")
 	if err != nil {
 		return nil, err
@@ -91,7 +90,7 @@ func (claudeHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
 // {"type":"result","subtype":"success","is_error":false,"result":"…",
 // "session_id":"…","terminal_reason":…}. Without credentials Claude Code
 // answers is_error with result "Not logged in · Please run /login".
-func (claudeHarness) parse(out []byte) TurnResult {
+func (claudeCLI) parse(out []byte) TurnResult {
 	var r TurnResult
 	found := false
 	jsonLines(out, func(line []byte) {
@@ -117,25 +116,25 @@ func (claudeHarness) parse(out []byte) TurnResult {
 		}
 	})
 	if !found {
-		return TurnResult{Failed: true, Error: errNoOutput.Error()}
+		return TurnResult{Failed: true, Error: ErrNoOutput.Error()}
 	}
 	return r
 }
 
 // --- Codex: codex exec --json / codex exec resume --json -----------------
 
-type codexHarness struct{}
+type codexCLI struct{}
 
-func (codexHarness) check(_, effort, permission string) error {
+func (codexCLI) check(effort, permission string) error {
 	if err := oneOf("effort for codex", effort, "low", "medium", "high", "xhigh"); err != nil {
 		return err
 	}
 	return oneOf("permission for codex", permission, slices.Concat([]string{PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull}, codexSandboxes)...)
 }
 
-func (codexHarness) newSession(string, string) string { return "" }
+func (codexCLI) newSession(string, string) string { return "" }
 
-func (codexHarness) systemPrompt() bool { return true }
+func (codexCLI) systemPrompt() bool { return true }
 
 // codexSandbox maps a permission to Codex's sandbox_mode.
 func codexSandbox(permission string) string {
@@ -155,7 +154,7 @@ func codexSandbox(permission string) string {
 // entry names, so the whole entry goes here; the user's config.toml is left
 // alone. intercom_ask may wait 120 s, past Codex's default 60 s tool
 // timeout.
-func codexOverrides(spec *HarnessSpec, t *Turn) []string {
+func codexOverrides(spec *Spec, t *Turn) []string {
 	srv := "mcp_servers." + MCPServerName + "."
 	kv := []string{
 		srv + "command=" + tomlString(t.MCP.Command),
@@ -176,7 +175,7 @@ func codexOverrides(spec *HarnessSpec, t *Turn) []string {
 	return kv
 }
 
-func (codexHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+func (codexCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 	argv := append(slices.Clone(spec.Command), "exec")
 	if t.Session != "" {
 		argv = append(argv, "resume")
@@ -198,7 +197,7 @@ func (codexHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
 // parse reads codex exec's JSONL events: thread.started{thread_id},
 // item.completed{item{type:"agent_message",text}}, turn.completed,
 // turn.failed{error{message}}, error{message}.
-func (codexHarness) parse(out []byte) TurnResult {
+func (codexCLI) parse(out []byte) TurnResult {
 	var r TurnResult
 	completed, failed := false, false
 	lastError := ""
@@ -237,7 +236,7 @@ func (codexHarness) parse(out []byte) TurnResult {
 	})
 	if failed || !completed {
 		r.Failed = true
-		r.Error = firstNonEmpty(lastError, errNoOutput.Error())
+		r.Error = firstNonEmpty(lastError, ErrNoOutput.Error())
 		r.Final = ""
 	}
 	return r
@@ -274,24 +273,24 @@ func tomlTable(m map[string]string) string {
 
 // --- OpenCode: opencode run --format json ---------------------------------
 
-type opencodeHarness struct{}
+type opencodeCLI struct{}
 
-func (opencodeHarness) check(_, effort, permission string) error {
+func (opencodeCLI) check(effort, permission string) error {
 	if strings.ContainsAny(effort, " \n\x00") {
-		return fmt.Errorf("%w: effort %q is not an OpenCode model variant", ErrInvalidRequest, effort)
+		return invalidOption("effort %q is not an OpenCode model variant", effort)
 	}
 	return oneOf("permission for opencode", permission, PermissionReadOnly, PermissionWorkspaceWrite, PermissionFull)
 }
 
-func (opencodeHarness) newSession(string, string) string { return "" }
+func (opencodeCLI) newSession(string, string) string { return "" }
 
-func (opencodeHarness) systemPrompt() bool { return false }
+func (opencodeCLI) systemPrompt() bool { return false }
 
 // opencodeConfig is the OPENCODE_CONFIG_CONTENT of a turn: agent-fleet's
 // MCP server (OpenCode merges it over the user's configuration) and, for
 // a permission mode, the tool permissions. `opencode run` rejects what
 // would ask (nobody can answer), so "ask" denies.
-func opencodeConfig(spec *HarnessSpec, t *Turn) map[string]any {
+func opencodeConfig(spec *Spec, t *Turn) map[string]any {
 	cmd := append([]string{t.MCP.Command}, t.MCP.Args...)
 	cfg := map[string]any{
 		"$schema": "https://opencode.ai/config.json",
@@ -310,7 +309,7 @@ func opencodeConfig(spec *HarnessSpec, t *Turn) map[string]any {
 	return cfg
 }
 
-func (opencodeHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+func (opencodeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 	cfg, err := json.Marshal(opencodeConfig(spec, t))
 	if err != nil {
 		return nil, err
@@ -319,7 +318,7 @@ func (opencodeHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error)
 	if t.Session != "" {
 		argv = append(argv, "--session", t.Session)
 	} else {
-		argv = append(argv, "--title", "agent-fleet worker "+t.MCP.Env[EnvWorkerID])
+		argv = append(argv, "--title", "agent-fleet worker "+t.WorkerID)
 	}
 	if spec.Model != "" {
 		argv = append(argv, "-m", spec.Model)
@@ -337,7 +336,7 @@ func (opencodeHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error)
 // step_start, text, tool_use, step_finish; {type:"error", error{name,
 // data{message}}}. The final answer is the text of the last step that
 // wrote any.
-func (opencodeHarness) parse(out []byte) TurnResult {
+func (opencodeCLI) parse(out []byte) TurnResult {
 	var r TurnResult
 	var step, last []string
 	sawAny := false
@@ -376,7 +375,7 @@ func (opencodeHarness) parse(out []byte) TurnResult {
 		}
 	})
 	if !sawAny {
-		return TurnResult{Failed: true, Error: errNoOutput.Error()}
+		return TurnResult{Failed: true, Error: ErrNoOutput.Error()}
 	}
 	if !r.Failed {
 		r.Final = strings.Join(last, "\n\n")
@@ -386,23 +385,23 @@ func (opencodeHarness) parse(out []byte) TurnResult {
 
 // --- Pi: pi --mode json, MCP through pi-mcp-adapter -----------------------
 
-type piHarness struct{}
+type piCLI struct{}
 
-func (piHarness) check(_, effort, permission string) error {
+func (piCLI) check(effort, permission string) error {
 	if err := oneOf("effort for pi", effort, "off", "minimal", "low", "medium", "high", "xhigh", "max"); err != nil {
 		return err
 	}
 	if permission == PermissionWorkspaceWrite {
-		return fmt.Errorf("%w: pi has no sandbox that keeps writes inside the workspace; use permission read-only or full", ErrInvalidRequest)
+		return invalidOption("pi has no sandbox that keeps writes inside the workspace; use permission read-only or full")
 	}
 	return oneOf("permission for pi", permission, PermissionReadOnly, PermissionFull)
 }
 
 // newSession: --session-id opens the conversation with that id or creates
 // it, so every turn of a worker names the same one.
-func (piHarness) newSession(id, run string) string { return "agent-fleet-" + id + "-" + run }
+func (piCLI) newSession(id, run string) string { return "agent-fleet-" + id + "-" + run }
 
-func (piHarness) systemPrompt() bool { return true }
+func (piCLI) systemPrompt() bool { return true }
 
 // piMCPConfig is the --mcp-config file of pi-mcp-adapter: the server
 // connects at start, its tools are declared directly under their own names,
@@ -418,7 +417,7 @@ func piMCPConfig(t *Turn) map[string]any {
 	return map[string]any{"mcpServers": map[string]any{MCPServerName: srv}}
 }
 
-func (piHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
+func (piCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 	cfg, err := json.MarshalIndent(piMCPConfig(t), "", "  ")
 	if err != nil {
 		return nil, err
@@ -449,7 +448,7 @@ func (piHarness) command(spec *HarnessSpec, t *Turn) (*TurnCommand, error) {
 // parse reads pi's JSON event stream: {"type":"session","id"} first, then
 // message_end{message{role:"assistant", content[{type:"text",text}],
 // stopReason, errorMessage}}; stopReason error or aborted fails the turn.
-func (piHarness) parse(out []byte) TurnResult {
+func (piCLI) parse(out []byte) TurnResult {
 	var r TurnResult
 	sawAssistant := false
 	jsonLines(out, func(line []byte) {
@@ -485,7 +484,7 @@ func (piHarness) parse(out []byte) TurnResult {
 		}
 	})
 	if !sawAssistant && !r.Failed {
-		r.Failed, r.Error = true, errNoOutput.Error()
+		r.Failed, r.Error = true, ErrNoOutput.Error()
 	}
 	return r
 }

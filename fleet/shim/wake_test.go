@@ -1,12 +1,13 @@
 //go:build !windows
 
-package fleet
+package shim
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
@@ -76,14 +79,14 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 	require.NoError(t, err)
 	t.Cleanup(func() { w.worker.Close() })
 	w.tracker = &turnTracker{Ops: w.worker}
-	regs := NewRegistryHandle(RegistryPath(w.p), true)
+	regs := fleet.NewRegistryHandle(fleet.RegistryPath(w.p), true)
 	t.Cleanup(regs.Close)
-	wdir := WorkerDir(w.p, "w1", "0123456789ab")
-	require.NoError(t, WriteHarnessSpec(wdir, &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"}))
+	wdir := fleet.WorkerDir(w.p, "w1", "0123456789ab")
+	require.NoError(t, harness.WriteSpec(wdir, &harness.Spec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"}))
 	cfg := wakeConfig{WorkerID: "w1", RunID: "0123456789ab", Dir: wdir,
-		Spec:    &HarnessSpec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
+		Spec:    &harness.Spec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
 		Session: w.worker, Tracker: w.tracker, Registry: regs, FirstManager: "boss",
-		MCP: MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run,
+		MCP: harness.MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run,
 		Joined: joined, HeldRetry: time.Hour}
 	for _, f := range tweak {
 		f(&cfg)
@@ -98,7 +101,7 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 }
 
 // run is the stand-in harness: Claude Code's command line and output.
-func (w *wakeWorld) run(ctx context.Context, cmd *TurnCommand, _ turnProcOptions, started func()) turnExit {
+func (w *wakeWorld) run(ctx context.Context, cmd *harness.TurnCommand, _ turnProcOptions, started func()) turnExit {
 	if started != nil {
 		started()
 	}
@@ -160,12 +163,12 @@ func (w *wakeWorld) received(n int) []intercom.MessageView {
 }
 
 // stateWhen waits for the turn record to satisfy ok and returns it.
-func (w *wakeWorld) stateWhen(ok func(*TurnState) bool) *TurnState {
+func (w *wakeWorld) stateWhen(ok func(*harness.TurnState) bool) *harness.TurnState {
 	w.t.Helper()
-	var st *TurnState
+	var st *harness.TurnState
 	require.Eventually(w.t, func() bool {
 		var err error
-		st, err = ReadTurnState(w.p, "w1", "0123456789ab")
+		st, err = harness.ReadTurnState(fleet.WorkerDir(w.p, "w1", "0123456789ab"))
 		return err == nil && st != nil && ok(st)
 	}, 10*time.Second, 10*time.Millisecond)
 	return st
@@ -207,7 +210,7 @@ func TestWakeTaskThenResumedTurns(t *testing.T) {
 	require.Contains(t, burst, "[5/5] From boss:\nitem 4")
 	require.Equal(t, "done: item 4", got[0].Text)
 
-	st := w.stateWhen(func(st *TurnState) bool { return len(st.Last.Delivered) > 0 })
+	st := w.stateWhen(func(st *harness.TurnState) bool { return len(st.Last.Delivered) > 0 })
 	require.Equal(t, 3, st.Turns)
 	require.Equal(t, sid, st.Session)
 	require.True(t, st.Last.OK)
@@ -261,7 +264,7 @@ func TestWakeFinalAnswerRouting(t *testing.T) {
 	}
 	w.send(w.boss, "READ-MID-TURN")
 	w.received(1)
-	time.Sleep(BatchMaxWait + 300*time.Millisecond)
+	time.Sleep(batchMaxWait + 300*time.Millisecond)
 	require.Len(t, w.turnsSoFar(), 3, "the message read during the turn started no turn")
 
 	// One that nobody read during the turn starts the next.
@@ -282,7 +285,7 @@ func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
 	got := w.received(1)
 	require.Contains(t, got[0].Text, "turn 1 of worker w1 (claude) failed: Not logged in · Please run /login")
 	require.Contains(t, got[0].Text, "your next message starts a new turn")
-	st := w.stateWhen(func(st *TurnState) bool { return st.Last != nil })
+	st := w.stateWhen(func(st *harness.TurnState) bool { return st.Last != nil })
 	require.False(t, st.Last.OK)
 	require.Equal(t, 1, st.Consecutive)
 	firstSession := st.Session
@@ -295,7 +298,7 @@ func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
 	require.Contains(t, got[0].Text, "turn 2 of worker w1 (claude) failed: goroutine 1 (exit status 2)")
 	require.Contains(t, got[0].Text, "panic: boom")
 	require.Contains(t, got[0].Text, "2 failed turns in a row")
-	st = w.stateWhen(func(st *TurnState) bool { return st.Last.N == 2 })
+	st = w.stateWhen(func(st *harness.TurnState) bool { return st.Last.N == 2 })
 	require.Equal(t, 2, st.Consecutive)
 	require.True(t, st.ContextLost)
 	require.Empty(t, st.Session, "a conversation that cannot be resumed is dropped")
@@ -309,7 +312,7 @@ func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
 	third := w.turnsSoFar()[2]
 	require.Contains(t, third.prompt, "The task you were spawned for:)\n\nNOCREDS task")
 	require.Contains(t, third.argv, "--session-id")
-	st = w.stateWhen(func(st *TurnState) bool { return st.Last.N == 3 })
+	st = w.stateWhen(func(st *harness.TurnState) bool { return st.Last.N == 3 })
 	require.Zero(t, st.Consecutive)
 	require.Equal(t, 2, st.Failures)
 	require.False(t, st.Last.StartedAt.Before(backoffUntil), "the turn waited for the backoff")
@@ -333,7 +336,7 @@ func TestWakeStopDuringATurn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loop did not end on stop")
 	}
-	st, err := ReadTurnState(w.p, "w1", "0123456789ab")
+	st, err := harness.ReadTurnState(fleet.WorkerDir(w.p, "w1", "0123456789ab"))
 	require.NoError(t, err)
 	require.Equal(t, "stopped during the turn", st.Last.Error)
 	time.Sleep(100 * time.Millisecond)
@@ -371,11 +374,11 @@ func TestBatcherTiming(t *testing.T) {
 // manager; the registry shows the turn state.
 func TestWakeFollowsTheCurrentManager(t *testing.T) {
 	w := newWakeWorld(t, "")
-	reg, err := OpenRegistry(context.Background(), RegistryPath(w.p))
+	reg, err := fleet.OpenRegistry(context.Background(), fleet.RegistryPath(w.p))
 	require.NoError(t, err)
 	defer reg.Close()
-	require.NoError(t, reg.Insert(context.Background(), &Worker{ID: "w1", RunID: "0123456789ab", Kind: "claude",
-		Unit: WorkerUnitName("w1", "0123456789ab"), State: StateRunning, Manager: "boss", FirstManager: "boss"}))
+	require.NoError(t, reg.Insert(context.Background(), &fleet.Worker{ID: "w1", RunID: "0123456789ab", Kind: "claude",
+		Unit: fleet.WorkerUnitName("w1", "0123456789ab"), State: fleet.StateRunning, Manager: "boss", FirstManager: "boss"}))
 	<-w.ready
 	w.send(w.boss, "first")
 	require.Equal(t, "done: first", w.received(1)[0].Text)
@@ -385,7 +388,7 @@ func TestWakeFollowsTheCurrentManager(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 
 	boss2 := openTestSession(t, w.p, "boss2")
-	_, err = reg.Update(context.Background(), "w1", "0123456789ab", func(r *Worker) error { r.Manager = "boss2"; return nil })
+	_, err = reg.Update(context.Background(), "w1", "0123456789ab", func(r *fleet.Worker) error { r.Manager = "boss2"; return nil })
 	require.NoError(t, err)
 	w.send(w.boss, "second")
 	var got []intercom.MessageView
@@ -420,20 +423,22 @@ func TestWakeHoldsOutcomesForAnAbsentManager(t *testing.T) {
 	require.NoError(t, w.boss.Close())
 	other := openTestSession(t, w.p, "other")
 	w.send(other, "first")
-	st := w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 1 && st.Last != nil && len(st.Last.Undelivered) > 0 })
+	st := w.stateWhen(func(st *harness.TurnState) bool {
+		return len(st.Held) == 1 && st.Last != nil && len(st.Last.Undelivered) > 0
+	})
 	require.Equal(t, "boss", st.Held[0].To)
 	require.Equal(t, "done: first", st.Held[0].Text)
 	require.Contains(t, st.Last.Undelivered, "boss: not connected; held and sent when it connects")
 	w.send(other, "NOCREDS")
-	st = w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 2 })
+	st = w.stateWhen(func(st *harness.TurnState) bool { return len(st.Held) == 2 })
 	require.Equal(t, 2, st.Held[1].Turn)
 
 	w.boss = openTestSession(t, w.p, "boss") // the manager connects
 	got := w.received(2)
 	require.Equal(t, "done: first", got[0].Text)
 	require.Contains(t, got[1].Text, "turn 2 of worker w1 (claude) failed: Not logged in")
-	w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 0 })
-	require.NoFileExists(t, heldPath(w.loop.cfg.Dir))
+	w.stateWhen(func(st *harness.TurnState) bool { return len(st.Held) == 0 })
+	require.NoFileExists(t, filepath.Join(w.loop.cfg.Dir, "held.json"))
 
 	// Connected again: outcomes go out at once, nothing is held.
 	w.send(w.boss, "third")
@@ -448,7 +453,17 @@ func TestWakeRetriesHeldOutcomes(t *testing.T) {
 	require.NoError(t, w.boss.Close())
 	other := openTestSession(t, w.p, "other")
 	w.send(other, "first")
-	w.stateWhen(func(st *TurnState) bool { return len(st.Held) == 1 })
+	w.stateWhen(func(st *harness.TurnState) bool { return len(st.Held) == 1 })
 	w.boss = openTestSession(t, w.p, "boss")
 	require.Equal(t, "done: first", w.received(1)[0].Text)
+}
+
+// An outcome past the wire limit is cut at a character boundary, and says
+// so.
+func TestFitText(t *testing.T) {
+	long := strings.Repeat("é", 200<<10)
+	fit := fitText(long)
+	require.LessOrEqual(t, len(fit), 256<<10)
+	require.Contains(t, fit, "cut by agent-fleet")
+	require.True(t, json.Valid([]byte(`"`+strings.ReplaceAll(fit, "\n", `\n`)+`"`)), "still valid UTF-8")
 }

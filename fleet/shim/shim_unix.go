@@ -1,0 +1,200 @@
+//go:build !windows
+
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// Run is a worker unit's main process: it holds the worker's intercom
+// session (id = worker id) and serves it to the worker's own processes
+// only, starts the workload, tells systemd READY once the workload runs
+// (the command was executed, or a coding agent's first turn started), and
+// when the workload ends records how in the registry and returns the
+// status for the shim to exit with: the command's (128+signal for a
+// signal), 0 for a coding agent stopped in order, ExitNoSession or
+// ExitExec when the workload never ran. Signals the workload acts on
+// (stops, and for a command every signal systemd relays) are caught until
+// Run returns. The registry is closed by then, its workers.json view
+// written: the caller may os.Exit at once.
+func Run(ctx context.Context, cfg Config) int {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
+		return code
+	}
+	for _, k := range inheritedStripped(os.Environ()) {
+		os.Unsetenv(k)
+	}
+	s, err := hold(ctx, cfg, log)
+	if err != nil {
+		return fail(ExitNoSession, err)
+	}
+	defer s.close()
+	var w workload = &execWorkload{argv: cfg.Command, stdout: cfg.Stdout, stderr: cfg.Stderr}
+	if harness.IsKind(cfg.Kind) {
+		if w, err = newWakeWorkload(cfg, s, log); err != nil {
+			return fail(ExitExec, err)
+		}
+	}
+
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, w.signals()...)
+	defer signal.Stop(sig)
+	switch err := w.start(ctx, sig); {
+	case err == nil:
+		if err := notifyReady(); err != nil {
+			log.Warn("sd_notify READY failed", "err", err)
+		}
+	case !errors.Is(err, errStopped):
+		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
+	}
+	end := w.wait()
+	recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, log)
+	return end.code
+}
+
+// held is what the shim holds for its workload: the registry (opened when
+// first needed, off the way to READY), the registered session, and its
+// holder socket serving the worker's own processes.
+type held struct {
+	regs *fleet.RegistryHandle
+	sess *intercom.Session
+	// tracker is the holder's Ops for a coding agent (nil for a command):
+	// the session's, noting whom each turn messaged.
+	tracker *turnTracker
+	// joined receives the ids of sessions that join, for the wake loop:
+	// a manager may have connected.
+	joined     chan string
+	stopHolder func()
+}
+
+// hold registers the worker's session and serves its holder.
+func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
+	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Worker, WorkerID: cfg.WorkerID})
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	s := &held{regs: fleet.NewRegistryHandle(fleet.RegistryPath(cfg.Paths), true), joined: make(chan string, 1)}
+	s.sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{
+		Paths: cfg.Paths, Identity: id, Start: cfg.Start, Reconnect: true, Logger: log,
+		OnSessionJoined: func(id string) {
+			select {
+			case s.joined <- id:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		s.regs.Close()
+		return nil, fmt.Errorf("cannot register intercom session %q: %w", id.SessionID, err)
+	}
+	var ops intercom.Ops = s.sess
+	if harness.IsKind(cfg.Kind) {
+		s.tracker = &turnTracker{Ops: s.sess}
+		ops = s.tracker
+	}
+	cg, _ := units.OpenCgroups("/")
+	holder, err := intercom.ListenHolder(intercom.HolderConfig{
+		Paths: cfg.Paths, SessionID: id.SessionID, Ops: ops, Logger: log,
+		AllowPeer: sameCgroup(cg),
+		Extra:     shimOps(s.regs, cfg.WorkerID, cfg.RunID),
+	})
+	if err != nil {
+		s.sess.Close()
+		s.regs.Close()
+		return nil, fmt.Errorf("cannot serve the session holder: %w", err)
+	}
+	hctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		_ = holder.Serve(hctx)
+		close(served)
+	}()
+	s.stopHolder = func() { stop(); <-served }
+	return s, nil
+}
+
+// close stops the holder, closes the session and then the registry, which
+// waits for its workers.json view.
+func (s *held) close() {
+	s.stopHolder()
+	s.sess.Close()
+	s.regs.Close()
+}
+
+// recordExit records a workload's end in the registry; an end without an
+// exitCode (a command that never ran) is left to systemd's record. A stop
+// cancels ctx; the exit is recorded all the same.
+func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string, end ending, log *slog.Logger) {
+	if end.exitCode == "" {
+		return
+	}
+	reg, err := regs.Get(context.WithoutCancel(ctx))
+	if err != nil || reg == nil {
+		log.Warn("registry unavailable; the exit status is left to systemd", "err", err)
+		return
+	}
+	_, err = reg.Update(context.WithoutCancel(ctx), id, run, func(r *fleet.Worker) error {
+		r.HasExit, r.ExitCode, r.ExitStatus = true, end.exitCode, end.status
+		r.EndedAt = time.Now()
+		if r.State == fleet.StateRunning || r.State == fleet.StateProvisioning {
+			r.State = fleet.StateExited
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fleet.ErrNotFound) {
+		log.Warn("could not record the exit status", "err", err)
+	}
+}
+
+// shimOps serves OpManager from the registry, so that a worker learns its
+// current manager without restarting.
+func shimOps(regs *fleet.RegistryHandle, id, run string) func(context.Context, string, json.RawMessage) (any, bool, error) {
+	return func(ctx context.Context, op string, _ json.RawMessage) (any, bool, error) {
+		if op != OpManager {
+			return nil, false, nil
+		}
+		reg, err := regs.Get(ctx)
+		if err != nil {
+			return nil, true, err
+		}
+		w, err := reg.GetRun(ctx, id, run)
+		if err != nil {
+			return nil, true, err
+		}
+		return Manager{WorkerID: w.ID, RunID: w.RunID, Manager: w.Manager, FirstManager: w.FirstManager}, true, nil
+	}
+}
+
+// sameCgroup admits only processes in the shim's own cgroup or below it:
+// the worker's processes, and nobody else, may speak as the worker.
+func sameCgroup(cg *units.Cgroups) func(pid int) bool {
+	if cg == nil {
+		return func(int) bool { return false }
+	}
+	own, err := cg.Membership(os.Getpid())
+	if err != nil || own.Path == "" || own.Path == "/" {
+		return func(int) bool { return false }
+	}
+	return func(pid int) bool {
+		m, err := cg.Membership(pid)
+		return err == nil && (m.Path == own.Path || strings.HasPrefix(m.Path, own.Path+"/"))
+	}
+}
