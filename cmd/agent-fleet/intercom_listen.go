@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -47,54 +46,24 @@ session, listen streams from that holder instead.`,
 	return cmd
 }
 
+// listenRun holds the session (or streams from its live holder, taking
+// the session over when that holder goes) and prints what arrives.
 func listenRun(ctx context.Context, opts *listenOptions) error {
 	f := opts.Factory
 	p, id, err := f.Identity()
 	if err != nil {
 		return err
 	}
-	emit := func(m *intercom.MessageView) error {
+	s, err := f.Attach(ctx, p, id, factory.AttachOptions{Mode: intercom.AttachHold, Logger: f.Logger("warn")})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Ops.Listen(ctx, intercom.ListenRequest{KeepUnread: opts.KeepUnread}, func(m *intercom.MessageView) error {
 		if opts.JSON {
 			return output.PrintJSON(opts.IO.Out, m)
 		}
 		_, err := fmt.Fprintln(opts.IO.Out, output.MessageText(m))
 		return err
-	}
-	req := intercom.ListenRequest{KeepUnread: opts.KeepUnread}
-	team, err := f.SessionTeam(p, id)
-	if err != nil {
-		return err
-	}
-	defer team.Close()
-	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
-		return hc.Listen(ctx, req, emit)
-	}
-	log := f.Logger("warn")
-	activity := factory.StartActivity(p, id.SessionID, log)
-	defer activity.Close()
-	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
-		Paths: p, Identity: id, Start: f.BrokerStarter(), AskTTL: f.AskTTL(), AskWait: f.AskWait(), Reconnect: true,
-		Filter: team.Filter(), ReplayFilter: team.Replay(),
-		Logger: log, OnMessage: activity.OnMessage,
 	})
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	ops, extra := team.Hold(p, sess, log)
-	holder, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: id.SessionID, Ops: ops, Logger: log, Extra: extra})
-	if err != nil && !errors.Is(err, intercom.ErrHeld) {
-		return err
-	}
-	if holder != nil {
-		hctx, stop := context.WithCancel(ctx)
-		defer stop()
-		done := make(chan struct{})
-		go func() {
-			_ = holder.Serve(hctx)
-			close(done)
-		}()
-		defer func() { stop(); <-done }()
-	}
-	return sess.Listen(ctx, req, emit)
 }

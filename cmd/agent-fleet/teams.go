@@ -119,11 +119,11 @@ func teamsJoinRun(ctx context.Context, opts *teamsJoinOptions) error {
 			id.SessionID, team.Name, team.Name)
 		return nil
 	}
-	st, err := f.SessionTeam(p, id)
+	st, release, err := f.SessionTeam(p, id)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer release()
 	st.Through(p, hc)
 	res, err := st.Service().Join(ctx, req)
 	if err != nil {
@@ -206,7 +206,7 @@ func teamsListRun(ctx context.Context, opts *teamsListOptions) error {
 	local := teams.NewService(teams.ServiceConfig{Paths: p, Ops: teams.DeniedOps(intercom.WhoamiResult{SessionID: id.SessionID}, intercom.ErrNotConnected)})
 	var list []teams.NamedTeam
 	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
-		list, err = factory.ViaHolder{Remote: teams.HolderTeams{Client: hc}, Local: local}.NamedTeams(ctx)
+		list, err = teams.ViaHolder{Remote: teams.HolderTeams{Client: hc}, Local: local}.NamedTeams(ctx)
 		if err != nil {
 			return err
 		}

@@ -71,71 +71,60 @@ func Run(ctx context.Context, cfg Config) int {
 }
 
 // held is what the shim holds for its workload: the registry (opened when
-// first needed, off the way to READY), the registered session, and its
-// holder socket serving the worker's own processes.
+// first needed, off the way to READY) and the worker's session, held with
+// its holder socket serving the worker's own processes.
 type held struct {
 	regs *fleet.RegistryHandle
-	sess *intercom.Session
+	*intercom.Held
 	// tracker is the holder's Ops for a coding agent (nil for a command):
 	// the session's, noting whom each turn messaged.
 	tracker *turnTracker
 	// joined receives the ids of sessions that join, for the wake loop:
 	// a manager may have connected.
-	joined     chan string
-	stopHolder func()
+	joined chan string
 }
 
-// hold registers the worker's session and serves its holder.
+// hold registers the worker's session and serves its holder, to the
+// processes of the worker's cgroup only (intercom.Hold).
 func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Worker, WorkerID: cfg.WorkerID})
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	s := &held{regs: fleet.NewRegistryHandle(fleet.RegistryPath(cfg.Paths), true), joined: make(chan string, 1)}
-	s.sess, err = intercom.OpenSession(ctx, intercom.SessionConfig{
-		Paths: cfg.Paths, Identity: id, Start: cfg.Start, Reconnect: true, Logger: log,
-		OnSessionJoined: func(id string) {
-			select {
-			case s.joined <- id:
-			default:
+	cg, _ := units.OpenCgroups("/")
+	s.Held, err = intercom.Hold(ctx, intercom.HoldConfig{
+		Session: intercom.SessionConfig{Paths: cfg.Paths, Identity: id, Start: cfg.Start, Logger: log,
+			OnSessionJoined: func(id string) {
+				select {
+				case s.joined <- id:
+				default:
+				}
+			}},
+		Wrap: func(sess *intercom.Session) (intercom.Ops, intercom.HolderExtra) {
+			if !harness.IsKind(cfg.Kind) {
+				return sess, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
 			}
+			s.tracker = &turnTracker{Ops: sess}
+			return s.tracker, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
 		},
+		AllowPeer:     sameCgroup(cg),
+		RequireHolder: true,
 	})
 	if err != nil {
 		s.regs.Close()
+		if errors.Is(err, intercom.ErrHolderNotServed) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("cannot register intercom session %q: %w", id.SessionID, err)
 	}
-	var ops intercom.Ops = s.sess
-	if harness.IsKind(cfg.Kind) {
-		s.tracker = &turnTracker{Ops: s.sess}
-		ops = s.tracker
-	}
-	cg, _ := units.OpenCgroups("/")
-	holder, err := intercom.ListenHolder(intercom.HolderConfig{
-		Paths: cfg.Paths, SessionID: id.SessionID, Ops: ops, Logger: log,
-		AllowPeer: sameCgroup(cg),
-		Extra:     shimOps(s.regs, cfg.WorkerID, cfg.RunID),
-	})
-	if err != nil {
-		s.sess.Close()
-		s.regs.Close()
-		return nil, fmt.Errorf("cannot serve the session holder: %w", err)
-	}
-	hctx, stop := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	go func() {
-		_ = holder.Serve(hctx)
-		close(served)
-	}()
-	s.stopHolder = func() { stop(); <-served }
 	return s, nil
 }
 
 // close stops the holder, closes the session and then the registry, which
 // waits for its workers.json view.
 func (s *held) close() {
-	s.stopHolder()
-	s.sess.Close()
+	s.Held.Close()
 	s.regs.Close()
 }
 

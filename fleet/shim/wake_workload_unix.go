@@ -52,7 +52,7 @@ func newWakeWorkload(cfg Config, s *held, log *slog.Logger) (*wakeWorkload, erro
 	}
 	loop, err := newWakeLoop(wakeConfig{
 		WorkerID: cfg.WorkerID, RunID: cfg.RunID, Dir: dir, Spec: spec,
-		Session: s.sess, Tracker: s.tracker, Registry: s.regs,
+		Session: s.Session, Tracker: s.tracker, Registry: s.regs,
 		MCP: harness.WorkerMCPServer(cfg.AgentFleet, spec.Kind, os.Environ(), cfg.AgentFleetEnv),
 		Env: commandEnv(os.Environ()), FirstManager: os.Getenv(fleet.EnvManagerID),
 		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff, Joined: s.joined,

@@ -2,50 +2,97 @@ package factory
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
-// OneShot is how a CLI verb reaches its session: through the live holder
-// of its id, or by registering itself for the length of the command.
-type OneShot struct {
-	Ops     intercom.Ops
-	Session *intercom.Session // nil when acting through a holder
-	Holder  bool
-	Team    *SessionTeam
+// Session is the session a command acts as, with its team
+// (teams.Attached): Ops, whether they go through another process's
+// holder, the session this process registered, and the team operations.
+type Session struct {
+	*teams.Attached
+	release []func()
 }
 
-// Close ends the command's own registration (keeping its outbox) and
-// releases the team.
-func (o *OneShot) Close() {
-	if o.Session != nil {
-		_ = o.Session.Close()
+// Close releases the session (a one-shot keeps its outbox), then what the
+// factory opened for it.
+func (s *Session) Close() {
+	s.Attached.Close()
+	for i := len(s.release) - 1; i >= 0; i-- {
+		s.release[i]()
 	}
-	o.Team.Close()
 }
 
-// OneShot acts through a live holder of the CLI's session, or registers
-// (docs/architecture.md "Identity"), with the Boss contract applied (spec
-// §7.3).
-func (f *Factory) OneShot(ctx context.Context) (*OneShot, error) {
+// AttachOptions say how Attach reaches a session.
+type AttachOptions struct {
+	Mode   intercom.AttachMode
+	Logger *slog.Logger
+	// Janitor runs the fleet janitor while this process holds the
+	// session of a manager (an mcp holder: docs/architecture.md
+	// "Processes").
+	Janitor bool
+	// HolderWait bounds AttachThrough's wait for the holder.
+	HolderWait time.Duration
+}
+
+// Attach reaches the session id of the agent directory p by the session
+// policy (teams.Attach: through its live holder, else registered, with the
+// Boss contract applied), with this factory's broker starter, ask TTL and
+// wait, and the fleet registry for team resolution. A process that holds
+// the session (AttachHold) records its workers' lease activity from the
+// messages it receives.
+func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Identity, o AttachOptions) (*Session, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := newTeamRegistry(p)
+	s := &Session{release: []func(){reg.close}}
+	cfg := teams.AttachConfig{Mode: o.Mode, Registry: reg, HolderWait: o.HolderWait,
+		Session: intercom.SessionConfig{Paths: p, Identity: id, Start: f.BrokerStarter(),
+			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log}}
+	if o.Mode == intercom.AttachHold {
+		activity := StartActivity(p, id.SessionID, log)
+		s.release = append(s.release, activity.Close)
+		cfg.Session.OnMessage = activity.OnMessage
+		if o.Janitor {
+			cfg.While = func(ctx context.Context) { f.RunHolderJanitor(ctx, p, id.SessionID, log) }
+		}
+	}
+	a, err := teams.Attach(ctx, cfg)
+	if err != nil {
+		for i := len(s.release) - 1; i >= 0; i-- {
+			s.release[i]()
+		}
+		return nil, err
+	}
+	s.Attached = a
+	return s, nil
+}
+
+// OneShot is how a CLI verb reaches its session (docs/architecture.md
+// "Identity"): through the live holder of its id, or registered for the
+// length of the command.
+func (f *Factory) OneShot(ctx context.Context) (*Session, error) {
 	p, id, err := f.Identity()
 	if err != nil {
 		return nil, err
 	}
-	team, err := f.SessionTeam(p, id)
+	return f.Attach(ctx, p, id, AttachOptions{Mode: intercom.AttachOnce})
+}
+
+// SessionTeam is the team of session id without reaching the session:
+// for a process that acts through a holder it found itself. Call release
+// when done.
+func (f *Factory) SessionTeam(p intercom.Paths, id intercom.Identity) (st *teams.SessionTeam, release func(), err error) {
+	reg := newTeamRegistry(p)
+	st, err = teams.NewSessionTeam(id, reg, f.AskTTL())
 	if err != nil {
-		return nil, err
+		reg.close()
+		return nil, nil, err
 	}
-	if hc, err := intercom.DialHolder(ctx, p, id.SessionID); err == nil {
-		return &OneShot{Ops: team.Through(p, hc), Holder: true, Team: team}, nil
-	}
-	sess, err := intercom.OpenSession(ctx, intercom.SessionConfig{
-		Paths: p, Identity: id, Start: f.BrokerStarter(), AskTTL: f.AskTTL(), AskWait: f.AskWait(),
-		Filter: team.Filter(), ReplayFilter: team.Replay(),
-	})
-	if err != nil {
-		team.Close()
-		return nil, err
-	}
-	return &OneShot{Ops: team.Own(p, sess), Session: sess, Team: team}, nil
+	return st, reg.close, nil
 }

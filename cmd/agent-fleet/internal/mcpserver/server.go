@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 const instructions = `agent-fleet intercom: message other agent sessions on this machine.
@@ -42,7 +43,7 @@ type Options struct {
 	// worker's turn: its wake loop starts turns only for unread messages).
 	MarkShownRead bool
 	// Team adds intercom_team and intercom_join over the session's team.
-	Team *factory.SessionTeam
+	Team *teams.SessionTeam
 	// Fleet, with Caller, adds agent_fleet acting as Caller.
 	Fleet  *factory.Factory
 	Caller string

@@ -7,7 +7,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/teams"
@@ -28,7 +27,7 @@ type teamPendingArgs struct {
 // intercom_pending with session (a manager's read-only look at an owned
 // coworker's pending asks, spec §7.4). In Boss team-only mode
 // intercom_list is withdrawn (spec §7.3).
-func addTeamTools(server *mcp.Server, it *intercomTools, st *factory.SessionTeam) {
+func addTeamTools(server *mcp.Server, it *intercomTools, st *teams.SessionTeam) {
 	if st == nil || st.Service() == nil {
 		return
 	}
@@ -59,7 +58,7 @@ func addTeamTools(server *mcp.Server, it *intercomTools, st *factory.SessionTeam
 
 type teamTools struct {
 	ops   intercom.Ops
-	st    *factory.SessionTeam
+	st    *teams.SessionTeam
 	tools *intercomTools
 }
 

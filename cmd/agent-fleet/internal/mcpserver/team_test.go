@@ -48,9 +48,9 @@ func TestMCPTeamTools(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ask.Pending)
 
-	st, err := testFactory().SessionTeam(p, boss.Client().Identity())
+	st, release, err := testFactory().SessionTeam(p, boss.Client().Identity())
 	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	t.Cleanup(release)
 	ops, _ := st.Hold(p, boss, discard)
 	server := New(ops, Options{Team: st})
 	require.Subset(t, mcptest.ToolNames(t, server), []string{"intercom_team", "intercom_join", "intercom_list", "intercom_pending"})
@@ -111,9 +111,9 @@ func TestMCPTeamTools(t *testing.T) {
 	// A worker is no manager: its intercom_pending with session is refused
 	// (last: the environment it sets is the whole process's).
 	w2 := sessionFor(t, p, "w2")
-	wst, err := testFactory().SessionTeam(p, w2.Client().Identity())
+	wst, release2, err := testFactory().SessionTeam(p, w2.Client().Identity())
 	require.NoError(t, err)
-	t.Cleanup(wst.Close)
+	t.Cleanup(release2)
 	wops, _ := wst.Hold(p, w2, discard)
 	wserver := New(wops, Options{Team: wst})
 	t.Setenv(teams.EnvWorkerID, "w2")
