@@ -27,13 +27,18 @@ import (
 
 // The test binary doubles as the worker shim: systemd starts it with
 // FLEET_TEST_SHIM=1 and the shim's flags, and it runs shim.Run.
-func init() {
+func TestMain(m *testing.M) {
 	if text := os.Getenv("FLEET_TEST_REPORT"); text != "" {
 		os.Exit(reportToManager(text))
 	}
 	if os.Getenv("FLEET_TEST_SHIM") != "1" {
-		return
+		os.Exit(m.Run())
 	}
+	runTestShim()
+}
+
+// runTestShim parses the shim's flags and runs it; it does not return.
+func runTestShim() {
 	args := os.Args[1:]
 	var id, run, kind string
 	for len(args) > 0 && args[0] != "--" {

@@ -171,6 +171,7 @@ type Broker struct {
 	deliveries   deliveryTable
 	recent       recentCache
 	keys         keyHasher
+	ids          *idSource
 	// sessionDigests counts registered sessions by the digest of their id
 	// (keyHasher.session), for dedup records that name a recipient by it.
 	sessionDigests map[uint32]int
@@ -211,6 +212,7 @@ func New(cfg Config) (*Broker, error) {
 	b.deliveries.init()
 	b.recent.init(cfg.RecentTTL, cfg.RecentMax)
 	b.keys = newKeyHasher()
+	b.ids = newIDSource()
 	b.sessionDigests = make(map[uint32]int)
 	b.persister = newAskPersister(b, cfg.Paths.AskState())
 	if err := b.loadAskEdges(); err != nil {

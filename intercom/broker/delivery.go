@@ -5,20 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
+	"github.com/google/uuid"
 )
-
-func init() { uuid.EnableRandPool() }
-
-func newUUID() string { return uuid.NewString() }
-
-// newDeliveryID returns a fresh deliveryId, as text and as its 16 bytes.
-func newDeliveryID() (string, [16]byte) {
-	u := uuid.New()
-	return u.String(), u
-}
 
 // delivery is one accepted message waiting for the recipient's
 // acknowledgement (spec §5.1).
@@ -179,7 +168,7 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 		sender:       c,
 		recipient:    target.conn,
 	}
-	d.id, d.uuid = newDeliveryID()
+	d.id, d.uuid = b.ids.deliveryID()
 	b.deliveries.add(d)
 	d.timer = time.AfterFunc(b.cfg.DeliveryTimeout, func() {
 		b.mu.Lock()

@@ -212,7 +212,7 @@ func (b *Broker) handleRegister(c *conn, env *wire.Envelope) {
 			return
 		}
 	} else {
-		id = newUUID()
+		id = b.ids.next().String()
 	}
 	prev := b.sessions[id]
 	if prev == nil && len(b.sessions) >= b.cfg.MaxSessions {
