@@ -1,7 +1,13 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,7 +16,8 @@ import (
 
 const module = "github.com/agent-fleet/agent-fleet"
 
-// allowedImports is the import direction of DESIGN.md "Packages": which
+// allowedImports is the import direction of docs/architecture.md
+// "Packages": which
 // project packages each top-level package may depend on.
 var allowedImports = map[string][]string{
 	"intercom": {"intercom"},
@@ -36,7 +43,8 @@ func topLevel(pkg string) string {
 	return top
 }
 
-// TestImportDirection keeps the package boundaries of DESIGN.md true.
+// TestImportDirection keeps the package boundaries of docs/architecture.md
+// true.
 func TestImportDirection(t *testing.T) {
 	for _, pkg := range goList(t, nil, module+"/...") {
 		top := topLevel(pkg)
@@ -52,7 +60,7 @@ func TestImportDirection(t *testing.T) {
 			for _, a := range allowed {
 				ok = ok || topLevel(dep) == a
 			}
-			require.True(t, ok, "%s imports %s, against DESIGN.md's import direction", pkg, dep)
+			require.True(t, ok, "%s imports %s, against the import direction of docs/architecture.md", pkg, dep)
 		}
 	}
 }
@@ -73,6 +81,92 @@ func TestBrokerOnlyBuildsHaveNoDBus(t *testing.T) {
 		for _, dep := range deps {
 			require.False(t, strings.Contains(dep, "godbus") || strings.Contains(dep, "go-systemd"),
 				"GOOS=%s build pulls in %s", goos, dep)
+		}
+	}
+}
+
+const internal = module + "/cmd/agent-fleet/internal/"
+
+// imports are pkg's direct imports, without its tests'.
+func imports(t *testing.T, pkg string) []string {
+	return goList(t, nil, "-f", "{{join .Imports \" \"}}", pkg)
+}
+
+// TestEnginesStayInTheirRooms: the engine packages under
+// cmd/agent-fleet/internal import no cobra (the CLI is package main's),
+// and only the factory reaches systemd (units) and the unit files
+// (contrib): the engines get both from it.
+func TestEnginesStayInTheirRooms(t *testing.T) {
+	for _, pkg := range goList(t, nil, module+"/cmd/agent-fleet/internal/...") {
+		for _, dep := range imports(t, pkg) {
+			require.False(t, strings.HasPrefix(dep, "github.com/spf13/"), "%s imports %s: engines import no cobra", pkg, dep)
+			if pkg != internal+"factory" {
+				require.False(t, strings.HasPrefix(dep, module+"/units") || strings.HasPrefix(dep, module+"/contrib"),
+					"%s imports %s: only internal/factory imports units and contrib", pkg, dep)
+			}
+		}
+	}
+}
+
+// TestTestPackagesOnlyInTests: the test harness packages (intercomtest,
+// fleettest, unitstest, mcptest: any package whose name ends in "test")
+// are imported only by tests and by each other, never by what ships.
+func TestTestPackagesOnlyInTests(t *testing.T) {
+	isTestPkg := func(p string) bool { return strings.HasSuffix(p, "test") && strings.HasPrefix(p, module+"/") }
+	for _, pkg := range goList(t, nil, module+"/...") {
+		if isTestPkg(pkg) {
+			continue
+		}
+		for _, dep := range imports(t, pkg) {
+			require.False(t, isTestPkg(dep), "%s imports the test package %s outside its tests", pkg, dep)
+		}
+	}
+	deps := goList(t, nil, "-deps", "-f", "{{.ImportPath}}", module+"/cmd/agent-fleet")
+	require.False(t, slices.ContainsFunc(deps, isTestPkg), "the agent-fleet binary links a test package")
+	require.NotContains(t, deps, "testing", "the agent-fleet binary links package testing")
+}
+
+// sourceFiles are the module's non-generated Go files, by package
+// directory.
+func sourceFiles(t *testing.T) map[string][]string {
+	root := strings.TrimSpace(strings.Join(goList(t, nil, "-m", "-f", "{{.Dir}}"), " "))
+	out := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			out[filepath.Dir(path)] = append(out[filepath.Dir(path)], path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// TestOnePackageDoc: every package says what it is, once (tailscale's
+// pkgdoc_test), and no file has an init function: what a package needs at
+// start is explicit.
+func TestOnePackageDocAndNoInit(t *testing.T) {
+	for dir, files := range sourceFiles(t) {
+		var docs []string
+		for _, path := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
+			require.NoError(t, err)
+			if doc := f.Doc.Text(); !strings.HasSuffix(path, "_test.go") && (strings.HasPrefix(doc, "Package ") || strings.HasPrefix(doc, "Command ")) {
+				docs = append(docs, filepath.Base(path))
+			}
+			for _, decl := range f.Decls {
+				fn, ok := decl.(*ast.FuncDecl)
+				require.False(t, ok && fn.Recv == nil && fn.Name.Name == "init", "%s has an init function", path)
+			}
+		}
+		nonTest := slices.ContainsFunc(files, func(p string) bool { return !strings.HasSuffix(p, "_test.go") })
+		if nonTest {
+			require.Len(t, docs, 1, "%s: want one package doc comment, found %v", dir, docs)
 		}
 	}
 }
