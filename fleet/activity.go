@@ -30,7 +30,7 @@ type ActivityConfig struct {
 }
 
 // ActivityRecorder renews worker leases from the messages a manager's
-// session holder receives (DESIGN.md "Leases"). Seen is cheap and never
+// session holder receives (docs/architecture.md "Leases"). Seen is cheap and never
 // blocks the session's reader; the checks (registry, broker local API,
 // cgroup) run on the recorder's own goroutine, coalesced per sender. The
 // registry is opened only once it exists, and reopened when the file was

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Identity variables fleet sets on every worker (DESIGN.md "Workers").
+// Identity variables fleet sets on every worker (docs/architecture.md "Workers").
 const (
 	EnvWorkerID      = "AGENT_INTERCOM_WORKER_ID"
 	EnvRunID         = "AGENT_INTERCOM_RUN_ID"
@@ -22,12 +22,12 @@ const (
 	EnvAgentDir      = "PI_CODING_AGENT_DIR"
 )
 
-// passedThrough is the caller environment a worker keeps (DESIGN.md).
+// passedThrough is the caller environment a worker keeps (docs/architecture.md "Workers").
 var passedThrough = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "XDG_RUNTIME_DIR"}
 
 // stripped matches variables no worker may inherit, from the caller or from
 // the user manager's own environment: other sessions' intercom identities,
-// peer ids, TmuxDeck and harness session variables (DESIGN.md "Workers").
+// peer ids, TmuxDeck and harness session variables (docs/architecture.md "Workers").
 var stripped = regexp.MustCompile(`(^|_)INTERCOM_|(^|_)PEER_|^TMUXDECK_|^CLAUDE_CODE_SESSION|^CLAUDECODE$|^CODEX_SESSION|^CODEX_THREAD|^OPENCODE_SESSION|^PI_SESSION|^NOTIFY_SOCKET$|^MAINPID$|^INVOCATION_ID$|^SYSTEMD_EXEC_PID$`)
 
 // Stripped reports whether name must never reach a worker from outside.

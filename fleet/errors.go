@@ -12,7 +12,7 @@ import (
 // workers, and of ownership. Callers test with errors.Is (or errors.As for
 // the two error types); every returned error wraps one of these with the
 // operation and its subject ("reserve worker \"w1\": ..."). The CLI's exit
-// codes (DESIGN.md "CLI") are mapped from them in one place in cmd/; each
+// codes (docs/architecture.md "CLI") are mapped from them in one place in cmd/; each
 // note below says which code that is.
 
 // Errors of the registry file and its records.
@@ -35,7 +35,7 @@ var (
 	// whether to keep it aside and rebuild (issue 6) (exit 1).
 	ErrCorrupt = errors.New("registry file is corrupt")
 
-	// ErrInvalidID: a worker id does not match DESIGN.md's
+	// ErrInvalidID: a worker id does not match docs/architecture.md's
 	// ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$, or a run id is not 12 lowercase hex
 	// (exit 2).
 	ErrInvalidID = errors.New("invalid worker id")

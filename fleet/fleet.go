@@ -1,7 +1,7 @@
 // Package fleet runs workers as systemd user services and keeps their
 // registry: spawn with readiness that means the command ran and the worker
 // is reachable, honest states from systemd plus the registry, and stops
-// whose cleanup is proven from the unit's cgroup (DESIGN.md "Workers").
+// whose cleanup is proven from the unit's cgroup (docs/architecture.md "Workers").
 // It is the manager side: the process inside each unit is fleet/shim, and
 // the coding-agent kinds both use are the pure fleet/harness.
 package fleet

@@ -44,7 +44,7 @@ func cleanupLockPath(f *Fleet) string {
 	return filepath.Join(f.cfg.Paths.OrchestratorDir(), "cleanup.lock")
 }
 
-// Cleanup is the janitor (DESIGN.md "Leases"): it sends checkpoint messages
+// Cleanup is the janitor (docs/architecture.md "Leases"): it sends checkpoint messages
 // to leased workers nearing their idle deadline, stops those past the grace
 // deadline with verified cleanup (recording why), prunes ended records past
 // retention, and reconciles worker units with the registry. One run at a

@@ -9,7 +9,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
-// LeasePolicy sets how long idle workers live (DESIGN.md "Leases").
+// LeasePolicy sets how long idle workers live (docs/architecture.md "Leases").
 type LeasePolicy struct {
 	// Default is the idle lease of a worker spawned by an agent manager
 	// without --lease. Workers of an operator (a person) have none unless
@@ -69,7 +69,7 @@ const (
 )
 
 // RecordActivity renews the lease of the caller's worker `from` after the
-// caller (its manager) received a message from it (DESIGN.md "Leases").
+// caller (its manager) received a message from it (docs/architecture.md "Leases").
 // The broker's local API must confirm that the sending connection's pid lies
 // in the worker's cgroup; a message from any other process that merely uses
 // the worker's id or name renews nothing (ErrUnverifiedActivity). Without

@@ -480,7 +480,7 @@ func (r *Registry) LiveSummaries(ctx context.Context) ([]Summary, error) {
 
 // Update reads incarnation id+runID, calls fn on a copy of it and writes the
 // result back, all in one IMMEDIATE transaction: no concurrent writer's change
-// can be lost between the read and the write (anchor §7.6 item 2). fn runs
+// can be lost between the read and the write (docs/architecture.md "Decisions"). fn runs
 // under the registry's write lock: keep it short, do no I/O in it, and do not
 // call the Registry from it (a write there would wait for itself).
 //

@@ -93,7 +93,7 @@ type Worker struct {
 	Manager      string
 	FirstManager string
 
-	// Lease fields (DESIGN.md "Leases"; issue 6 owns their meaning, the
+	// Lease fields (docs/architecture.md "Leases"; issue 6 owns their meaning, the
 	// registry stores them faithfully).
 	LeaseDuration      time.Duration // 0 = no idle lease
 	LeaseDeadline      time.Time     // zero = none
@@ -156,7 +156,7 @@ func validRunID(runID string) bool {
 	return true
 }
 
-// ValidID checks id against DESIGN.md's id pattern
+// ValidID checks id against docs/architecture.md's id pattern
 // (intercom.SessionIDPattern, at most 64 characters). The error wraps
 // ErrInvalidID.
 func ValidID(id string) error {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Errors of session operations. Each maps to one CLI exit code (DESIGN.md).
+// Errors of session operations. Each maps to one CLI exit code (docs/architecture.md "CLI").
 var (
 	// ErrTargetNotFound: no session matches the target (exit 3).
 	ErrTargetNotFound = errors.New("target session not found")

@@ -14,7 +14,7 @@ import (
 )
 
 // A session holder serves its session to other processes of the same user
-// on <dir>/s/<16 hex of sha256(id)>.sock (DESIGN.md "Session holders"):
+// on <dir>/s/<16 hex of sha256(id)>.sock (docs/architecture.md "Session holders"):
 // JSON lines, one request and one response per line, and a "listen"
 // request that streams messages until the caller closes.
 

@@ -16,7 +16,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
-// Identity environment (DESIGN.md "Identity"; spec §8.1).
+// Identity environment (docs/architecture.md "Identity"; spec §8.1).
 const (
 	SessionIDEnv   = "AGENT_INTERCOM_SESSION_ID"
 	SessionNameEnv = "AGENT_INTERCOM_SESSION_NAME"
@@ -71,7 +71,7 @@ type Identity struct {
 	StartedAt float64 // epoch ms
 }
 
-// IdentityKind selects the session id rule of DESIGN.md "Identity".
+// IdentityKind selects the session id rule of docs/architecture.md "Identity".
 type IdentityKind int
 
 const (

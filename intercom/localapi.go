@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The broker's local API (DESIGN.md "Session holders and the local API") is
+// The broker's local API (docs/architecture.md "Session holders and the local API") is
 // served beside broker.sock on agent-fleet.sock: one JSON object per line in
 // each direction, one response per request, peer uid checked. Nothing of it
 // is on broker.sock, and a TypeScript broker has none.

@@ -10,7 +10,7 @@ import (
 
 // Ops is what a session can do. *Session implements it in the process that
 // holds the session; *HolderClient implements it for any other process of
-// the same user, by asking the holder (DESIGN.md "Session holders").
+// the same user, by asking the holder (docs/architecture.md "Session holders").
 type Ops interface {
 	Whoami(ctx context.Context) (*WhoamiResult, error)
 	List(ctx context.Context, req ListRequest) (*ListResult, error)

@@ -81,7 +81,7 @@ func DefaultPaths() (Paths, error) {
 // BrokerSocket is the v4 broker endpoint, <dir>/broker.sock (spec §1.1).
 func (p Paths) BrokerSocket() string { return filepath.Join(p.Dir, "broker.sock") }
 
-// LocalAPISocket is the broker's local API, <dir>/agent-fleet.sock (DESIGN.md).
+// LocalAPISocket is the broker's local API, <dir>/agent-fleet.sock (spec §10.1).
 func (p Paths) LocalAPISocket() string { return filepath.Join(p.Dir, "agent-fleet.sock") }
 
 // OwnerFile is the broker's lifetime lock, created O_EXCL (spec §6.1).
@@ -117,7 +117,7 @@ func (p Paths) Inbox(sessionID string) string {
 }
 
 // HolderSocket is the socket of the process holding a session: the first 16
-// hex digits of the SHA-256 of the id, short so the path fits (DESIGN.md).
+// hex digits of the SHA-256 of the id, short so the path fits (spec §10.2).
 func (p Paths) HolderSocket(sessionID string) string {
 	sum := sha256.Sum256([]byte(sessionID))
 	return filepath.Join(p.Dir, "s", hex.EncodeToString(sum[:8])+".sock")

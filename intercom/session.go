@@ -50,7 +50,7 @@ type SessionConfig struct {
 	// session's reader and must be quick.
 	OnMessage func(m *InboundMessage)
 	// OnSessionJoined, when set, is told the id of every session that
-	// joins this session's audience (session_joined, spec §4.2): a sender
+	// joins this session's audience (session_joined, spec §4.3): a sender
 	// can retry what it holds for a session that was not connected. It
 	// runs on the session's reader and must not block.
 	OnSessionJoined func(sessionID string)

@@ -29,8 +29,8 @@ func (e *SocketInUseError) Error() string {
 }
 
 // ListenSocket listens on the Unix socket at path, the one way agent-fleet
-// binds broker.sock, agent-fleet.sock and session holder sockets (STYLE.md
-// 6): it refuses a path over MaxSocketPathBytes (ErrSocketPathTooLong),
+// binds broker.sock, agent-fleet.sock and session holder sockets
+// (docs/architecture.md "Session holders and the local API"): it refuses a path over MaxSocketPathBytes (ErrSocketPathTooLong),
 // creates the directory (0700, repaired if looser), dials the path first
 // and refuses a socket someone answers on (*SocketInUseError), removes a
 // stale socket file, listens, and restricts the socket to 0600 (best effort

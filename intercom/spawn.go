@@ -106,7 +106,7 @@ func classifyHealth(payload []byte, rid string) (BrokerHealth, string) {
 // BrokerStarter starts a broker for p detached from the caller, returning
 // once the process (or unit) has been launched. `cmd` provides it: a
 // transient systemd unit where a user manager is reachable, else a double
-// fork with setsid (DESIGN.md "Broker placement").
+// fork with setsid (docs/architecture.md "Broker placement").
 type BrokerStarter func(ctx context.Context, p Paths) error
 
 // Spawn timing (spec §6.2).

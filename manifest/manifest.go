@@ -1,5 +1,5 @@
 // Package manifest reads TmuxDeck team manifests (tmuxdeck.team.v1, spec
-// intercom-v4 §7.1): a small JSON file that names a team's lead and workers by
+// §7.1): a small JSON file that names a team's lead and workers by
 // their intercom session ids. The schema is exact and the file checks are
 // strict; every failure is one of two errors that never carry a path or a
 // value from the file, so a manifest's contents cannot leak through them.

@@ -1,6 +1,6 @@
 // Package teams answers "who is my team": intercom_team resolution (fleet
 // registry → TmuxDeck manifest → same-scope live roster → standalone, spec
-// intercom-v4 §7), named teams with private scopes (§7.2), the Boss
+// §7), named teams with private scopes (§7.2), the Boss
 // team-only contract (§7.3) and read-only inbox inspection by a manager
 // (§7.4). The orchestrator/workers.json view the TypeScript adapters read
 // is fleet's, kept beside the registry it mirrors.

@@ -128,7 +128,7 @@ func bootPrerequisites() (systemd string, err error) {
 }
 
 // BootPrivateManager starts a private `systemd --user`
-// (testing/real-systemd.md): its own runtime directory (0700), its own
+// (docs/systemd.md "A private user manager"): its own runtime directory (0700), its own
 // cgroup in every hierarchy systemd tracks (so its units never mix with
 // another manager's under /app.slice), a minimal environment, and the
 // /run/systemd/system marker only while it boots (under a machine-wide

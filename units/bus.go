@@ -31,7 +31,7 @@ type BusAddress struct {
 // UnixPathAddress is the D-Bus address of a unix socket path.
 func UnixPathAddress(path string) string { return "unix:path=" + path }
 
-// ResolveBus finds the user bus the way DESIGN.md prescribes:
+// ResolveBus finds the user bus the way docs/systemd.md "The user bus" describes:
 // DBUS_SESSION_BUS_ADDRESS if set, else $XDG_RUNTIME_DIR/bus if that socket
 // exists. Otherwise it returns a *NoUserBusError (ErrNoUserBus) that says
 // what is missing and how to fix it. It never falls back to dbus-launch or

@@ -19,8 +19,8 @@ import (
 // removed under us.
 const errNoDevice = syscall.ENODEV
 
-// Layout is how the cgroup hierarchies are mounted (spec/mcp-and-systemd.md
-// §D).
+// Layout is how the cgroup hierarchies are mounted (docs/systemd.md
+// "Cgroups").
 type Layout string
 
 const (

@@ -11,6 +11,6 @@
 // containers, CI VMs) for the demo, the benchmark and the tests
 // (units/unitstest wraps it).
 //
-// References: DESIGN.md "Workers" and "Decisions", spec/mcp-and-systemd.md
-// §C (go-systemd) and §D (cgroups), testing/real-systemd.md.
+// References: docs/architecture.md "Workers" and "Decisions", docs/systemd.md
+// "Transient units" and "Cgroups", docs/systemd.md "A private user manager".
 package units

@@ -27,7 +27,7 @@ type Membership struct {
 	UserManager string
 }
 
-// ParseProcCgroup parses the text of /proc/<pid>/cgroup (spec BUG-16).
+// ParseProcCgroup parses the text of /proc/<pid>/cgroup (docs/systemd.md "Reading /proc/<pid>/cgroup").
 // The path comes from the cgroup2 line "0::<path>" unless that is missing
 // or "/" while a v1 "N:name=systemd:<path>" line names a deeper path (a
 // legacy host with an unused cgroup2 mount); controller lines such as
@@ -116,7 +116,7 @@ func InCgroup(path, cgroup string) bool {
 }
 
 // Process is a pid and its executable's name — never its arguments, which
-// may hold prompts or secrets (orchestrator-anchor §7.6 #23).
+// may hold prompts or secrets (docs/architecture.md "Decisions").
 type Process struct {
 	PID int
 	// Name is the base name of /proc/<pid>/exe, or /proc/<pid>/comm (at

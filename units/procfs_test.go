@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestParseProcCgroup feeds the fixtures of spec BUG-16 and more.
+// TestParseProcCgroup feeds the fixtures of docs/systemd.md "Reading /proc/<pid>/cgroup" and more.
 func TestParseProcCgroup(t *testing.T) {
 	const unit = "/user.slice/user-1000.slice/user@1000.service/app.slice/fleet-w20-x.service"
 	hybrid := strings.Join([]string{

@@ -18,7 +18,7 @@ import (
 )
 
 // Where a user manager is reachable, the broker a client starts runs as
-// its own transient unit, not in the caller's cgroup (DESIGN.md "Broker
+// its own transient unit, not in the caller's cgroup (docs/architecture.md "Broker
 // placement"), and is collected once it exits.
 func TestAutoStartedBrokerRunsInItsOwnUnit(t *testing.T) {
 	inst := unitstest.Require(t)

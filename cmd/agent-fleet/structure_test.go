@@ -66,7 +66,7 @@ func TestImportDirection(t *testing.T) {
 }
 
 // TestWireIsPure: the wire package does no networking and no I/O beyond
-// readers it is handed (STYLE.md 7).
+// readers it is handed (docs/architecture.md "Packages").
 func TestWireIsPure(t *testing.T) {
 	for _, dep := range goList(t, nil, "-deps", "-f", "{{.ImportPath}}", module+"/intercom/wire") {
 		require.NotContains(t, []string{"net", "os/exec", module + "/intercom"}, dep, "intercom/wire imports %s", dep)

@@ -5,7 +5,7 @@
 // no process and talks to no service. fleet spawns coding-agent workers
 // with it; fleet/shim runs their turns, one for the task and then one per
 // batch of inbound intercom messages, resuming the same conversation
-// (DESIGN.md "Workers").
+// (docs/architecture.md "Workers").
 package harness
 
 import (

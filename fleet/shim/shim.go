@@ -1,4 +1,4 @@
-// Package shim is the main process of every worker unit (DESIGN.md
+// Package shim is the main process of every worker unit (docs/architecture.md
 // "Workers"): it holds the worker's intercom session and serves it to the
 // worker's own processes only, runs the workload — the worker's command, or
 // a coding agent's wake loop of harness turns — tells systemd READY once it

@@ -1,6 +1,6 @@
 // Package broker is the Agent Intercom protocol v4 broker: sessions,
 // scopes, routing, delivery with acknowledgement, ask edges, presence, and
-// the broker's files (spec §2–§6 of shared/spec/intercom-v4.md).
+// the broker's files (docs/protocol.md §2–§6).
 //
 // All protocol state lives in one Broker guarded by one mutex, which gives
 // every frame a single global order, as the single-threaded reference broker

@@ -12,7 +12,7 @@ import (
 
 const maxAPILine = 64 << 10
 
-// serveAPI answers local API requests on one connection (DESIGN.md "Session
+// serveAPI answers local API requests on one connection (docs/architecture.md "Session
 // holders and the local API"): JSON lines, one response per request. Only
 // the broker's own user may connect.
 func (b *Broker) serveAPI(nc net.Conn) {

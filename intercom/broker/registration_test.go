@@ -151,7 +151,7 @@ func TestRegistrationTimeout(t *testing.T) {
 	c.ExpectClosed()
 }
 
-// Spec §9 item 11: 140 idle raw connections do not block a registration,
+// Spec §2.0, §6.7: 140 idle raw connections do not block a registration,
 // and 40 sockets that unregister and then idle are reaped.
 func TestIdleConnectionFloodDoesNotBlockRegistration(t *testing.T) {
 	h := startBroker(t, func(c *broker.Config) { c.RegistrationTimeout = 300 * time.Millisecond })

@@ -1,6 +1,6 @@
 // Package intercomtest runs intercom brokers in process for tests, on real
 // Unix sockets in short temporary directories, and speaks the raw v4 wire
-// to them (STYLE.md 11; nats-server's test/test.go is the model).
+// to them (nats-server's test/test.go is the model).
 //
 // StartBroker runs a broker.Broker (broker.New, then Run on listeners made
 // by intercom.ListenSocket) and returns once it is Ready; ListenAndServe

@@ -265,7 +265,7 @@ func trimJS(s string) string {
 type Send struct {
 	To string
 	// Message is the raw `message` JSON, forwarded to the recipient byte for
-	// byte (spec §12.3). It aliases the frame buffer.
+	// byte (spec §9.3). It aliases the frame buffer.
 	Message []byte
 	// MessageID is message.id when it is a valid id, else "unknown": the id
 	// a delivery_failed for this send must carry.
@@ -492,7 +492,7 @@ func validateMessage(msg []field, m *MessageMeta) (boss, ok bool) {
 		}
 	}
 
-	// The Claude shape carries Boss control at the top level (spec §12.5).
+	// The Claude shape carries Boss control at the top level (spec §9.5).
 	if _, present := lookup(msg, "control"); present {
 		boss = true
 	}

@@ -7,7 +7,7 @@
 // and only when running as root on a machine whose PID 1 is not systemd
 // (containers, CI VMs), they boot ONE private `systemd --user` per
 // `go test` run and share it between the run's test packages
-// (testing/real-systemd.md): the first package boots it under a file lock
+// (docs/systemd.md "A private user manager"): the first package boots it under a file lock
 // and records it in a state file in os.TempDir(), later packages reuse it
 // while its pid lives, and a small reaper process stops it (SIGTERM by pid)
 // once the `go` command that ran the tests has exited (the booting itself is
