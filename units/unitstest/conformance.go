@@ -3,6 +3,7 @@ package unitstest
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,17 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 			require.Equal(t, units.ExitRecord{Result: "success", Code: "killed", Status: "TERM", InvocationID: st.InvocationID}, rec)
 		})
 	}
+
+	t.Run("LogFile", func(t *testing.T) {
+		t.Parallel()
+		m := newManager(t)
+		log := filepath.Join(t.TempDir(), "unit.log")
+		_, err := start(t, m, units.ServiceSpec{Name: UnitName(conformancePrefix), Argv: []string{sleep, "300"}, LogFile: log})
+		require.NoError(t, err)
+		fi, err := os.Stat(log)
+		require.NoError(t, err, "the log file exists once the unit started, before it wrote anything")
+		require.Zero(t, fi.Size())
+	})
 
 	t.Run("ServiceEnvironment", func(t *testing.T) {
 		t.Parallel()

@@ -181,6 +181,14 @@ func (f *Fake) StartService(ctx context.Context, spec units.ServiceSpec) (units.
 		InvocationID: randomHex(16), Description: spec.Description,
 	}}
 	f.units[spec.Name] = u
+	for _, out := range []string{string(spec.Stdout), string(spec.Stderr)} {
+		// systemd opens append: files as it starts the main process.
+		if path, ok := strings.CutPrefix(out, "append:"); ok {
+			if fh, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+				fh.Close()
+			}
+		}
+	}
 	switch out := f.opts.Behavior(spec); {
 	case out.ExecFails:
 		f.end(u, units.CodeExited, 203)
@@ -415,4 +423,106 @@ func slicePath(slice string) string {
 		path.WriteString("/" + strings.Join(parts[:i+1], "-") + ".slice")
 	}
 	return path.String()
+}
+
+// Connect is a connection to the fake's user manager: it acts on the same
+// units, and its Close ends only itself, as a D-Bus connection to a real
+// manager does. Code that connects per command (the CLI's factory) gets one
+// per command.
+func (f *Fake) Connect() units.Manager { return &fakeConn{Fake: f} }
+
+// fakeConn is a Fake behind a connection of its own.
+type fakeConn struct {
+	*Fake
+	mu     sync.Mutex
+	closed bool
+}
+
+func (c *fakeConn) check(what string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%s: %w: connection closed by Close", what, units.ErrManagerUnreachable)
+	}
+	return nil
+}
+
+// Close implements units.Manager for the connection alone. Safe twice.
+func (c *fakeConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	return nil
+}
+
+// StartService implements units.Manager.
+func (c *fakeConn) StartService(ctx context.Context, spec units.ServiceSpec) (units.UnitState, error) {
+	if err := c.check("start unit " + spec.Name); err != nil {
+		return units.UnitState{}, err
+	}
+	return c.Fake.StartService(ctx, spec)
+}
+
+// StopUnit implements units.Manager.
+func (c *fakeConn) StopUnit(ctx context.Context, name string) error {
+	if err := c.check("stop unit " + name); err != nil {
+		return err
+	}
+	return c.Fake.StopUnit(ctx, name)
+}
+
+// ResetFailed implements units.Manager.
+func (c *fakeConn) ResetFailed(ctx context.Context, name string) error {
+	if err := c.check("reset unit " + name); err != nil {
+		return err
+	}
+	return c.Fake.ResetFailed(ctx, name)
+}
+
+// KillUnit implements units.Manager.
+func (c *fakeConn) KillUnit(ctx context.Context, name string, sig syscall.Signal) error {
+	if err := c.check("kill unit " + name); err != nil {
+		return err
+	}
+	return c.Fake.KillUnit(ctx, name, sig)
+}
+
+// Unit implements units.Manager.
+func (c *fakeConn) Unit(ctx context.Context, name string) (units.UnitState, error) {
+	if err := c.check("read unit " + name); err != nil {
+		return units.UnitState{}, err
+	}
+	return c.Fake.Unit(ctx, name)
+}
+
+// ListUnits implements units.Manager.
+func (c *fakeConn) ListUnits(ctx context.Context, patterns ...string) ([]units.UnitSummary, error) {
+	if err := c.check("list units"); err != nil {
+		return nil, err
+	}
+	return c.Fake.ListUnits(ctx, patterns...)
+}
+
+// ServiceEnvironment implements units.Manager.
+func (c *fakeConn) ServiceEnvironment(ctx context.Context, name string) ([]string, error) {
+	if err := c.check("read the environment of " + name); err != nil {
+		return nil, err
+	}
+	return c.Fake.ServiceEnvironment(ctx, name)
+}
+
+// Version implements units.Manager.
+func (c *fakeConn) Version(ctx context.Context) (units.Version, error) {
+	if err := c.check("read the systemd version"); err != nil {
+		return units.Version{}, err
+	}
+	return c.Fake.Version(ctx)
+}
+
+// Ping implements units.Manager.
+func (c *fakeConn) Ping(ctx context.Context) error {
+	if err := c.check("ping the user manager"); err != nil {
+		return err
+	}
+	return c.Fake.Ping(ctx)
 }

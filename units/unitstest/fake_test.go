@@ -47,3 +47,23 @@ func TestFakeFaults(t *testing.T) {
 	_, err = f.Unit(context.Background(), spec.Name)
 	require.ErrorIs(t, err, units.ErrManagerUnreachable)
 }
+
+// A connection to the fake acts on the fake's units; closing it ends the
+// connection alone, as with a real manager.
+func TestFakeConnections(t *testing.T) {
+	f := unitstest.NewFake(unitstest.FakeOptions{})
+	ctx := context.Background()
+	a, b := f.Connect(), f.Connect()
+	spec := units.ServiceSpec{Name: "agent-fleet-worker-w2-r1.service", Argv: []string{"/bin/sleep", "300"}}
+	_, err := a.StartService(ctx, spec)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close(), "safe twice")
+	_, err = a.Unit(ctx, spec.Name)
+	require.ErrorIs(t, err, units.ErrManagerUnreachable)
+	st, err := b.Unit(ctx, spec.Name)
+	require.NoError(t, err)
+	require.True(t, st.Running(), "the other connection sees the unit the closed one started")
+	require.NoError(t, b.StopUnit(ctx, spec.Name))
+	require.NoError(t, f.Ping(ctx), "the manager itself is still there")
+}

@@ -55,6 +55,18 @@ type Factory struct {
 	// ConnectUnits reaches the user manager workers run under; nil dials the
 	// caller's user bus (units.Connect). Tests pass unitstest's fake.
 	ConnectUnits func(ctx context.Context) (units.Manager, error)
+	// Getenv is the environment commands read their configuration from
+	// (the agent directory, the identity, lease and ask settings); nil is
+	// the process's. In-process tests give each command its own.
+	Getenv func(string) string
+}
+
+// Env is the variable k of f's environment.
+func (f *Factory) Env(k string) string {
+	if f.Getenv != nil {
+		return f.Getenv(k)
+	}
+	return os.Getenv(k)
 }
 
 // New is the Factory of a real agent-fleet process.
@@ -117,7 +129,13 @@ var ErrAskTimeout = errors.New("ask timed out")
 
 // Paths are the agent directory's paths (PI_CODING_AGENT_DIR, else
 // ~/.pi/agent).
-func (f *Factory) Paths() (intercom.Paths, error) { return intercom.DefaultPaths() }
+func (f *Factory) Paths() (intercom.Paths, error) {
+	dir, err := intercom.AgentDir(f.Env)
+	if err != nil {
+		return intercom.Paths{}, err
+	}
+	return intercom.NewPaths(dir), nil
+}
 
 // Identity is the identity of a CLI verb (docs/architecture.md
 // "Identity"): AGENT_INTERCOM_SESSION_ID, else operator-<username>.
@@ -126,7 +144,7 @@ func (f *Factory) Identity() (intercom.Paths, intercom.Identity, error) {
 	if err != nil {
 		return p, intercom.Identity{}, err
 	}
-	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.OneShot})
+	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.OneShot, Getenv: f.Env})
 	if err != nil {
 		return p, id, Usage(err)
 	}
@@ -147,7 +165,7 @@ const (
 // AskTTL reads PI_INTERCOM_ASK_TIMEOUT_MS (spec §5.7), default 10 min. A
 // malformed value is ignored here; the broker refuses it (BrokerAskTTL).
 func (f *Factory) AskTTL() time.Duration {
-	if v := strings.TrimSpace(os.Getenv(AskTimeoutEnv)); v != "" {
+	if v := strings.TrimSpace(f.Env(AskTimeoutEnv)); v != "" {
 		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
 			return time.Duration(ms) * time.Millisecond
 		}
@@ -158,7 +176,7 @@ func (f *Factory) AskTTL() time.Duration {
 // BrokerAskTTL is the ask edge TTL a broker runs with: 0 (the broker's
 // default) when unset, a usage error when malformed.
 func (f *Factory) BrokerAskTTL() (time.Duration, error) {
-	v := strings.TrimSpace(os.Getenv(AskTimeoutEnv))
+	v := strings.TrimSpace(f.Env(AskTimeoutEnv))
 	if v == "" {
 		return 0, nil
 	}
@@ -172,7 +190,7 @@ func (f *Factory) BrokerAskTTL() (time.Duration, error) {
 // AskWait reads PI_INTERCOM_ASK_WAIT_MS (spec §5.7), capped at the 120 s
 // ask limit.
 func (f *Factory) AskWait() time.Duration {
-	if v := strings.TrimSpace(os.Getenv(AskWaitEnv)); v != "" {
+	if v := strings.TrimSpace(f.Env(AskWaitEnv)); v != "" {
 		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
 			return min(time.Duration(ms)*time.Millisecond, intercom.MaxAskWait)
 		}
@@ -184,7 +202,7 @@ func (f *Factory) AskWait() time.Duration {
 // runs on this host and AGENT_FLEET_LOG_FILES is unset.
 func (f *Factory) Journald() bool {
 	_, err := os.Stat("/run/systemd/journal/socket")
-	return err == nil && os.Getenv(LogFilesEnv) == ""
+	return err == nil && f.Env(LogFilesEnv) == ""
 }
 
 // Exe is the agent-fleet executable children run.

@@ -69,7 +69,7 @@ func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) 
 	if note != "" {
 		fmt.Fprintln(f.IO.Err, "agent-fleet:", note)
 	}
-	policy, err := LeasePolicy()
+	policy, err := f.LeasePolicy()
 	if err != nil {
 		env.Close()
 		return nil, err
@@ -80,7 +80,7 @@ func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) 
 		return nil, err
 	}
 	env.Fleet, err = fleet.New(fleet.Config{
-		Paths: p, Registry: env.Registry, Units: m, Caller: caller,
+		Paths: p, Registry: env.Registry, Units: m, Caller: caller, CallerEnv: f.Env,
 		Shim: []string{exe, "worker-shim"}, ShimEnv: f.ChildEnv,
 		Journal: f.Journald(),
 		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},

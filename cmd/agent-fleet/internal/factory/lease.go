@@ -22,15 +22,15 @@ const (
 	defaultJanitorRun = 5 * time.Minute
 )
 
-// LeasePolicy reads the lease policy from the environment; a malformed
+// LeasePolicy reads the lease policy from f's environment; a malformed
 // value is a usage error naming the variable.
-func LeasePolicy() (fleet.LeasePolicy, error) {
+func (f *Factory) LeasePolicy() (fleet.LeasePolicy, error) {
 	var p fleet.LeasePolicy
 	for _, v := range []struct {
 		name string
 		dst  *time.Duration
 	}{{EnvLease, &p.Default}, {EnvLeaseWarning, &p.Warning}, {EnvLeaseRetry, &p.Retry}, {EnvLeaseGrace, &p.Grace}, {EnvRetention, &p.Retention}} {
-		d, err := envDuration(v.name)
+		d, err := envDuration(f.Env, v.name)
 		if err != nil {
 			return p, err
 		}
@@ -39,8 +39,8 @@ func LeasePolicy() (fleet.LeasePolicy, error) {
 	return p, nil
 }
 
-func envDuration(name string) (time.Duration, error) {
-	s := os.Getenv(name)
+func envDuration(getenv func(string) string, name string) (time.Duration, error) {
+	s := getenv(name)
 	if s == "" {
 		return 0, nil
 	}
@@ -64,7 +64,7 @@ func StartActivity(p intercom.Paths, sessionID string, log *slog.Logger) *fleet.
 // (default 5 min), while the session manages a live worker. It returns
 // when ctx ends.
 func (f *Factory) RunHolderJanitor(ctx context.Context, p intercom.Paths, sessionID string, log *slog.Logger) {
-	every, err := envDuration(EnvJanitorEvery)
+	every, err := envDuration(f.Env, EnvJanitorEvery)
 	if err != nil {
 		log.Warn("janitor", "err", err)
 	}

@@ -35,7 +35,7 @@ func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, harn
 	if err != nil {
 		return nil, err
 	}
-	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Harness, Harness: harness})
+	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Harness, Harness: harness, Getenv: f.Env})
 	if err != nil {
 		return nil, factory.Usage(err)
 	}
