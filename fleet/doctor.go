@@ -100,7 +100,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 	}
 	if busErr == nil {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		probe, err := units.Probe(pctx, units.Options{DefaultTimeout: 5 * time.Second})
+		probe, err := units.Probe(pctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: cfg.Getenv})
 		cancel()
 		if err != nil {
 			add("user manager", CheckFail, err.Error(), "check `systemctl --user status`; a stopped or overloaded manager cannot run workers")
@@ -291,7 +291,10 @@ type Capabilities struct {
 }
 
 // ProbeCapabilities reports what this host supports.
-func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
+func ProbeCapabilities(ctx context.Context, journal bool, getenv func(string) string) Capabilities {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	c := Capabilities{
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, Protocol: fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion),
 		FleetBackend: "unavailable", WorkerKinds: []string{}, Harnesses: map[string]string{}, HarnessVersions: map[string]string{},
@@ -301,7 +304,7 @@ func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
 		c.WorkerLogs = "journal"
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	probe, err := units.Probe(pctx, units.Options{DefaultTimeout: 5 * time.Second})
+	probe, err := units.Probe(pctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: getenv})
 	cancel()
 	if err != nil {
 		c.FleetReason = err.Error()
@@ -333,9 +336,9 @@ func ProbeCapabilities(ctx context.Context, journal bool) Capabilities {
 	}
 	wg.Wait()
 	if pi := c.Harnesses["pi"]; pi != "" {
-		if p, err := intercom.DefaultPaths(); err == nil {
+		if agentDir, err := intercom.AgentDir(getenv); err == nil {
 			cwd, _ := os.Getwd()
-			if dir, err := findPiMCPAdapter(pi, cwd, p.AgentDir, os.Getenv(PiMCPAdapterEnv)); err == nil {
+			if dir, err := findPiMCPAdapter(pi, cwd, agentDir, getenv(PiMCPAdapterEnv)); err == nil {
 				c.PiMCPAdapter = dir
 				if dir == "" {
 					c.PiMCPAdapter = "pi settings"

@@ -47,6 +47,7 @@ func requireSaneMeasurement(t *testing.T, m *bench.Measurement, withBroker bool)
 // TestBenchBrokerStartsAndStopsItsBroker runs `bench broker --json` as a
 // process: it starts a broker of its own, measures it, and leaves nothing.
 func TestBenchBrokerStartsAndStopsItsBroker(t *testing.T) {
+	t.Parallel()
 	cmd := agentFleet(t, shortDir(t), "bench", "broker", "--json", "--pairs", "2", "--rate", "0", "--window", "8",
 		"--warmup", "100ms", "--messages", "600", "--segment", "200")
 	out, err := cmd.Output()
@@ -122,10 +123,11 @@ func runBench(s *factory.IOStreams, args ...string) error {
 // TestBenchBrokerAgainstASocket measures a broker it did not start, at
 // scale (idle sessions in scopes, presence), and leaves it running.
 func TestBenchBrokerAgainstASocket(t *testing.T) {
+	t.Parallel()
 	p := startBenchTarget(t, func(c *broker.Config) { c.RateCapacity, c.RateRefill = 1e6, 1e6 })
 	s, out, errb := benchStreams()
 	require.NoError(t, runBench(s, "broker", "--socket", p.BrokerSocket(), "--json", "--pairs", "2", "--rate", "200",
-		"--sessions", "24", "--scopes", "3", "--presence-interval", "200ms", "--warmup", "100ms", "--duration", "700ms"), errb.String())
+		"--sessions", "24", "--scopes", "3", "--presence-interval", "200ms", "--warmup", "100ms", "--messages", "40"), errb.String())
 	var res bench.BrokerResult
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
 	require.False(t, res.Broker.Started)
@@ -156,6 +158,7 @@ func TestBenchBrokerAgainstASocket(t *testing.T) {
 // TestBenchBrokerSaysWhenTheRateLimitBites: a load above the broker's rate
 // limit ends with the broker's error and what to change.
 func TestBenchBrokerSaysWhenTheRateLimitBites(t *testing.T) {
+	t.Parallel()
 	p := startBenchTarget(t, func(c *broker.Config) { c.RateCapacity, c.RateRefill = 20, 10 })
 	s, _, _ := benchStreams()
 	err := runBench(s, "broker", "--socket", p.BrokerSocket(), "--pairs", "1", "--rate", "0", "--warmup", "0s", "--duration", "2s")
@@ -165,6 +168,7 @@ func TestBenchBrokerSaysWhenTheRateLimitBites(t *testing.T) {
 }
 
 func TestBenchFlagsAreChecked(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"broker", "--window", "65"},
 		{"broker", "--pairs", "0"},
@@ -183,10 +187,11 @@ func TestBenchFlagsAreChecked(t *testing.T) {
 // broker it did not start: both runs are measured and the sessions' files
 // are removed afterwards.
 func TestBenchClientBesideRawFrames(t *testing.T) {
+	t.Parallel()
 	p := startBenchTarget(t, nil)
 	s, out, errb := benchStreams()
 	require.NoError(t, runBench(s, "client", "--socket", p.BrokerSocket(), "--json", "--pairs", "2", "--rate", "40", "--window", "4",
-		"--warmup", "100ms", "--duration", "700ms"), errb.String())
+		"--warmup", "100ms", "--messages", "20"), errb.String())
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(out.Bytes(), &raw))
 	for _, k := range []string{"broker", "load", "client", "raw", "durabilityCost", "includes"} {

@@ -19,6 +19,7 @@ import (
 // manager: every figure is there and positive, and no unit of the run is
 // left.
 func TestBenchSpawn(t *testing.T) {
+	t.Parallel()
 	inst := unitstest.Require(t)
 	cmd := agentFleet(t, shortDir(t), "bench", "spawn", "--workers", "3", "--json")
 	cmd.Env = append(cmd.Env, inst.Env()...)

@@ -113,6 +113,7 @@ func health(t *testing.T, sock string) {
 }
 
 func TestBrokerProcessLifecycle(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	idir := filepath.Join(dir, "intercom")
 	first := startBrokerProcess(t, dir)
@@ -154,6 +155,7 @@ func TestBrokerProcessLifecycle(t *testing.T) {
 }
 
 func TestBrokerProcessIdleExit(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	p := startBrokerProcess(t, dir, "--idle-exit", "200ms")
 	c, err := net.Dial("unix", filepath.Join(dir, "intercom", "broker.sock"))
@@ -167,6 +169,7 @@ func TestBrokerProcessIdleExit(t *testing.T) {
 }
 
 func TestBrokerBadAskTimeout(t *testing.T) {
+	t.Parallel()
 	cmd := agentFleet(t, shortDir(t), "broker")
 	cmd.Env = append(cmd.Env, "PI_INTERCOM_ASK_TIMEOUT_MS=soon")
 	out, err := cmd.CombinedOutput()
@@ -177,12 +180,14 @@ func TestBrokerBadAskTimeout(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, err := agentFleet(t, shortDir(t), "version").Output()
 	require.NoError(t, err)
 	require.Contains(t, string(out), "protocol: pi-intercom v4")
 }
 
 func TestUnknownFlagIsUsageError(t *testing.T) {
+	t.Parallel()
 	err := agentFleet(t, shortDir(t), "broker", "--bogus").Run()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)

@@ -21,6 +21,7 @@ import (
 // its own transient unit, not in the caller's cgroup (docs/architecture.md "Broker
 // placement"), and is collected once it exits.
 func TestAutoStartedBrokerRunsInItsOwnUnit(t *testing.T) {
+	t.Parallel()
 	inst := unitstest.Require(t)
 	m := unitstest.Connect(t, inst)
 	dir := shortDir(t)

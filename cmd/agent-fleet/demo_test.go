@@ -66,6 +66,7 @@ func requireConversation(t *testing.T, out string, pings int) {
 // workers talk, are listed, inspected and stopped with verified cleanup,
 // and nothing is left.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	inst := unitstest.Require(t)
 	cmd := agentFleet(t, shortDir(t), "demo")
 	cmd.Env = append(cmd.Env, inst.Env()...)
@@ -94,6 +95,7 @@ func TestDemo(t *testing.T) {
 // TestDemoWithoutUserManager: with no user manager reachable and booting
 // one forbidden, the demo says what is missing and runs the intercom part.
 func TestDemoWithoutUserManager(t *testing.T) {
+	t.Parallel()
 	cmd := agentFleet(t, shortDir(t), "demo", "--no-boot", "--pings", "2")
 	cmd.Env = append(cmd.Env, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=")
 	data, err := cmd.CombinedOutput()
@@ -117,6 +119,7 @@ func TestDemoWithoutUserManager(t *testing.T) {
 // systemd, a demo that finds no user manager boots a private one for
 // itself and stops it at the end.
 func TestDemoBootsPrivateManager(t *testing.T) {
+	t.Parallel()
 	if err := units.CanBootPrivateManager(); err != nil {
 		t.Skipf("this machine cannot boot a private user manager: %v", err)
 	}
@@ -141,6 +144,7 @@ func TestDemoBootsPrivateManager(t *testing.T) {
 // TestDemoInterrupted: Ctrl-C in the middle of the demo still stops its
 // workers and broker and removes its directory.
 func TestDemoInterrupted(t *testing.T) {
+	t.Parallel()
 	inst := unitstest.Require(t)
 	// 20 pings keep the conversation going long enough to interrupt it.
 	cmd := agentFleet(t, shortDir(t), "demo", "--pings", "20")

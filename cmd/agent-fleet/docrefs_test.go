@@ -24,6 +24,7 @@ import (
 // the whole module from the directory of go.mod, skipping only vendor and
 // testdata.
 func TestDocRefs(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	docs := readDocs(t, filepath.Join(root, "docs"))
 	protocol, ok := docs["protocol"]
@@ -267,6 +268,7 @@ func moduleRoot(t *testing.T) string {
 // section sign "#" and the docs directory "D/", so that TestDocRefs does not
 // read them as references of this file.
 func TestDocRefsParsing(t *testing.T) {
+	t.Parallel()
 	docs := map[string]*docHeadings{
 		"protocol":     parseHeadings([]byte("# P\n## 5 Delivery\n### 5.7 Ask semantics\n```\n## 9.9 not a heading\n```\n## Appendix B Environment\n")),
 		"architecture": parseHeadings([]byte("# A\n## Session holders and the local API\n### Session holders\n## Decisions\n")),

@@ -16,15 +16,14 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
-	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 // finishCommandTree adds what spans the whole command tree once every
 // command is in it: `--version`, examples for cobra's own help and
 // completion commands, and shell completion of worker ids and of flags
 // with a fixed set of values.
-func finishCommandTree(root *cobra.Command, version string) {
-	root.Version = version
+func finishCommandTree(root *cobra.Command, f *factory.Factory) {
+	root.Version = f.Version
 	root.SetVersionTemplate("agent-fleet {{.Version}}\n")
 	root.DisableAutoGenTag = true // man pages stay reproducible
 
@@ -48,7 +47,7 @@ func finishCommandTree(root *cobra.Command, version string) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return workerIDCompletions(context.Background()), cobra.ShellCompDirectiveNoFileComp
+		return workerIDCompletions(context.Background(), f), cobra.ShellCompDirectiveNoFileComp
 	}
 	for _, path := range [][]string{{"status"}, {"stop"}, {"logs"}, {"adopt"}, {"renew"}, {"forget"}} {
 		if c, _, err := root.Find(path); err == nil && c.Name() == path[len(path)-1] && c.ValidArgsFunction == nil {
@@ -117,8 +116,8 @@ var completionFile = map[string]string{
 // workerIDCompletions lists the worker ids of the registry with their state
 // and manager, for shell completion. It reads the registry only when it
 // exists (a completion never creates state) and never asks systemd.
-func workerIDCompletions(ctx context.Context) []string {
-	p, err := intercom.DefaultPaths()
+func workerIDCompletions(ctx context.Context, f *factory.Factory) []string {
+	p, err := f.Paths()
 	if err != nil {
 		return nil
 	}

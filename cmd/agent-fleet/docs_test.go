@@ -40,6 +40,7 @@ func commands(root *cobra.Command) []*cobra.Command {
 // Every command has --help with an example (the issue asks for it of
 // every command, cobra's own help and completion included).
 func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
+	t.Parallel()
 	root := newRootCmd(testFactory(factory.System()))
 	all := commands(root)
 	require.Greater(t, len(all), 40)
@@ -55,6 +56,7 @@ func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
 }
 
 func TestVersionAndBuildInfo(t *testing.T) {
+	t.Parallel()
 	out, err := runCLI(t, "--version")
 	require.NoError(t, err)
 	require.Equal(t, "agent-fleet "+factory.BuildVersion(version)+"\n", out)
@@ -85,6 +87,7 @@ func TestVersionAndBuildInfo(t *testing.T) {
 }
 
 func TestCompletionScripts(t *testing.T) {
+	t.Parallel()
 	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
 		out, err := runCLI(t, "completion", sh)
 		require.NoError(t, err, sh)
@@ -103,20 +106,20 @@ func TestCompletionScripts(t *testing.T) {
 	// Worker ids complete from the registry, with state and manager; a
 	// missing registry is not created by a completion.
 	dir := shortDir(t)
-	t.Setenv("PI_CODING_AGENT_DIR", dir)
+	in := cliIn{env: map[string]string{"PI_CODING_AGENT_DIR": dir}}
 	p := intercom.NewPaths(dir)
-	comp, err := runCLI(t, "__complete", "stop", "")
+	comp, err := in.run(t, "__complete", "stop", "")
 	require.NoError(t, err)
 	require.NotContains(t, comp, "\t")
 	require.NoDirExists(t, p.OrchestratorDir())
 	fleettest.RecordWorkers(t, p, "operator-me", "w-alpha", "w-beta")
 	for _, verb := range []string{"stop", "status", "logs", "adopt", "renew", "forget"} {
-		comp, err = runCLI(t, "__complete", verb, "")
+		comp, err = in.run(t, "__complete", verb, "")
 		require.NoError(t, err)
 		require.Contains(t, comp, "w-alpha\trunning, manager operator-me\n", verb)
 		require.Contains(t, comp, "w-beta\t", verb)
 	}
-	comp, err = runCLI(t, "__complete", "stop", "w-alpha", "")
+	comp, err = in.run(t, "__complete", "stop", "w-alpha", "")
 	require.NoError(t, err)
 	require.NotContains(t, comp, "w-beta", "one worker per stop")
 	comp, err = runCLI(t, "__complete", "spawn", "--kind", "")
@@ -128,6 +131,7 @@ func TestCompletionScripts(t *testing.T) {
 }
 
 func TestManPages(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "man1")
 	out, err := runCLI(t, "man", dir)
 	require.NoError(t, err, out)
@@ -160,8 +164,8 @@ func TestManPages(t *testing.T) {
 // argument checks, unknown commands at every level, missing required flags,
 // bad flag values; a grouping command alone prints its help (exit 0).
 func TestUsageMistakesExit2(t *testing.T) {
-	t.Setenv("PI_CODING_AGENT_DIR", shortDir(t))
-	t.Setenv("AGENT_INTERCOM_SESSION_ID", "usage-test")
+	t.Parallel()
+	in := cliIn{env: map[string]string{"PI_CODING_AGENT_DIR": shortDir(t), "AGENT_INTERCOM_SESSION_ID": "usage-test"}}
 	for _, args := range [][]string{
 		{"frobnicate"}, {"intercom", "frob"}, {"teams", "frob"}, {"bench", "frob"},
 		{"status"}, {"stop"}, {"logs"}, {"list", "foo"}, {"spawn", "--", "sleep", "5"},
@@ -169,12 +173,12 @@ func TestUsageMistakesExit2(t *testing.T) {
 		{"help", "nosuch"}, {"help", "intercom", "nosuch"},
 		{"spawn", "--id", "w1", "--no-such-flag"}, {"spawn", "--id", "w1"}, {"spawn", "--id", "w1", "--kind", "exec"}, {"logs", "w1", "-n", "x"}, {"logs", "w1", "-n", "0"}, {"logs", "w1", "-n", "-5"},
 	} {
-		_, err := runCLI(t, args...)
+		_, err := in.run(t, args...)
 		require.Error(t, err, "%v", args)
 		require.Equal(t, exitUsage, exitCode(err), "%v: %v", args, err)
 	}
 	for _, args := range [][]string{{}, {"intercom"}, {"teams"}, {"bench"}, {"help"}, {"help", "intercom", "send"}} {
-		out, err := runCLI(t, args...)
+		out, err := in.run(t, args...)
 		require.NoError(t, err, "%v", args)
 		require.Contains(t, out, "Usage:", "%v", args)
 	}

@@ -29,6 +29,7 @@ func fleetCLI(t *testing.T, dir string, args ...string) ([]byte, error) {
 }
 
 func TestFleetCLI(t *testing.T) {
+	t.Parallel()
 	unitstest.Require(t)
 	dir := shortDir(t)
 	t.Cleanup(func() {
@@ -90,6 +91,7 @@ func TestFleetCLI(t *testing.T) {
 }
 
 func TestFleetCLIWithoutUserManager(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	cmd := as(t, dir, "op", "list")
 	cmd.Env = append(cmd.Env, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=")
@@ -101,13 +103,13 @@ func TestFleetCLIWithoutUserManager(t *testing.T) {
 // The agent_fleet MCP tool spawns, lists, reads and stops a worker owned by
 // the MCP session.
 func TestMCPFleetTool(t *testing.T) {
-	inst := unitstest.Setenv(t)
-	_ = inst
+	t.Parallel()
+	inst := unitstest.Require(t)
 	dir := shortDir(t)
-	t.Setenv("PI_CODING_AGENT_DIR", dir)
+	in := cliIn{env: withEnv(nil, append(inst.Env(), "PI_CODING_AGENT_DIR="+dir)...)}
 	t.Cleanup(func() { stopBroker(t, dir) })
 	s, _, _ := testStreams()
-	cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: testFactory(s), Caller: "mcp-manager"}))
+	cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: in.factory(s), Caller: "mcp-manager"}))
 	call := func(args map[string]any) mcptest.Result {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
 		require.NoError(t, err)

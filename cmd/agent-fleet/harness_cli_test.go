@@ -105,6 +105,7 @@ func withFlag(argv []string, at int) []string {
 }
 
 func TestRealClaudeCodeTurn(t *testing.T) {
+	t.Parallel()
 	claude := nodeTool(t, "claude")
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
@@ -150,6 +151,7 @@ func TestRealClaudeCodeTurn(t *testing.T) {
 }
 
 func TestRealCodexTurn(t *testing.T) {
+	t.Parallel()
 	codex := nodeTool(t, "codex")
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
@@ -224,6 +226,7 @@ func TestRealCodexTurn(t *testing.T) {
 }
 
 func TestRealOpencodeTurn(t *testing.T) {
+	t.Parallel()
 	opencode := nodeTool(t, "opencode")
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
@@ -275,6 +278,7 @@ func TestRealOpencodeTurn(t *testing.T) {
 // read the --mcp-config file a pi turn gets and connect to agent-fleet's
 // server acting as the worker.
 func TestPiMCPAdapterReadsTheWorkerConfig(t *testing.T) {
+	t.Parallel()
 	bin, err := filepath.EvalSymlinks(nodeTool(t, "pi-mcp-adapter"))
 	require.NoError(t, err)
 	adapter := filepath.Dir(bin) // the package: its bin is cli.js at the top
@@ -325,6 +329,7 @@ func jsString(s string) string {
 // provider reachable) and Codex (which waits for the network until the
 // turn's limit).
 func TestRealHarnessWorkersWithoutCredentials(t *testing.T) {
+	t.Parallel()
 	claude, opencode, codex := nodeTool(t, "claude"), nodeTool(t, "opencode"), nodeTool(t, "codex")
 	unitstest.Require(t)
 	w := newHarnessWorld(t)

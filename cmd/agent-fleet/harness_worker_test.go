@@ -151,6 +151,7 @@ func argAfter(argv []string, flag string) string {
 }
 
 func TestHarnessWorkerWakeLoop(t *testing.T) {
+	t.Parallel()
 	w := newHarnessWorld(t)
 	v := w.spawn("cw", "claude", "--role", "builder", "--task", "write the parser")
 	require.Equal(t, "write the parser", v.Task)
@@ -263,6 +264,7 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 // Every kind's command line and configuration reach agent-fleet's MCP
 // server and resume the right conversation.
 func TestHarnessWorkerKinds(t *testing.T) {
+	t.Parallel()
 	w := newHarnessWorld(t)
 	w.piAdapter = t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(w.piAdapter, "package.json"), []byte(`{"name":"pi-mcp-adapter"}`), 0o644))
@@ -294,6 +296,7 @@ func TestHarnessWorkerKinds(t *testing.T) {
 }
 
 func TestHarnessSpawnRefusals(t *testing.T) {
+	t.Parallel()
 	w := newHarnessWorld(t)
 	_, err := w.cli("spawn", "--id", "x", "--kind", "codex", "--effort", "minimal", "--", filepath.Join(w.bin, "codex"))
 	requireExit(t, err, exitUsage)

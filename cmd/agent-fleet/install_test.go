@@ -146,6 +146,7 @@ func (w *installWorld) requireUninstalled() {
 }
 
 func TestInstallSocketActivationAndJanitor(t *testing.T) {
+	t.Parallel()
 	w := newInstallWorld(t, shortDir(t))
 	sock, svc := contribsystemd.BrokerSocket, contribsystemd.BrokerService
 	timer := filepath.Join(w.unitDir, contribsystemd.CleanupTimer)
@@ -273,6 +274,7 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 // socket takes over when it has exited, through the client's broker start.
 // The agent directory's path has a space and a '%', which the units quote.
 func TestInstallBesideARunningBroker(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(shortDir(t), "a b%c")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	w := newInstallWorld(t, dir)
@@ -316,6 +318,7 @@ func TestInstallBesideARunningBroker(t *testing.T) {
 }
 
 func TestRenderedUnitsQuotePaths(t *testing.T) {
+	t.Parallel()
 	p := contribsystemd.Params{Binary: "/opt/my tools/agent-fleet", AgentDir: "/home/a b/100%/.pi", BrokerSocket: "/home/a b/100%/.pi/intercom/broker.sock"}
 	require.NoError(t, p.Check())
 	files := contribsystemd.Render(p)

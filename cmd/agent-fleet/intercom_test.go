@@ -107,6 +107,7 @@ func (l *listener) messages() []intercom.MessageView {
 }
 
 func TestIntercomCLIConversation(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	l := startListener(t, dir, "alpha")
@@ -185,6 +186,7 @@ func requireExit(t *testing.T, err error, code int) {
 }
 
 func TestIntercomBackToBackOneShots(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	l := startListener(t, dir, "sink")
@@ -196,6 +198,7 @@ func TestIntercomBackToBackOneShots(t *testing.T) {
 }
 
 func TestIntercomAttachmentsAndStdin(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	l := startListener(t, dir, "alpha")
@@ -221,6 +224,7 @@ func TestIntercomAttachmentsAndStdin(t *testing.T) {
 // The broker starts by itself on first use and is gone 5 s after the last
 // session leaves.
 func TestIntercomBrokerAutoStartAndIdleExit(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	out, err := as(t, dir, "solo", "intercom", "list").CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -236,6 +240,7 @@ func TestIntercomBrokerAutoStartAndIdleExit(t *testing.T) {
 // 2,000 messages to a listener; after recovery the listener has every
 // message exactly once, in order.
 func TestIntercomSurvivesBrokerKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams 2,000 messages")
 	}
@@ -287,6 +292,7 @@ func TestIntercomSurvivesBrokerKill(t *testing.T) {
 // broker reported delivered: on restart it prints what it stored but had
 // not printed yet.
 func TestIntercomSurvivesListenerKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams 1,000 messages")
 	}

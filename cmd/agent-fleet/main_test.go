@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,8 +26,21 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		// These are process-level tests that mostly wait (on brokers,
+		// workers, harness CLIs): run more of them at once than there are
+		// CPUs, go test's default.
+		_ = flag.Set("test.parallel", strconv.Itoa(acceptanceParallel))
+	}
 	os.Exit(m.Run())
 }
+
+// acceptanceParallel is how many tests of this package run at once unless
+// -parallel says otherwise.
+const acceptanceParallel = 6
 
 // testFactory is the factory of an in-process command writing to io.
 func testFactory(io *factory.IOStreams) *factory.Factory {

@@ -36,6 +36,7 @@ func mcpProcess(t *testing.T, dir, id string) *mcp.ClientSession {
 }
 
 func TestMCPTwoProcesses(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	connect := func(id string) *mcp.ClientSession { return mcpProcess(t, dir, id) }
@@ -96,6 +97,7 @@ func TestMCPTwoProcesses(t *testing.T) {
 // Closing stdin shuts the server down cleanly (the outbox is kept by
 // Session.Close; see the intercom package tests).
 func TestMCPStdinCloseKeepsOutbox(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	p := intercom.NewPaths(dir)
@@ -129,6 +131,7 @@ func TestMCPStdinCloseKeepsOutbox(t *testing.T) {
 // holder; when the first exits, the second takes the session over and
 // every tool keeps working, team tools included.
 func TestMCPSecondServerTakesTheSessionOver(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	connect := func(id string) *mcp.ClientSession { return mcpProcess(t, dir, id) }
@@ -164,6 +167,7 @@ func TestMCPSecondServerTakesTheSessionOver(t *testing.T) {
 // A line that is not JSON does not end the server: it is dropped and the
 // next request is answered.
 func TestMCPSurvivesALineThatIsNotJSON(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	cmd := as(t, dir, "garbled", "mcp")

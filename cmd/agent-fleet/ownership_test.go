@@ -51,6 +51,7 @@ func listAll(t *testing.T, dir, id string, env []string) (map[string]output.Work
 }
 
 func TestOwnershipCLI(t *testing.T) {
+	t.Parallel()
 	unitstest.Require(t)
 	dir := shortDir(t)
 	env := []string{"PATH=" + binDir(t) + ":" + os.Getenv("PATH")}
@@ -132,6 +133,7 @@ func TestOwnershipCLI(t *testing.T) {
 
 // Two janitors at once: one acts, the other says one is in progress.
 func TestConcurrentCleanups(t *testing.T) {
+	t.Parallel()
 	unitstest.Require(t)
 	dir := shortDir(t)
 	// A worker whose lease is long expired and that ignores SIGTERM, so its
@@ -176,6 +178,7 @@ func TestConcurrentCleanups(t *testing.T) {
 // cgroup) and runs the janitor: the silent worker is stopped when its lease
 // and grace run out, the chatty one lives on.
 func TestMCPHolderRenewsActiveWorkersAndStopsSilentOnes(t *testing.T) {
+	t.Parallel()
 	inst := unitstest.Require(t)
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
@@ -223,16 +226,17 @@ func TestMCPHolderRenewsActiveWorkersAndStopsSilentOnes(t *testing.T) {
 
 // The ownership actions of the agent_fleet MCP tool.
 func TestMCPFleetOwnershipActions(t *testing.T) {
-	unitstest.Setenv(t)
+	t.Parallel()
+	inst := unitstest.Require(t)
 	dir := shortDir(t)
-	t.Setenv("PI_CODING_AGENT_DIR", dir)
+	in := cliIn{env: withEnv(nil, append(inst.Env(), "PI_CODING_AGENT_DIR="+dir)...)}
 	t.Cleanup(func() { stopBroker(t, dir) })
 	out, err := fleetAs(t, dir, "mcp-old", nil, "spawn", "--id", "handed", "--", "sleep", "300").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Cleanup(func() { _ = fleetAs(t, dir, "mcp-new", nil, "stop", "handed").Run() })
 
 	s, _, _ := testStreams()
-	cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: testFactory(s), Caller: "mcp-new"}))
+	cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: in.factory(s), Caller: "mcp-new"}))
 	call := func(args map[string]any) mcptest.Result {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agent_fleet", Arguments: args})
 		require.NoError(t, err)

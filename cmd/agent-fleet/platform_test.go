@@ -6,8 +6,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
-	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,20 +24,55 @@ import (
 // runCLI runs agent-fleet in process with args.
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	return runCLIOn(t, runtime.GOOS, args...)
+	return cliIn{}.run(t, args...)
 }
 
-// runCLIOn runs agent-fleet in process with args, its fleet surfaces
-// answering as on goos.
-func runCLIOn(t *testing.T, goos string, args ...string) (string, error) {
+// cliIn is where an in-process agent-fleet runs: its environment (over
+// the process's; nil: the process's alone) and the platform its fleet
+// surfaces answer for ("": this one's).
+type cliIn struct {
+	env  map[string]string
+	goos string
+}
+
+// factory is the factory of a command run in c, writing to io.
+func (c cliIn) factory(io *factory.IOStreams) *factory.Factory {
+	f := testFactory(io)
+	if c.goos != "" {
+		f.GOOS = c.goos
+	}
+	if c.env != nil {
+		f.Getenv = func(k string) string {
+			if v, ok := c.env[k]; ok {
+				return v
+			}
+			return os.Getenv(k)
+		}
+	}
+	return f
+}
+
+// run runs agent-fleet in process with args; stdout and stderr together.
+func (c cliIn) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	f := testFactory(&factory.IOStreams{In: bytes.NewReader(nil), Out: &out, Err: &out})
-	f.GOOS = goos
-	root := newRootCmd(f)
+	root := newRootCmd(c.factory(&factory.IOStreams{In: bytes.NewReader(nil), Out: &out, Err: &out}))
 	root.SetArgs(args)
 	err := root.ExecuteContext(context.Background())
 	return out.String(), err
+}
+
+// withEnv is env with the variables of kvs ("K=V") added.
+func withEnv(env map[string]string, kvs ...string) map[string]string {
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
 }
 
 // What macOS and Windows users get from the fleet surfaces, checked on
@@ -44,19 +80,19 @@ func runCLIOn(t *testing.T, goos string, args ...string) (string, error) {
 // worker lifecycle needs Linux with a systemd user manager (exit 5) and
 // touches nothing; doctor and capabilities say the same and pass.
 func TestBrokerOnlyPlatformsAnswerUnsupported(t *testing.T) {
+	t.Parallel()
 	for _, goos := range []string{"darwin", "windows"} {
 		t.Run(goos, func(t *testing.T) {
-			f := testFactory(factory.System())
-			f.GOOS = goos
+			t.Parallel()
 			dir := shortDir(t)
-			t.Setenv("PI_CODING_AGENT_DIR", dir)
-			t.Setenv("AGENT_INTERCOM_SESSION_ID", "mac-user")
+			in := cliIn{goos: goos, env: map[string]string{"PI_CODING_AGENT_DIR": dir, "AGENT_INTERCOM_SESSION_ID": "mac-user"}}
+			f := in.factory(factory.System())
 			for _, args := range [][]string{
 				{"spawn", "--id", "w1", "--", "true"}, {"list"}, {"status", "w1"}, {"stop", "w1"}, {"logs", "w1"},
 				{"adopt", "w1"}, {"adopt", "--orphans"}, {"renew"}, {"forget", "w1", "--acknowledge"}, {"prune", "--acknowledge"},
 				{"cleanup"}, {"install"}, {"uninstall"},
 			} {
-				_, err := runCLIOn(t, goos, args...)
+				_, err := in.run(t, args...)
 				require.ErrorIs(t, err, units.ErrUnsupported, "%v", args)
 				require.Equal(t, exitUnsupported, exitCode(err), "%v", args)
 				require.Contains(t, err.Error(), "needs Linux with a systemd user manager", "%v", args)
@@ -90,10 +126,10 @@ func TestBrokerOnlyPlatformsAnswerUnsupported(t *testing.T) {
 			require.NotContains(t, names, "user bus", "no systemd checks where there is no systemd")
 			require.NotContains(t, names, "systemd units")
 			require.Contains(t, names, "broker")
-			out, err := runCLIOn(t, goos, "doctor")
+			out, err := in.run(t, "doctor")
 			require.NoError(t, err, "a broker-only host is healthy: %s", out)
 			require.Contains(t, out, "broker and intercom only")
-			out, err = runCLIOn(t, goos, "capabilities")
+			out, err = in.run(t, "capabilities")
 			require.NoError(t, err, out)
 			require.Contains(t, out, "fleet:         unavailable: worker lifecycle needs Linux")
 		})

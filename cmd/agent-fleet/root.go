@@ -42,7 +42,7 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 	root.AddCommand(newDemoCmd(f, nil), newBenchCmd(f))
 	root.AddCommand(newTeamCmd(f, nil), newTeamsCmd(f))
 	root.AddCommand(newManCmd(f))
-	finishCommandTree(root, f.Version)
+	finishCommandTree(root, f)
 	usageArgs(root)
 	strictHelp(root)
 	return root

@@ -46,6 +46,7 @@ func topLevel(pkg string) string {
 // TestImportDirection keeps the package boundaries of docs/architecture.md
 // true.
 func TestImportDirection(t *testing.T) {
+	t.Parallel()
 	for _, pkg := range goList(t, nil, module+"/...") {
 		top := topLevel(pkg)
 		allowed, ruled := allowedImports[top]
@@ -68,6 +69,7 @@ func TestImportDirection(t *testing.T) {
 // TestWireIsPure: the wire package does no networking and no I/O beyond
 // readers it is handed (docs/architecture.md "Packages").
 func TestWireIsPure(t *testing.T) {
+	t.Parallel()
 	for _, dep := range goList(t, nil, "-deps", "-f", "{{.ImportPath}}", module+"/intercom/wire") {
 		require.NotContains(t, []string{"net", "os/exec", module + "/intercom"}, dep, "intercom/wire imports %s", dep)
 	}
@@ -76,6 +78,7 @@ func TestWireIsPure(t *testing.T) {
 // TestBrokerOnlyBuildsHaveNoDBus: macOS and Windows builds carry the
 // broker and intercom tools only, never D-Bus or systemd code.
 func TestBrokerOnlyBuildsHaveNoDBus(t *testing.T) {
+	t.Parallel()
 	for _, goos := range []string{"darwin", "windows"} {
 		deps := goList(t, []string{"GOOS=" + goos, "CGO_ENABLED=0"}, "-deps", "-f", "{{.ImportPath}}", module+"/cmd/agent-fleet")
 		for _, dep := range deps {
@@ -97,6 +100,7 @@ func imports(t *testing.T, pkg string) []string {
 // and only the factory reaches systemd (units) and the unit files
 // (contrib): the engines get both from it.
 func TestEnginesStayInTheirRooms(t *testing.T) {
+	t.Parallel()
 	for _, pkg := range goList(t, nil, module+"/cmd/agent-fleet/internal/...") {
 		for _, dep := range imports(t, pkg) {
 			require.False(t, strings.HasPrefix(dep, "github.com/spf13/"), "%s imports %s: engines import no cobra", pkg, dep)
@@ -112,6 +116,7 @@ func TestEnginesStayInTheirRooms(t *testing.T) {
 // fleettest, unitstest, mcptest: any package whose name ends in "test")
 // are imported only by tests and by each other, never by what ships.
 func TestTestPackagesOnlyInTests(t *testing.T) {
+	t.Parallel()
 	isTestPkg := func(p string) bool { return strings.HasSuffix(p, "test") && strings.HasPrefix(p, module+"/") }
 	for _, pkg := range goList(t, nil, module+"/...") {
 		if isTestPkg(pkg) {
@@ -151,6 +156,7 @@ func sourceFiles(t *testing.T) map[string][]string {
 // pkgdoc_test), and no file has an init function: what a package needs at
 // start is explicit.
 func TestOnePackageDocAndNoInit(t *testing.T) {
+	t.Parallel()
 	for dir, files := range sourceFiles(t) {
 		var docs []string
 		for _, path := range files {

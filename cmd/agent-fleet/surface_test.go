@@ -52,16 +52,16 @@ func alike(v any) any {
 // of one manager, and compares what they say: the CLI's JSON is the tool's
 // structuredContent (a list sits under "workers", as MCP wants an object).
 func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
-	unitstest.Setenv(t)
+	t.Parallel()
+	inst := unitstest.Require(t)
 	dir := shortDir(t)
-	t.Setenv("PI_CODING_AGENT_DIR", dir)
-	t.Setenv("AGENT_INTERCOM_SESSION_ID", "cmp-boss")
+	in := cliIn{env: withEnv(nil, append(inst.Env(), "PI_CODING_AGENT_DIR="+dir, "AGENT_INTERCOM_SESSION_ID=cmp-boss")...)}
 	t.Cleanup(func() { stopBroker(t, dir) })
 	s, _, _ := testStreams()
-	call := mcptest.Caller(t, mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: testFactory(s), Caller: "cmp-boss"})))
+	call := mcptest.Caller(t, mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: in.factory(s), Caller: "cmp-boss"})))
 	t.Cleanup(func() {
 		for _, id := range []string{"cmp-a", "cmp-b"} {
-			_, _ = runCLI(t, "stop", id)
+			_, _ = in.run(t, "stop", id)
 		}
 	})
 	tool := func(args map[string]any) any {
@@ -77,7 +77,7 @@ func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
 		} else {
 			args = append(args, "--json")
 		}
-		out, err := runCLI(t, args...)
+		out, err := in.run(t, args...)
 		require.NoError(t, err, "%v: %s", args, out)
 		var v any
 		require.NoError(t, json.Unmarshal([]byte(out), &v), "%v: %s", args, out)

@@ -53,6 +53,7 @@ func teamOf(t *testing.T, dir, id string, env ...string) teams.Team {
 // Two sessions that create and join a named team see only each other; an
 // unscoped session cannot find them by name; the scope never prints.
 func TestNamedTeamsWithRealProcesses(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	startNamedListener(t, dir, "alpha", "Alice")
@@ -173,6 +174,7 @@ func startNamedListener(t *testing.T, dir, id, name string) {
 // A stale scope in the environment is replaced, not doubled, in a
 // command's environment.
 func TestTeamEnv(t *testing.T) {
+	t.Parallel()
 	env := teamEnv([]string{"A=1", teams.EnvScope + "=old-scope-value-x", teams.EnvManagerTarget + "=old", "B=2"}, teams.Scope{}, "boss")
 	require.Equal(t, []string{"A=1", "B=2", teams.EnvScope + "=", teams.EnvManagerTarget + "=boss"}, env)
 	require.False(t, strings.Contains(strings.Join(env, " "), "old"))
@@ -181,6 +183,7 @@ func TestTeamEnv(t *testing.T) {
 // Two agent-fleet mcp processes form a named team with intercom_join and
 // then list only each other.
 func TestMCPJoinWithRealProcesses(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, dir) })
 	startNamedListener(t, dir, "outsider", "Outsider")

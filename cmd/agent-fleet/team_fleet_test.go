@@ -33,6 +33,7 @@ func teamFleet(t *testing.T, dir, bin, id string, args ...string) ([]byte, error
 // without a restart. The workers.json view follows, readable by the
 // TypeScript adapters; the manager inspects a worker's pending asks.
 func TestTeamOfSpawnedWorkers(t *testing.T) {
+	t.Parallel()
 	unitstest.Require(t)
 	dir := shortDir(t)
 	bin := binDir(t)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +26,12 @@ func nodeTool(t *testing.T, name string) string {
 	if dir := os.Getenv("AGENT_FLEET_NODE_TOOLS"); dir != "" {
 		p := filepath.Join(dir, "node_modules", ".bin", name)
 		if _, err := os.Stat(p); err == nil {
+			nodeSlot(t)
 			return p
 		}
 	}
 	if p, err := exec.LookPath(name); err == nil {
+		nodeSlot(t)
 		return p
 	}
 	if os.Getenv("AGENT_FLEET_CI") == "1" {
@@ -36,6 +39,33 @@ func nodeTool(t *testing.T, name string) string {
 	}
 	t.Skipf("%s not installed (set AGENT_FLEET_NODE_TOOLS or run .ci/run)", name)
 	return ""
+}
+
+// nodeSlots bounds the tests that run the Node CLIs at once: each CLI
+// start costs seconds of CPU, and on a 2-core machine several at once slow
+// every other test past its deadlines.
+var nodeSlots = struct {
+	sync.Mutex
+	free chan struct{}
+	held map[*testing.T]bool
+}{free: make(chan struct{}, 2), held: map[*testing.T]bool{}}
+
+// nodeSlot takes one of the slots for t until it ends (once per test).
+func nodeSlot(t *testing.T) {
+	nodeSlots.Lock()
+	if nodeSlots.held[t] {
+		nodeSlots.Unlock()
+		return
+	}
+	nodeSlots.held[t] = true
+	nodeSlots.Unlock()
+	nodeSlots.free <- struct{}{}
+	t.Cleanup(func() {
+		<-nodeSlots.free
+		nodeSlots.Lock()
+		delete(nodeSlots.held, t)
+		nodeSlots.Unlock()
+	})
 }
 
 // binDir holds an `agent-fleet` that runs this test binary as the command.
@@ -50,6 +80,7 @@ func binDir(t *testing.T) string {
 }
 
 func TestMCPInspectorCLI(t *testing.T) {
+	t.Parallel()
 	inspector := nodeTool(t, "mcp-inspector")
 	bin := binDir(t)
 	dir := shortDir(t)
@@ -98,6 +129,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 }
 
 func TestClaudeCodeSeesTheServerConnected(t *testing.T) {
+	t.Parallel()
 	claude := nodeTool(t, "claude")
 	bin := binDir(t)
 	agentDir := shortDir(t)

@@ -80,7 +80,8 @@ type Broker struct {
 // Paths included. It listens on broker.sock and agent-fleet.sock (the local
 // API) but takes no broker.owner and writes no broker.pid: that lifecycle
 // is broker.ListenAndServe's. The test fails if the broker cannot start,
-// or does not stop within 10 s when the test ends.
+// or does not stop within 10 s when the test ends; a failed test shows the
+// end of the broker's log.
 func StartBroker(t testing.TB, tweak func(*broker.Config)) *Broker {
 	t.Helper()
 	h := &Broker{t: t, Logs: &Buffer{}, Frames: &Buffer{}}
@@ -190,7 +191,16 @@ func (h *Broker) Stop() {
 				_ = os.Remove(path)
 			}
 		}
+		if h.t.Failed() {
+			h.t.Logf("broker log:\n%s", tailLines(h.Logs.String(), 60))
+		}
 	})
+}
+
+// tailLines is the last n lines of s.
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // ReadAskState parses broker-asks.json: its edges, nil when there is no

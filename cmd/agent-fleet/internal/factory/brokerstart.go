@@ -49,12 +49,12 @@ func BrokerUnitName(agentDir string) string {
 // startBrokerUnit runs the broker as a transient service of the user
 // manager, collected when it ends (a failed one is reset before a start).
 func (f *Factory) startBrokerUnit(ctx context.Context, p intercom.Paths) error {
-	if !hasUserBus() {
+	if !hasUserBus(f.Env) {
 		return errNoUserManager
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	m, err := units.Connect(ctx, units.Options{DefaultTimeout: 3 * time.Second})
+	m, err := units.Connect(ctx, units.Options{DefaultTimeout: 3 * time.Second, Getenv: f.Env})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errNoUserManager, err)
 	}
@@ -128,11 +128,11 @@ func startBrokerSocket(ctx context.Context, m *units.Systemd, p intercom.Paths) 
 
 // hasUserBus is the quick test before any D-Bus dial: a bus address in
 // the environment or the bus socket in XDG_RUNTIME_DIR.
-func hasUserBus() bool {
-	if strings.TrimSpace(os.Getenv("DBUS_SESSION_BUS_ADDRESS")) != "" {
+func hasUserBus(getenv func(string) string) bool {
+	if strings.TrimSpace(getenv("DBUS_SESSION_BUS_ADDRESS")) != "" {
 		return true
 	}
-	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+	if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {
 		if fi, err := os.Stat(dir + "/bus"); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			return true
 		}

@@ -110,7 +110,7 @@ func (f *Factory) connectUnits(ctx context.Context) (units.Manager, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 30 * time.Second})
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 30 * time.Second, Getenv: f.Env})
 	if err != nil {
 		if errors.Is(err, units.ErrUnsupported) {
 			return nil, err

@@ -19,9 +19,9 @@ import (
 // its units are in place, run an executable that exists, listen on this
 // agent directory's socket, and are healthy. Not installed is fine: brokers
 // then start on demand.
-func installedUnitsCheck(ctx context.Context, p intercom.Paths) fleet.Check {
+func (f *Factory) installedUnitsCheck(ctx context.Context, p intercom.Paths) fleet.Check {
 	c := fleet.Check{Name: "systemd units", Status: fleet.CheckOK}
-	dir, err := units.UserUnitDir(os.Getenv)
+	dir, err := units.UserUnitDir(f.Env)
 	if err != nil {
 		c.Status, c.Detail = fleet.CheckWarn, err.Error()
 		return c
@@ -39,7 +39,7 @@ func installedUnitsCheck(ctx context.Context, p intercom.Paths) fleet.Check {
 	case len(present) == 0:
 		// Installed for a manager that reads another configuration
 		// directory than this shell's XDG_CONFIG_HOME? Ask it.
-		if !managerHasLoaded(ctx, contribsystemd.BrokerSocket) {
+		if !f.managerHasLoaded(ctx, contribsystemd.BrokerSocket) {
 			c.Detail = notInstalled
 			return c
 		}
@@ -58,7 +58,7 @@ func installedUnitsCheck(ctx context.Context, p intercom.Paths) fleet.Check {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second})
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: f.Env})
 	if err != nil {
 		c.Status, c.Detail = fleet.CheckWarn, "installed in "+dir+", but the user manager does not answer: "+err.Error()
 		return c
@@ -102,10 +102,10 @@ func installedUnitsCheck(ctx context.Context, p intercom.Paths) fleet.Check {
 
 // managerHasLoaded reports whether the user manager, if one answers, has
 // the unit loaded from a unit file.
-func managerHasLoaded(ctx context.Context, name string) bool {
+func (f *Factory) managerHasLoaded(ctx context.Context, name string) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second})
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: f.Env})
 	if err != nil {
 		return false
 	}

@@ -24,7 +24,7 @@ const brokerOnlyTail = "the broker, the intercom CLI verbs and the MCP intercom 
 // Capabilities is fleet.ProbeCapabilities stated for f.GOOS: off Linux
 // the fleet is unavailable, and the reason says what works instead.
 func (f *Factory) Capabilities(ctx context.Context) fleet.Capabilities {
-	c := fleet.ProbeCapabilities(ctx, f.Journald())
+	c := fleet.ProbeCapabilities(ctx, f.Journald(), f.Env)
 	if f.GOOS != "linux" {
 		c.FleetBackend, c.SystemdVersion, c.WorkerKinds = "unavailable", "", []string{}
 		c.FleetReason = f.RequireWorkerPlatform().Error()
@@ -38,10 +38,13 @@ func (f *Factory) Capabilities(ctx context.Context) fleet.Capabilities {
 func (f *Factory) DoctorChecks(ctx context.Context, cfg fleet.DoctorConfig) []fleet.Check {
 	cfg.GOOS = f.GOOS
 	cfg.Journal = f.Journald()
+	if cfg.Getenv == nil {
+		cfg.Getenv = f.Env
+	}
 	checks := fleet.Doctor(ctx, cfg)
 	if f.GOOS != "linux" {
 		return checks
 	}
-	checks = append(checks, installedUnitsCheck(ctx, cfg.Paths))
+	checks = append(checks, f.installedUnitsCheck(ctx, cfg.Paths))
 	return append(checks, fleet.WorkersViewCheck(cfg.Paths))
 }
