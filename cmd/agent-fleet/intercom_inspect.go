@@ -51,11 +51,7 @@ func whoamiRun(ctx context.Context, opts *sessionOptions) error {
 			res = r
 		}
 	}
-	if opts.JSON {
-		return output.PrintJSON(opts.IO.Out, res)
-	}
-	_, err = fmt.Fprintln(opts.IO.Out, output.WhoamiText(res))
-	return err
+	return output.Show(opts.IO.Out, opts.JSON, res, output.WhoamiText(res))
 }
 
 type sessionsOptions struct {
@@ -98,11 +94,7 @@ func sessionsRun(ctx context.Context, opts *sessionsOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return output.PrintJSON(opts.IO.Out, res)
-	}
-	_, err = fmt.Fprintln(opts.IO.Out, output.SessionsText(res))
-	return err
+	return output.Show(opts.IO.Out, opts.JSON, res, output.SessionsText(res))
 }
 
 type pendingOptions struct {
@@ -154,21 +146,13 @@ func pendingRun(ctx context.Context, opts *pendingOptions) error {
 		if err != nil {
 			return err
 		}
-		if opts.JSON {
-			return output.PrintJSON(out, insp)
-		}
-		_, err = fmt.Fprintln(out, output.InspectionText(insp, opts.Req.AskID != ""))
-		return err
+		return output.Show(out, opts.JSON, insp, output.InspectionText(insp, opts.Req.AskID != ""))
 	}
 	res, err := o.Ops.Pending(ctx, opts.Req)
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return output.PrintJSON(out, res)
-	}
-	_, err = fmt.Fprintln(out, output.PendingText(res, opts.Req.AskID != ""))
-	return err
+	return output.Show(out, opts.JSON, res, output.PendingText(res, opts.Req.AskID != ""))
 }
 
 func newSessionStatusCmd(f *factory.Factory, runF func(*sessionOptions) error) *cobra.Command {
@@ -199,11 +183,7 @@ func sessionStatusRun(ctx context.Context, opts *sessionOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return output.PrintJSON(opts.IO.Out, res)
-	}
-	_, err = fmt.Fprintln(opts.IO.Out, output.SessionStatusText(res, o.Holder))
-	return err
+	return output.Show(opts.IO.Out, opts.JSON, res, output.SessionStatusText(res, o.Holder))
 }
 
 type setSummaryOptions struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -60,10 +59,6 @@ func listenRun(ctx context.Context, opts *listenOptions) error {
 	}
 	defer s.Close()
 	return s.Ops.Listen(ctx, intercom.ListenRequest{KeepUnread: opts.KeepUnread}, func(m *intercom.MessageView) error {
-		if opts.JSON {
-			return output.PrintJSON(opts.IO.Out, m)
-		}
-		_, err := fmt.Fprintln(opts.IO.Out, output.MessageText(m))
-		return err
+		return output.Show(opts.IO.Out, opts.JSON, m, output.MessageText(m))
 	})
 }

@@ -176,3 +176,16 @@ func TestOnePackageDocAndNoInit(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetReadsAsTwoPrograms: the manager (fleet) and the process inside
+// a unit (fleet/shim) share the pure harness library; the manager never
+// links the shim, and the harness kinds reach no systemd, registry or
+// manager.
+func TestFleetReadsAsTwoPrograms(t *testing.T) {
+	deps := func(pkg string) []string { return goList(t, nil, "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg) }
+	require.NotContains(t, deps("fleet"), module+"/fleet/shim", "the manager links the shim")
+	for _, dep := range deps("fleet/harness") {
+		require.False(t, dep == module+"/fleet" || dep == module+"/units" || dep == module+"/fleet/shim",
+			"fleet/harness imports %s: the harness kinds are pure", dep)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -59,9 +58,5 @@ func teamRun(ctx context.Context, opts *teamOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return output.PrintJSON(opts.IO.Out, team)
-	}
-	_, err = fmt.Fprintln(opts.IO.Out, teams.Format(team))
-	return err
+	return output.Show(opts.IO.Out, opts.JSON, team, teams.Format(team))
 }

@@ -129,11 +129,7 @@ func teamsJoinRun(ctx context.Context, opts *teamsJoinOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return output.PrintJSON(out, res)
-	}
-	_, err = fmt.Fprintln(out, output.JoinedText(res, id.SessionID, output.CLI))
-	return err
+	return output.Show(out, opts.JSON, res, output.JoinedText(res, id.SessionID, output.CLI))
 }
 
 // runInTeam runs command with the team's scope and manager in its
@@ -213,9 +209,5 @@ func teamsListRun(ctx context.Context, opts *teamsListOptions) error {
 	} else if list, err = local.NamedTeams(ctx); err != nil {
 		return err
 	}
-	if opts.JSON {
-		return output.PrintJSON(opts.IO.Out, list)
-	}
-	_, err = fmt.Fprintln(opts.IO.Out, output.NamedTeamsText(list, output.CLI))
-	return err
+	return output.Show(opts.IO.Out, opts.JSON, list, output.NamedTeamsText(list, output.CLI))
 }

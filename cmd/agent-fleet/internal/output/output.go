@@ -72,3 +72,13 @@ func plural(n int, what string) string {
 
 // Plural is "1 message", "2 messages".
 func Plural(n int, what string) string { return plural(n, what) }
+
+// Show writes v as JSON with asJSON, else the text line: what a command
+// without a Report prints.
+func Show(w io.Writer, asJSON bool, v any, text string) error {
+	if asJSON {
+		return PrintJSON(w, v)
+	}
+	_, err := fmt.Fprintln(w, text)
+	return err
+}
