@@ -52,48 +52,63 @@ func SpawnFlags() []*Param {
 	return out
 }
 
-func str(set func(a *Args) *string) (func(*Args, string) error, func(*Args, any) error) {
-	text := func(a *Args, s string) error { *set(a) = s; return nil }
-	return text, func(a *Args, v any) error {
+// stringParam sets a string field.
+func stringParam(p Param, field func(*Args) *string) *Param {
+	p.fromText = func(a *Args, s string) error { *field(a) = s; return nil }
+	p.fromJSON = func(a *Args, v any) error {
 		s, ok := v.(string)
 		if !ok {
 			return fmt.Errorf("want a string, not %T", v)
 		}
-		return text(a, s)
+		return p.fromText(a, s)
 	}
+	return &p
 }
 
-// duration parses a Go duration such as 30m; 0 means the default.
-func duration(name string, set func(a *Args) *time.Duration) (func(*Args, string) error, func(*Args, any) error) {
-	text := func(a *Args, s string) error {
+// durationParam sets a duration field from a Go duration such as 30m (0
+// is the default; negative ones are refused).
+func durationParam(p Param, field func(*Args) *time.Duration) *Param {
+	if p.FlagType == "" {
+		p.FlagType = "duration"
+	}
+	label := p.Name
+	if p.Flag != "" {
+		label = strings.ReplaceAll(p.Flag, "-", " ")
+	}
+	p.fromText = func(a *Args, s string) error {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
-			return fmt.Errorf("%s must be a duration such as 30m, not %q", name, s)
+			return fmt.Errorf("%s must be a duration such as 30m, not %q", label, s)
 		}
-		*set(a) = d
+		*field(a) = d
 		return nil
 	}
-	return text, func(a *Args, v any) error {
+	p.fromJSON = func(a *Args, v any) error {
 		s, ok := v.(string)
 		if !ok {
-			return fmt.Errorf("%s must be a duration string such as \"30m\"", name)
+			return fmt.Errorf("%s must be a duration string such as \"30m\"", label)
 		}
-		return text(a, s)
+		return p.fromText(a, s)
 	}
+	return &p
 }
 
-func boolean(set func(a *Args) *bool) (func(*Args, string) error, func(*Args, any) error) {
-	return nil, func(a *Args, v any) error {
+// boolParam sets a bool field (agent_fleet only: the CLI's flags for them
+// are the verbs' own).
+func boolParam(p Param, field func(*Args) *bool) *Param {
+	p.fromJSON = func(a *Args, v any) error {
 		b, ok := v.(bool)
 		if !ok {
 			return fmt.Errorf("want true or false, not %T", v)
 		}
-		*set(a) = b
+		*field(a) = b
 		return nil
 	}
+	return &p
 }
 
-func spawnParam(p *Param, flag, usage string) *Param {
+// spawnFlag makes p one of spawn's options and CLI flags.
+func spawnFlag(p Param, flag, usage string) Param {
 	p.Actions, p.Flag, p.Usage = []string{"spawn"}, flag, usage
 	if p.FlagType == "" {
 		p.FlagType = "string"
@@ -109,51 +124,43 @@ func props(kv ...any) map[string]any {
 	return m
 }
 
-// with gives p its parsers: with(p)(str(…)).
-func with(p *Param) func(text func(*Args, string) error, js func(*Args, any) error) *Param {
-	return func(text func(*Args, string) error, js func(*Args, any) error) *Param {
-		p.fromText, p.fromJSON = text, js
-		return p
-	}
-}
-
 // Params are every fleet verb's arguments besides action.
 var Params = []*Param{
-	with(&Param{Name: "id", Actions: takesID, Flag: "id", FlagType: "string",
+	stringParam(Param{Name: "id", Actions: takesID, Flag: "id", FlagType: "string",
 		Usage:  "worker id (required): letters, digits, _ and -, at most 64",
 		Schema: props("type", "string", "pattern", intercom.SessionIDPattern, "description", "worker id (spawn, status, stop, logs, adopt, forget; renew: omit for all yours)")},
-	)(str(func(a *Args) *string { return &a.ID })),
-	with(spawnParam(&Param{Name: "kind", Default: "exec",
+		func(a *Args) *string { return &a.ID }),
+	stringParam(spawnFlag(Param{Name: "kind", Default: "exec",
 		Schema: props("type", "string", "enum", []any{"exec", "claude", "codex", "opencode", "pi"}, "description", "worker kind (default exec): exec runs command; claude, codex, opencode and pi run that coding agent as a coworker — a turn for task, then one per batch of intercom messages it gets; each turn's final answer reaches you")},
-		"kind", "worker kind: exec, claude, codex, opencode or pi"))(str(func(a *Args) *string { return &a.Spawn.Kind })),
-	with(spawnParam(&Param{Name: "role", Schema: props("type", "string", "maxLength", 64, "description", "the worker's role (builder, reviewer, …)")},
-		"role", "the worker's role (builder, reviewer, …)"))(str(func(a *Args) *string { return &a.Spawn.Role })),
-	with(spawnParam(&Param{Name: "cwd", Schema: props("type", "string", "description", "working directory (default: this session's)")},
-		"cwd", "working directory (default: the current one)"))(str(func(a *Args) *string { return &a.Spawn.Cwd })),
-	with(spawnParam(&Param{Name: "task", Schema: props("type", "string", "maxLength", 8000, "description", "the task (a coding agent's first turn)")},
-		"task", "the task the worker was spawned for (a coding agent's first turn)"))(str(func(a *Args) *string { return &a.Spawn.Task })),
-	with(&Param{Name: "command", Actions: []string{"spawn"},
-		Schema: props("type", "array", "items", props("type", "string"), "minItems", 1, "description", "argv of an exec worker (argv[0] is looked up on PATH); for a coding-agent kind, the harness executable to use (and arguments put before every turn's), default the installed one")},
-	)(nil, func(a *Args, v any) error {
-		list, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("want an array of strings")
-		}
-		a.Spawn.Command = nil
-		for _, e := range list {
-			s, ok := e.(string)
+		"kind", "worker kind: exec, claude, codex, opencode or pi"), func(a *Args) *string { return &a.Spawn.Kind }),
+	stringParam(spawnFlag(Param{Name: "role", Schema: props("type", "string", "maxLength", 64, "description", "the worker's role (builder, reviewer, …)")},
+		"role", "the worker's role (builder, reviewer, …)"), func(a *Args) *string { return &a.Spawn.Role }),
+	stringParam(spawnFlag(Param{Name: "cwd", Schema: props("type", "string", "description", "working directory (default: this session's)")},
+		"cwd", "working directory (default: the current one)"), func(a *Args) *string { return &a.Spawn.Cwd }),
+	stringParam(spawnFlag(Param{Name: "task", Schema: props("type", "string", "maxLength", 8000, "description", "the task (a coding agent's first turn)")},
+		"task", "the task the worker was spawned for (a coding agent's first turn)"), func(a *Args) *string { return &a.Spawn.Task }),
+	{Name: "command", Actions: []string{"spawn"},
+		Schema: props("type", "array", "items", props("type", "string"), "minItems", 1, "description", "argv of an exec worker (argv[0] is looked up on PATH); for a coding-agent kind, the harness executable to use (and arguments put before every turn's), default the installed one"),
+		fromJSON: func(a *Args, v any) error {
+			list, ok := v.([]any)
 			if !ok {
 				return fmt.Errorf("want an array of strings")
 			}
-			a.Spawn.Command = append(a.Spawn.Command, s)
-		}
-		return nil
-	}),
-	with(spawnParam(&Param{Name: "env", Repeatable: true, FlagType: "stringArray",
-		Schema: props("type", "object", "additionalProperties", props("type", "string"), "description", "extra environment; values are never recorded")},
-		"env", "extra environment NAME=value (repeatable; values are not recorded)"),
-	)(func(a *Args, s string) error { a.Spawn.Env = append(a.Spawn.Env, s); return nil },
-		func(a *Args, v any) error {
+			a.Spawn.Command = nil
+			for _, e := range list {
+				s, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("want an array of strings")
+				}
+				a.Spawn.Command = append(a.Spawn.Command, s)
+			}
+			return nil
+		}},
+	{Name: "env", Actions: []string{"spawn"}, Flag: "env", Repeatable: true, FlagType: "stringArray",
+		Usage:    "extra environment NAME=value (repeatable; values are not recorded)",
+		Schema:   props("type", "object", "additionalProperties", props("type", "string"), "description", "extra environment; values are never recorded"),
+		fromText: func(a *Args, s string) error { a.Spawn.Env = append(a.Spawn.Env, s); return nil },
+		fromJSON: func(a *Args, v any) error {
 			m, ok := v.(map[string]any)
 			if !ok {
 				return fmt.Errorf("want an object of strings")
@@ -171,48 +178,48 @@ var Params = []*Param{
 				a.Spawn.Env = append(a.Spawn.Env, k+"="+s)
 			}
 			return nil
-		}),
-	with(spawnParam(&Param{Name: "model", Schema: props("type", "string", "description", "coding agents: the harness's model")},
-		"model", "model (coding-agent kinds)"))(str(func(a *Args) *string { return &a.Spawn.Model })),
-	with(spawnParam(&Param{Name: "effort", Schema: props("type", "string", "description", "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)")},
-		"effort", "reasoning effort (claude: low…max; codex: low…xhigh; pi: off…max; opencode: a model variant)"))(str(func(a *Args) *string { return &a.Spawn.Effort })),
-	with(spawnParam(&Param{Name: "permission",
+		}},
+	stringParam(spawnFlag(Param{Name: "model", Schema: props("type", "string", "description", "coding agents: the harness's model")},
+		"model", "model (coding-agent kinds)"), func(a *Args) *string { return &a.Spawn.Model }),
+	stringParam(spawnFlag(Param{Name: "effort", Schema: props("type", "string", "description", "coding agents: reasoning effort (claude low…max, codex low…xhigh, pi off…max, opencode a variant)")},
+		"effort", "reasoning effort (claude: low…max; codex: low…xhigh; pi: off…max; opencode: a model variant)"), func(a *Args) *string { return &a.Spawn.Effort }),
+	stringParam(spawnFlag(Param{Name: "permission",
 		Schema: props("type", "string", "enum", anys(append([]string{""}, harness.PermissionValues()...)), "description", "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access")},
-		"permission", "permission mode (coding-agent kinds): read-only, workspace-write or full; default: the harness's own configuration"))(str(func(a *Args) *string { return &a.Spawn.Permission })),
-	with(spawnParam(&Param{Name: "turnTimeout", FlagType: "duration",
+		"permission", "permission mode (coding-agent kinds): read-only, workspace-write or full; default: the harness's own configuration"), func(a *Args) *string { return &a.Spawn.Permission }),
+	durationParam(spawnFlag(Param{Name: "turnTimeout", FlagType: "duration",
 		Schema: props("type", "string", "description", "coding agents: end a turn after this long, a Go duration (default 2h)")},
-		"turn-timeout", "end a coding agent's turn after this long (default 2h)"))(duration("turn timeout", func(a *Args) *time.Duration { return &a.Spawn.TurnTimeout })),
-	with(spawnParam(&Param{Name: "lease", FlagType: "duration",
+		"turn-timeout", "end a coding agent's turn after this long (default 2h)"), func(a *Args) *time.Duration { return &a.Spawn.TurnTimeout }),
+	durationParam(spawnFlag(Param{Name: "lease", FlagType: "duration",
 		Schema: props("type", "string", "description", "idle lease as a Go duration, e.g. 30m (default: none for a person, the fleet default for agents)")},
-		"lease", "idle lease (default: none for a person, the fleet default for agents)"))(duration("lease", func(a *Args) *time.Duration { return &a.Spawn.Lease })),
-	with(spawnParam(&Param{Name: "maxRuntime", FlagType: "duration",
+		"lease", "idle lease (default: none for a person, the fleet default for agents)"), func(a *Args) *time.Duration { return &a.Spawn.Lease }),
+	durationParam(spawnFlag(Param{Name: "maxRuntime", FlagType: "duration",
 		Schema: props("type", "string", "description", "stop the worker after this long, a Go duration (default: no limit)")},
-		"max-runtime", "stop the worker after this long (0 = no limit)"))(duration("max runtime", func(a *Args) *time.Duration { return &a.Spawn.MaxRuntime })),
-	with(&Param{Name: "all", Actions: []string{"list", "adopt", "prune"},
+		"max-runtime", "stop the worker after this long (0 = no limit)"), func(a *Args) *time.Duration { return &a.Spawn.MaxRuntime }),
+	boolParam(Param{Name: "all", Actions: []string{"list", "adopt", "prune"},
 		Schema: props("type", "boolean", "description", "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records")},
-	)(boolean(func(a *Args) *bool { return &a.All })),
-	with(&Param{Name: "force", Actions: []string{"adopt"},
+		func(a *Args) *bool { return &a.All }),
+	boolParam(Param{Name: "force", Actions: []string{"adopt"},
 		Schema: props("type", "boolean", "description", "adopt even though the worker's manager is connected")},
-	)(boolean(func(a *Args) *bool { return &a.Force })),
-	with(&Param{Name: "acknowledge", Actions: []string{"forget", "prune"},
+		func(a *Args) *bool { return &a.Force }),
+	boolParam(Param{Name: "acknowledge", Actions: []string{"forget", "prune"},
 		Schema: props("type", "boolean", "description", "forget/prune delete history: must be true")},
-	)(boolean(func(a *Args) *bool { return &a.Acknowledge })),
-	with(&Param{Name: "olderThan", Actions: []string{"prune"},
+		func(a *Args) *bool { return &a.Acknowledge }),
+	durationParam(Param{Name: "olderThan", Actions: []string{"prune"},
 		Schema: props("type", "string", "description", "prune: only workers that ended longer ago than this Go duration (default: every ended worker)")},
-	)(duration("olderThan", func(a *Args) *time.Duration { return &a.OlderThan })),
-	with(&Param{Name: "execute", Actions: []string{"cleanup"},
+		func(a *Args) *time.Duration { return &a.OlderThan }),
+	boolParam(Param{Name: "execute", Actions: []string{"cleanup"},
 		Schema: props("type", "boolean", "description", "cleanup: act instead of previewing")},
-	)(boolean(func(a *Args) *bool { return &a.Execute })),
-	with(&Param{Name: "lines", Actions: []string{"logs"},
-		Schema: props("type", "integer", "minimum", 1, "maximum", 500, "description", fmt.Sprintf("log lines (default %d)", DefaultLogLines))},
-	)(nil, func(a *Args, v any) error {
-		f, ok := v.(float64)
-		if !ok || f != math.Trunc(f) {
-			return fmt.Errorf("want a whole number")
-		}
-		a.Lines = int(f)
-		return nil
-	}),
+		func(a *Args) *bool { return &a.Execute }),
+	{Name: "lines", Actions: []string{"logs"},
+		Schema: props("type", "integer", "minimum", 1, "maximum", 500, "description", fmt.Sprintf("log lines (default %d)", DefaultLogLines)),
+		fromJSON: func(a *Args, v any) error {
+			f, ok := v.(float64)
+			if !ok || f != math.Trunc(f) {
+				return fmt.Errorf("want a whole number")
+			}
+			a.Lines = int(f)
+			return nil
+		}},
 }
 
 func anys(ss []string) []any {
