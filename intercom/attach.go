@@ -33,10 +33,6 @@ type HoldConfig struct {
 	While func(ctx context.Context)
 }
 
-// ErrHolderNotServed: Hold registered the session but could not serve its
-// holder socket (HoldConfig.RequireHolder); the session was closed again.
-var ErrHolderNotServed = errors.New("cannot serve the session holder")
-
 // Held is a session this process registered and serves through its holder
 // socket.
 type Held struct {

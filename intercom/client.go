@@ -13,20 +13,6 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
-// Client errors. Outcome-unknown errors mean the message may have been
-// delivered: it stays in the outbox and is replayed on the next
-// registration, so do not blindly send it again under a new id.
-var (
-	// ErrNotConnected: the client has no registered connection.
-	ErrNotConnected = errors.New("not connected to the intercom broker")
-	// ErrConnectionLost: the connection dropped before the outcome arrived.
-	ErrConnectionLost = errors.New("connection to the intercom broker lost before the outcome was known")
-	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("intercom client closed")
-	// ErrSessionIDInUse: another live runtime holds the session id.
-	ErrSessionIDInUse = errors.New("session id is in use by another live runtime")
-)
-
 // RefusedError is an error frame the broker sent instead of registering.
 type RefusedError struct {
 	Code    wire.ErrorCode

@@ -5,7 +5,11 @@ import (
 	"fmt"
 )
 
-// Errors of session operations. Each maps to one CLI exit code (docs/architecture.md "CLI").
+// The error vocabulary of the intercom client, in one place. Callers test
+// with errors.Is; the CLI maps each to one exit code (docs/architecture.md
+// "CLI").
+
+// Errors of session operations.
 var (
 	// ErrTargetNotFound: no session matches the target (exit 3).
 	ErrTargetNotFound = errors.New("target session not found")
@@ -20,6 +24,61 @@ var (
 	ErrInvalidInput = errors.New("invalid request")
 	// ErrSelfTarget: a session may not message itself.
 	ErrSelfTarget = errors.New("Cannot message the current session")
+)
+
+// Client errors. Outcome-unknown errors mean the message may have been
+// delivered: it stays in the outbox and is replayed on the next
+// registration, so do not blindly send it again under a new id.
+var (
+	// ErrNotConnected: the client has no registered connection.
+	ErrNotConnected = errors.New("not connected to the intercom broker")
+	// ErrConnectionLost: the connection dropped before the outcome arrived.
+	ErrConnectionLost = errors.New("connection to the intercom broker lost before the outcome was known")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("intercom client closed")
+	// ErrSessionIDInUse: another live runtime holds the session id.
+	ErrSessionIDInUse = errors.New("session id is in use by another live runtime")
+)
+
+// Broker errors.
+var (
+	// ErrIncompatibleBroker: a live broker speaks another protocol version.
+	ErrIncompatibleBroker = errors.New("incompatible live intercom broker; expected pi-intercom v4 (it was left running)")
+	// ErrBrokerUnavailable: no broker could be reached or started.
+	ErrBrokerUnavailable = errors.New("intercom broker unavailable")
+)
+
+// Outbox errors.
+var (
+	// ErrOutboxFull: 256 messages wait for an outcome; the send is refused.
+	ErrOutboxFull = errors.New("Durable outbox is full (256 messages)")
+	// ErrOutboxConflict: a queued message id was reused with another payload.
+	ErrOutboxConflict = errors.New("message id is already queued with a different payload")
+)
+
+// Errors of holders, identities, inboxes, the local API and paths.
+var (
+	// ErrHeld means another live holder already serves the session id.
+	ErrHeld = errors.New("session is already held by another live process")
+	// ErrNoHolder means no live holder serves the session: DialHolder found
+	// none, or a HolderClient call could not connect to it (the operation was
+	// not performed).
+	ErrNoHolder = errors.New("no live session holder")
+	// ErrHolderNotServed: Hold registered the session but could not serve its
+	// holder socket (HoldConfig.RequireHolder); the session was closed again.
+	ErrHolderNotServed = errors.New("cannot serve the session holder")
+	// ErrInvalidSessionID is returned for a configured id that does not match
+	// SessionIDPattern.
+	ErrInvalidSessionID = errors.New("session id must match " + SessionIDPattern)
+	// ErrInboxVersion is returned by ReadPendingAsks for an inbox file of a
+	// version other than 3: a foreign inbox is read only when fully understood.
+	ErrInboxVersion = errors.New("unsupported inbox version for read-only inspection")
+	// ErrNoLocalAPI means nothing answers on the local API socket: no broker
+	// runs, or the broker is not agent-fleet's (a TypeScript broker has none).
+	ErrNoLocalAPI = errors.New("broker local API unavailable")
+	// ErrSocketPathTooLong is returned when a socket path exceeds
+	// MaxSocketPathBytes; the error text names the path and says what to do.
+	ErrSocketPathTooLong = errors.New("socket path too long")
 )
 
 // DeliveryError is a send the broker refused or failed (spec §3.2).

@@ -72,9 +72,6 @@ type HolderServer struct {
 	cons map[net.Conn]struct{}
 }
 
-// ErrHeld means another live holder already serves the session id.
-var ErrHeld = errors.New("session is already held by another live process")
-
 // ListenHolder binds the holder socket of cfg.SessionID (ListenSocket). A
 // socket file that nobody answers on is stale and replaced; a live holder
 // is ErrHeld.
@@ -304,11 +301,6 @@ type HolderClient struct {
 	path      string
 	sessionID string
 }
-
-// ErrNoHolder means no live holder serves the session: DialHolder found
-// none, or a HolderClient call could not connect to it (the operation was
-// not performed).
-var ErrNoHolder = errors.New("no live session holder")
 
 // DialHolder returns a client of the holder of sessionID once it answered
 // a ping; a stale socket file is ErrNoHolder.

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -26,10 +25,6 @@ const (
 // SessionIDPattern is what agent-fleet session ids look like: safe for the
 // adapters and for systemd unit names.
 const SessionIDPattern = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
-
-// ErrInvalidSessionID is returned for a configured id that does not match
-// SessionIDPattern.
-var ErrInvalidSessionID = errors.New("session id must match " + SessionIDPattern)
 
 // ValidSessionID reports whether id matches SessionIDPattern. It is
 // spelled out rather than compiled: the counted repetition would cost every

@@ -24,10 +24,6 @@ const (
 	hashedFPPrefix = "sha256:"
 )
 
-// ErrInboxVersion is returned by ReadPendingAsks for an inbox file of a
-// version other than 3: a foreign inbox is read only when fully understood.
-var ErrInboxVersion = errors.New("unsupported inbox version for read-only inspection")
-
 // InboundMessage is a message a session received and stored.
 type InboundMessage struct {
 	Key        string // sender id + "\x00" + message id

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -71,10 +70,6 @@ type PeerInfo struct {
 	PID       int    `json:"pid,omitempty"`
 	UID       int    `json:"uid,omitempty"`
 }
-
-// ErrNoLocalAPI means nothing answers on the local API socket: no broker
-// runs, or the broker is not agent-fleet's (a TypeScript broker has none).
-var ErrNoLocalAPI = errors.New("broker local API unavailable")
 
 // LocalAPIClient talks to a broker's local API. The zero value is not
 // usable: set Path. Safe for concurrent use; each call is one connection.

@@ -18,14 +18,6 @@ import (
 // MaxOutboxEntries bounds a session's durable outbox (spec §5.3).
 const MaxOutboxEntries = 256
 
-// Outbox errors.
-var (
-	// ErrOutboxFull: 256 messages wait for an outcome; the send is refused.
-	ErrOutboxFull = errors.New("Durable outbox is full (256 messages)")
-	// ErrOutboxConflict: a queued message id was reused with another payload.
-	ErrOutboxConflict = errors.New("message id is already queued with a different payload")
-)
-
 // OutboxEntry is one queued send, in the file format the TypeScript clients
 // share: {"to","message","queuedAt"}.
 type OutboxEntry struct {

@@ -1,13 +1,17 @@
-// Package intercom holds what every agent-fleet process needs to find and
-// talk to the intercom broker: where its files live, how they are written,
-// and the client of the broker's local API. The wire protocol is in
-// intercom/wire and the broker in intercom/broker.
+// Package intercom is the intercom client and the on-disk and socket
+// conventions every agent-fleet process shares: where the files of an
+// agent directory live and how they are written (paths, atomic files, file
+// locks, one socket listener), identities, the client with its durable
+// outbox and inbox, sessions and their holders, the session policy
+// (Attach: through the live holder of an id, else registered; Hold;
+// Failover), broker auto-start and the client of the broker's local API.
+// The wire protocol is intercom/wire (docs/protocol.md), the broker
+// intercom/broker; errors.go is the package's error vocabulary.
 package intercom
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,10 +30,6 @@ const (
 	DirMode  os.FileMode = 0o700
 	FileMode os.FileMode = 0o600
 )
-
-// ErrSocketPathTooLong is returned when a socket path exceeds
-// MaxSocketPathBytes; the error text names the path and says what to do.
-var ErrSocketPathTooLong = errors.New("socket path too long")
 
 // AgentDir resolves the agent directory the way every adapter does (spec
 // §1.1): $PI_CODING_AGENT_DIR trimmed, made absolute against the working

@@ -39,14 +39,6 @@ func (h BrokerHealth) String() string {
 	return "unreachable"
 }
 
-// Broker errors.
-var (
-	// ErrIncompatibleBroker: a live broker speaks another protocol version.
-	ErrIncompatibleBroker = errors.New("incompatible live intercom broker; expected pi-intercom v4 (it was left running)")
-	// ErrBrokerUnavailable: no broker could be reached or started.
-	ErrBrokerUnavailable = errors.New("intercom broker unavailable")
-)
-
 // ProbeTimeout bounds one health probe (spec §6.2: 1000 ms).
 const ProbeTimeout = time.Second
 
