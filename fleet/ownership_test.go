@@ -602,10 +602,14 @@ func TestReconcileLeavesEndingUnitsEnded(t *testing.T) {
 	name := fleet.WorkerUnitName("w1", run)
 	require.NoError(t, w.reg.Insert(ctx, &fleet.Worker{ID: "w1", RunID: run, Unit: name, State: fleet.StateExited,
 		Manager: "boss", FirstManager: "boss", HasExit: true, ExitCode: "exited", ExitStatus: 3}))
-	_, err = w.m.StartService(ctx, units.ServiceSpec{Name: name, Argv: []string{"/bin/sh", "-c", `trap "" TERM; exec sleep 300`},
+	// It ignores SIGTERM from before its stop: the marker says the trap is
+	// set (a busy machine may start the shell after the stop is sent).
+	trapped := filepath.Join(w.p.AgentDir, "trapped")
+	_, err = w.m.StartService(ctx, units.ServiceSpec{Name: name, Argv: []string{"/bin/sh", "-c", `trap "" TERM; : > "$0"; exec sleep 300`, trapped},
 		StopTimeout: time.Minute, Env: []string{fleet.EnvWorkerID + "=w1", fleet.EnvRunID + "=" + run, fleet.EnvAgentDir + "=" + w.p.AgentDir}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.m.KillUnit(context.Background(), name, syscall.SIGKILL) })
+	require.Eventually(t, func() bool { _, err := os.Stat(trapped); return err == nil }, 30*time.Second, 10*time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.m.StopUnit(context.Background(), name) }()
 	require.Eventually(t, func() bool {

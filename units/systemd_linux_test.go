@@ -215,10 +215,14 @@ func TestServiceSettings(t *testing.T) {
 	st := unitstest.WaitUnit(t, m, limited, func(s units.UnitState) bool { return s.ActiveState == "failed" })
 	require.Equal(t, "timeout", st.Result)
 
-	// A process that ignores SIGTERM is killed after the stop timeout.
+	// A process that ignores SIGTERM is killed after the stop timeout. The
+	// marker says the trap is set: a busy machine may run the shell after
+	// the stop is sent.
 	stubborn := unitstest.UnitName("agent-fleet-settings")
-	start(t, m, units.ServiceSpec{Name: stubborn, Argv: []string{"/bin/sh", "-c", `trap "" TERM; sleep 300 & wait; wait`},
+	trapped := filepath.Join(t.TempDir(), "trapped")
+	start(t, m, units.ServiceSpec{Name: stubborn, Argv: []string{"/bin/sh", "-c", `trap "" TERM; : > "$0"; sleep 300 & wait; wait`, trapped},
 		StopTimeout: 300 * time.Millisecond})
+	require.Eventually(t, func() bool { _, err := os.Stat(trapped); return err == nil }, 30*time.Second, 10*time.Millisecond)
 	began := time.Now()
 	require.NoError(t, m.StopUnit(testCtx(t, 10*time.Second), stubborn))
 	took := time.Since(began)

@@ -140,10 +140,12 @@ func TestConcurrentCleanups(t *testing.T) {
 	// verified stop (SIGTERM, wait, SIGKILL) keeps the first janitor busy.
 	env := []string{"AGENT_FLEET_LEASE_WARNING=1ms", "AGENT_FLEET_LEASE_GRACE=1ms"}
 	t.Cleanup(func() { stopBroker(t, dir) })
+	trapped := filepath.Join(dir, "trapped") // the trap is set: SIGTERM is ignored from here
 	out, err := fleetAs(t, dir, "agent-m1", env, "spawn", "--id", "stubborn", "--lease", "1ms", "--",
-		"sh", "-c", `trap "" TERM; while :; do sleep 1; done`).CombinedOutput()
+		"sh", "-c", `trap "" TERM; : > "$0"; while :; do sleep 1; done`, trapped).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Cleanup(func() { _ = fleetAs(t, dir, "agent-m1", env, "stop", "stubborn").Run() })
+	require.Eventually(t, func() bool { _, err := os.Stat(trapped); return err == nil }, 30*time.Second, 10*time.Millisecond)
 
 	first := fleetAs(t, dir, "agent-janitor", env, "cleanup", "--execute", "--json")
 	var firstOut strings.Builder
