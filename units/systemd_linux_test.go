@@ -227,7 +227,7 @@ func TestServiceSettings(t *testing.T) {
 	require.NoError(t, m.StopUnit(testCtx(t, 10*time.Second), stubborn))
 	took := time.Since(began)
 	require.GreaterOrEqual(t, took, 300*time.Millisecond)
-	require.Less(t, took, 5*time.Second)
+	require.Less(t, took, 20*time.Second, "killed after its stop timeout, not the default 90 s")
 }
 
 // TestWedgedManager: a stopped (SIGSTOP) user manager makes calls fail
@@ -259,7 +259,7 @@ func TestWedgedManager(t *testing.T) {
 	require.ErrorIs(t, err, units.ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "may be stopped or overloaded")
-	require.Less(t, took, deadline+time.Second, "returned %s after a %s deadline", took, deadline)
+	require.Less(t, took, deadline+4*time.Second, "returned %s after a %s deadline (the connection default is 30 s)", took, deadline)
 	t.Logf("wedged start failed after %s: %v", took.Round(time.Millisecond), err)
 
 	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
