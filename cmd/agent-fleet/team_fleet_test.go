@@ -67,7 +67,9 @@ func TestTeamOfSpawnedWorkers(t *testing.T) {
 	var w1 *teams.Team
 	require.Eventually(t, func() bool {
 		w1 = workerTeam("tw1")
-		return w1 != nil && len(w1.Coworkers) == 1 && w1.Coworkers[0].Connected
+		// tw1 rewrites its file every 0.2 s: one written while tw2's spawn
+		// was still recording it may say provisioning.
+		return w1 != nil && len(w1.Coworkers) == 1 && w1.Coworkers[0].Connected && w1.Coworkers[0].State == "running"
 	}, 20*time.Second, 50*time.Millisecond, "tw1's team: %+v", w1)
 	require.Equal(t, teams.SourceOrchestrator, w1.Source)
 	require.Equal(t, teams.Self{ID: "tw1", WorkerID: "tw1"}, w1.Self)
