@@ -269,12 +269,29 @@ func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOpti
 		}
 		return fmt.Errorf("watched process %d exited while the manager booted", opts.Watch)
 	}
+	return m.firstAnswer(ctx)
+}
+
+// firstAnswer waits for the booted manager to answer on its bus. The bus
+// socket's file exists from its bind, before systemd listens on it: a
+// connection refused then is the manager still starting (more so on a busy
+// machine), and is tried again until the deadline (default 5 s).
+func (m *PrivateManager) firstAnswer(ctx context.Context) error {
 	pctx, cancel := withDefaultDeadline(ctx, bootProbeTimeout)
 	defer cancel()
-	if _, err := Probe(pctx, Options{Bus: m.Bus}); err != nil {
-		return fmt.Errorf("booted manager does not answer: %w", err)
+	for {
+		_, err := Probe(pctx, Options{Bus: m.Bus})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-m.exited:
+			return fmt.Errorf("systemd --user exited while it booted: %s", tail(filepath.Join(m.RuntimeDir, "manager.log")))
+		case <-pctx.Done():
+			return fmt.Errorf("booted manager does not answer: %w (its log: %s)", err, tail(filepath.Join(m.RuntimeDir, "manager.log")))
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // managerEnv is the private manager's whole environment: every unit

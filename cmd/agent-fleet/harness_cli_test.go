@@ -337,7 +337,7 @@ func TestRealHarnessWorkersWithoutCredentials(t *testing.T) {
 	// All three at once: OpenCode retries its provider for about a minute.
 	w.must("spawn", "--id", "real-claude", "--kind", "claude", "--task", "Summarise README.md", "--", claude)
 	w.must("spawn", "--id", "real-opencode", "--kind", "opencode", "--task", "Summarise README.md", "--", opencode)
-	w.must("spawn", "--id", "real-codex", "--kind", "codex", "--turn-timeout", "20s", "--task", "Summarise README.md", "--", codex)
+	w.must("spawn", "--id", "real-codex", "--kind", "codex", "--turn-timeout", "45s", "--task", "Summarise README.md", "--", codex)
 
 	report := w.message("real-claude", func(s string) bool { return strings.Contains(s, "failed") })
 	require.Contains(t, report.Text, "turn 1 of worker real-claude (claude) failed: Not logged in · Please run /login")
@@ -352,7 +352,7 @@ func TestRealHarnessWorkersWithoutCredentials(t *testing.T) {
 	require.Contains(t, report.Text, "turn 1 of worker real-opencode (opencode) failed:")
 
 	report = w.message("real-codex", func(s string) bool { return strings.Contains(s, "failed") })
-	require.Contains(t, report.Text, "turn 1 of worker real-codex (codex) failed: the turn ran past its limit of 20s")
+	require.Contains(t, report.Text, "turn 1 of worker real-codex (codex) failed: the turn ran past its limit of 45s")
 	require.NotEmpty(t, w.status("real-codex").Turns.Session, "codex began a thread before the model call")
 
 	for _, id := range []string{"real-claude", "real-opencode", "real-codex"} {

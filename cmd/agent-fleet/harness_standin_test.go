@@ -39,6 +39,9 @@ import (
 //	SLEEP …          start a child, then sleep (stop during a turn)
 //	anything else    answer "done: <line> [whoami=<id> fleet-tool=<bool>]"
 //
+// While $HOME/.fake-harness/hold exists every turn waits before its model
+// call (at most 60 s).
+//
 // TestMain runs it when AGENT_FLEET_FAKE_HARNESS names the kind.
 
 // standInCall is one invocation, as recorded in calls.jsonl.
@@ -107,6 +110,14 @@ func runStandIn(kind string, args []string) int {
 	prompt, _ := io.ReadAll(os.Stdin)
 	record(standInCall{Kind: kind, Argv: args, Prompt: string(prompt), Session: t.session, Resumed: t.resumed, PID: os.Getpid()})
 
+	// A test holds the model (the turn) while the file "hold" exists, so
+	// that what it sends meanwhile waits for the next turn, however slow
+	// the machine.
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(standInDir(), "hold")); err != nil {
+			break
+		}
+	}
 	line := lastLine(string(prompt))
 	if strings.HasPrefix(line, "FAIL-TURN") {
 		printOutcome(kind, t.session, "", "API Error: 529 the stand-in model is overloaded")

@@ -169,14 +169,13 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 	require.Contains(t, argAfter(calls[0].Argv, "--append-system-prompt"), `in the role "builder"`)
 
 	// A message from the manager: a resumed turn of the same conversation.
+	// The turn is held until a burst of messages arrived (below).
+	hold := filepath.Join(w.home, ".fake-harness", "hold")
+	require.NoError(t, os.WriteFile(hold, nil, 0o600))
 	w.must("intercom", "send", "cw", "now the tests")
-	w.received("cw", "done: now the tests [whoami=cw fleet-tool=false]")
-	calls = w.calls("claude")
-	require.Len(t, calls, 2)
-	require.True(t, calls[1].Resumed)
-	require.Equal(t, sid, argAfter(calls[1].Argv, "--resume"))
+	require.Eventually(t, func() bool { return len(w.calls("claude")) == 2 }, 60*time.Second, 20*time.Millisecond)
 
-	// A burst of messages: one turn.
+	// A burst of messages while a turn runs: one turn after it.
 	peer, err := intercom.OpenSession(context.Background(), intercom.SessionConfig{Paths: intercom.NewPaths(w.dir),
 		Identity: intercom.Identity{SessionID: "peer", Name: "peer", Model: "test", Cwd: "/", PID: os.Getpid(),
 			StartedAt: float64(time.Now().UnixMilli()), RuntimeID: intercom.NewMessageID()}})
@@ -186,8 +185,14 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 		res, err := peer.Send(context.Background(), intercom.SendRequest{To: "cw", Text: fmt.Sprintf("item %d", i)})
 		require.NoError(t, err)
 		require.True(t, res.OK)
-		time.Sleep(50 * time.Millisecond)
 	}
+	require.NoError(t, os.Remove(hold))
+	w.received("cw", "done: now the tests [whoami=cw fleet-tool=false]")
+	calls = w.calls("claude")
+	require.Len(t, calls, 2)
+	require.True(t, calls[1].Resumed)
+	require.Equal(t, sid, argAfter(calls[1].Argv, "--resume"))
+
 	w.received("cw", "done: item 3 [whoami=cw fleet-tool=false]")
 	calls = w.calls("claude")
 	require.Len(t, calls, 3, "four messages, one turn")
