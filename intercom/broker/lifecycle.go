@@ -91,12 +91,13 @@ func ListenAndServe(ctx context.Context, cfg Config) error {
 		_ = ln.Close()
 		return err
 	}
-	if err := os.WriteFile(p.PIDFile(), []byte(strconv.Itoa(os.Getpid())), intercom.FileMode); err != nil {
+	// Whole or not at all: a reader that sees the file (it says both
+	// sockets listen, spec §6.3) reads the pid, never an empty file.
+	if err := intercom.ReplaceFile(p.PIDFile(), []byte(strconv.Itoa(os.Getpid()))); err != nil {
 		_ = ln.Close()
 		_ = api.Close()
-		return fmt.Errorf("write %s: %w", p.PIDFile(), err)
+		return err
 	}
-	_ = os.Chmod(p.PIDFile(), intercom.FileMode)
 	b.log.Info(fmt.Sprintf("Intercom broker started (pid: %d, remote-access-v1)", os.Getpid()),
 		"socket", endpointName(p), "api", p.LocalAPISocket(), "socketActivated", inherited != nil)
 	return b.Run(ctx, ln, api)
@@ -118,20 +119,19 @@ func listenSocket(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-// acquireOwner creates broker.owner with O_EXCL, holding our pid. An owner
-// file naming a dead process is stale: it is removed and taken, once.
+// acquireOwner creates broker.owner exclusively, holding our pid. The file
+// appears with its content (a hard link of a written temporary file), so
+// another broker never reads it empty and takes it for a stale one. An
+// owner file naming a dead process is stale: it is removed and taken, once.
 func acquireOwner(path string) error {
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())), intercom.FileMode); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	defer os.Remove(tmp)
 	for attempt := 0; ; attempt++ {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, intercom.FileMode)
+		err := os.Link(tmp, path)
 		if err == nil {
-			_, werr := f.WriteString(strconv.Itoa(os.Getpid()))
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				_ = os.Remove(path)
-				return fmt.Errorf("write %s: %w", path, werr)
-			}
 			return nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
