@@ -190,7 +190,24 @@ func TestWakeTaskThenResumedTurns(t *testing.T) {
 	sid := first.argv[slices.Index(first.argv, "--session-id")+1]
 	require.Contains(t, first.prompt, "Your task from boss")
 
+	// The second turn is held while a burst arrives (below), so that the
+	// burst is one turn however slow the machine.
+	release := make(chan struct{})
+	w.mu.Lock()
+	w.behave = func(prompt string) {
+		if strings.Contains(prompt, "now the tests") {
+			<-release
+		}
+	}
+	w.mu.Unlock()
 	w.send(w.boss, "now the tests")
+	require.Eventually(t, func() bool { return len(w.turnsSoFar()) == 2 }, 30*time.Second, 10*time.Millisecond)
+
+	// A burst while a turn runs is one turn after it.
+	for i := range 5 {
+		w.send(w.boss, fmt.Sprintf("item %d", i))
+	}
+	close(release)
 	got = w.received(1)
 	require.Equal(t, "done: now the tests", got[0].Text)
 	second := w.turnsSoFar()[1]
@@ -198,11 +215,6 @@ func TestWakeTaskThenResumedTurns(t *testing.T) {
 	require.NotContains(t, second.argv, "--session-id")
 	require.Contains(t, second.prompt, "📨 From boss:\nnow the tests")
 
-	// A burst is one turn.
-	for i := range 5 {
-		w.send(w.boss, fmt.Sprintf("item %d", i))
-		time.Sleep(40 * time.Millisecond)
-	}
 	got = w.received(1)
 	require.Len(t, w.turnsSoFar(), 3, "five messages, one turn")
 	burst := w.turnsSoFar()[2].prompt

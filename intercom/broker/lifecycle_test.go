@@ -180,12 +180,19 @@ func TestIdleExit(t *testing.T) {
 
 func TestIdleExitCancelledByRegistration(t *testing.T) {
 	dir := intercomtest.ShortDir(t)
-	s := serve(t, dir, func(c *broker.Config) { c.IdleExit = 300 * time.Millisecond })
+	// b registers well within the idle window after a left (however busy
+	// the machine), and the broker is still up after the window ended.
+	const idle = 2 * time.Second
+	s := serve(t, dir, func(c *broker.Config) { c.IdleExit = idle })
 	a := intercomtest.Register(t, s.paths, "a", intercomtest.RegisterOptions{})
 	a.Conn.Close()
-	time.Sleep(100 * time.Millisecond)
+	api := &intercom.LocalAPIClient{Path: s.paths.LocalAPISocket()}
+	waitFor(t, "a's departure (the idle timer armed)", func() bool {
+		st, err := api.Stats(context.Background())
+		return err == nil && st.Sessions == 0
+	})
 	b := intercomtest.Register(t, s.paths, "b", intercomtest.RegisterOptions{})
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(idle + 500*time.Millisecond)
 	require.Equal(t, []string{"b"}, b.List(), "the broker stayed up")
 }
 
