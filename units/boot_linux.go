@@ -34,8 +34,9 @@ const (
 	// two boots race over the marker.
 	bootLockName = "agent-fleet-systemd-boot.lock"
 
-	bootTimeout      = 10 * time.Second
-	bootLockTimeout  = 60 * time.Second
+	bootTimeout      = 15 * time.Second
+	bootAttempts     = 2
+	bootLockTimeout  = 120 * time.Second
 	managerStopAfter = 10 * time.Second
 	bootProbeTimeout = 5 * time.Second
 )
@@ -60,6 +61,11 @@ type BootOptions struct {
 	// beforeReaper, when set (by tests), runs after the manager's sockets
 	// exist and before its reaper starts.
 	beforeReaper func(*PrivateManager)
+	// afterStart, when set (by tests), runs once the manager process
+	// started, with the attempt's number (from 1).
+	afterStart func(m *PrivateManager, attempt int)
+	// socketsTimeout, when set (by tests), replaces bootTimeout.
+	socketsTimeout time.Duration
 }
 
 // PrivateManager is a `systemd --user` booted by BootPrivateManager. Its
@@ -133,8 +139,10 @@ func bootPrerequisites() (systemd string, err error) {
 // another manager's under /app.slice), a minimal environment, and the
 // /run/systemd/system marker only while it boots (under a machine-wide
 // lock, removed again as soon as the manager's sockets exist). It returns
-// once the manager answers on its bus; ctx bounds the boot (default 10 s
-// for the sockets plus 5 s for the first answer).
+// once the manager answers on its bus; ctx bounds the boot (default 15 s
+// for the sockets plus 5 s for the first answer). A manager that made no
+// sockets in time is stopped and one fresh manager is tried; the error
+// then reports both attempts, each with where its manager was stuck.
 //
 // A detached reaper stops the manager by pid once opts.Watch (default this
 // process) has exited; Stop stops it earlier. The watched process is
@@ -165,20 +173,66 @@ func BootPrivateManager(ctx context.Context, opts BootOptions) (*PrivateManager,
 	if watchStart == "" {
 		return nil, fmt.Errorf("boot a private systemd user manager: watched process %d is not running", opts.Watch)
 	}
+	var errs []error
+	for attempt := 1; attempt <= bootAttempts; attempt++ {
+		m, err := bootOnce(ctx, systemd, opts, watchStart, attempt)
+		if err == nil {
+			return m, nil
+		}
+		errs = append(errs, err)
+		// Only a manager that never got its sockets is worth a second try:
+		// every other failure would repeat.
+		if !errors.Is(err, errNoSockets) || ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) > 1 {
+		return nil, fmt.Errorf("boot a private systemd user manager: %d attempts failed: %w", len(errs), errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("boot a private systemd user manager: %w", errs[0])
+}
+
+func bootOnce(ctx context.Context, systemd string, opts BootOptions, watchStart string, attempt int) (*PrivateManager, error) {
 	rt, err := os.MkdirTemp("", "agent-fleet-systemd-")
 	if err != nil {
 		return nil, err
 	}
 	m := &PrivateManager{RuntimeDir: rt, Bus: BusAddress{
 		Address: UnixPathAddress(filepath.Join(rt, "bus")), Source: SourceOptions}}
-	if err := m.boot(ctx, systemd, opts, watchStart); err != nil {
+	if err := m.boot(ctx, systemd, opts, watchStart, attempt); err != nil {
 		_ = m.Stop()
-		return nil, fmt.Errorf("boot a private systemd user manager: %w", err)
+		return nil, err
 	}
 	return m, nil
 }
 
-func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOptions, watchStart string) error {
+// errNoSockets: the manager runs but made no sockets within bootTimeout.
+var errNoSockets = errors.New("no user bus")
+
+// stuckReport says where a manager that made no sockets is: its process
+// state and kernel wait channel, and what its runtime directory holds.
+// systemd --user run as root logs to /dev/console, so its own log is
+// usually empty.
+func (m *PrivateManager) stuckReport() string {
+	proc := "/proc/" + strconv.Itoa(m.PID)
+	state := "?"
+	if st, err := os.ReadFile(proc + "/stat"); err == nil {
+		if _, rest, ok := strings.Cut(string(st), ") "); ok {
+			state, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	wchan, _ := os.ReadFile(proc + "/wchan")
+	var made []string
+	for _, p := range []string{"systemd/private", "bus"} {
+		if _, err := os.Lstat(filepath.Join(m.RuntimeDir, p)); err == nil {
+			made = append(made, p)
+		}
+	}
+	return fmt.Sprintf("manager pid %d state %s wchan %q, made %v; its log: %q",
+		m.PID, state, strings.TrimSpace(string(wchan)), made, tail(filepath.Join(m.RuntimeDir, "manager.log")))
+}
+
+func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOptions, watchStart string, attempt int) error {
 	rt := m.RuntimeDir
 	if err := os.Chmod(rt, 0o700); err != nil {
 		return err
@@ -235,15 +289,22 @@ func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOpti
 	m.PID = cmd.Process.Pid
 	m.exited = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(m.exited) }()
+	if opts.afterStart != nil {
+		opts.afterStart(m, attempt)
+	}
 
-	deadline := time.NewTimer(bootTimeout)
+	timeout := bootTimeout
+	if opts.socketsTimeout > 0 {
+		timeout = opts.socketsTimeout
+	}
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for !isSocket(filepath.Join(rt, "systemd", "private")) || !isSocket(filepath.Join(rt, "bus")) {
 		select {
 		case <-m.exited:
 			return fmt.Errorf("systemd --user exited at once: %s", tail(filepath.Join(rt, "manager.log")))
 		case <-deadline.C:
-			return fmt.Errorf("no user bus after %s: %s", bootTimeout, tail(filepath.Join(rt, "manager.log")))
+			return fmt.Errorf("%w after %s (%s)", errNoSockets, timeout, m.stuckReport())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):

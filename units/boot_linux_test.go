@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +142,39 @@ func TestBootOptionsName(t *testing.T) {
 	}
 	_, err := units.BootPrivateManager(context.Background(), units.BootOptions{Name: "../x"})
 	require.ErrorContains(t, err, "only letters, digits and '-'")
+}
+
+// TestBootRetriesAStuckManager: a manager that makes no sockets in time
+// (here one stopped with SIGSTOP as soon as it started) is ended, with its
+// directories, and one fresh manager is booted in its place.
+func TestBootRetriesAStuckManager(t *testing.T) {
+	if err := units.CanBootPrivateManager(); err != nil {
+		unitstest.Unavailable(t, err)
+	}
+	var stuck int
+	pm, err := units.BootStuckFirst(testCtx(t, 60*time.Second), units.BootOptions{Name: "stucktest"}, time.Second, &stuck)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pm.Stop() })
+	require.NotZero(t, stuck, "the first manager started")
+	require.NotEqual(t, stuck, pm.PID, "a second manager was booted")
+	_, err = units.Probe(testCtx(t, 5*time.Second), units.Options{Bus: pm.Bus})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(stuck), "cmdline"))
+		return err != nil || !strings.Contains(string(st), "agent-fleet-stucktest-manager")
+	}, 30*time.Second, 50*time.Millisecond, "the stuck manager is gone")
+}
+
+// TestBootReportsWhereTheManagerIsStuck: when every attempt stays stuck,
+// the error says so, attempt by attempt, with the manager's state.
+func TestBootReportsWhereTheManagerIsStuck(t *testing.T) {
+	if err := units.CanBootPrivateManager(); err != nil {
+		unitstest.Unavailable(t, err)
+	}
+	_, err := units.BootAlwaysStuck(testCtx(t, 60*time.Second), units.BootOptions{Name: "stucktest"}, 500*time.Millisecond)
+	require.Error(t, err)
+	t.Logf("%v", err)
+	require.Contains(t, err.Error(), "2 attempts failed")
+	require.Equal(t, 2, strings.Count(err.Error(), "no user bus after 500ms"), err.Error())
+	require.Contains(t, err.Error(), "state T", "a stopped manager is reported as such")
 }

@@ -32,8 +32,15 @@ func as(t *testing.T, dir, id string, args ...string) *exec.Cmd {
 }
 
 // stopBroker ends the broker an agent-fleet process started in dir.
+// A failed test logs the broker's log first: what the broker saw is most
+// of what explains a lost connection or a late delivery.
 func stopBroker(t *testing.T, dir string) {
 	t.Helper()
+	if t.Failed() {
+		if log, err := os.ReadFile(intercom.NewPaths(dir).BrokerLog()); err == nil {
+			t.Logf("broker log:\n%s", log)
+		}
+	}
 	data, err := os.ReadFile(filepath.Join(dir, "intercom", "broker.pid"))
 	if err != nil {
 		return

@@ -19,7 +19,7 @@ import (
 )
 
 const (
-	lockTimeout  = 60 * time.Second
+	lockTimeout  = 150 * time.Second
 	probeTimeout = 5 * time.Second
 )
 
