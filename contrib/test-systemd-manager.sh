@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Boot a private systemd user manager for running agent-fleet's systemd tests
 # by hand, on a machine whose PID 1 is not systemd (containers, CI VMs), as
-# root. See shared/testing/real-systemd.md. The Go tests do the same by
+# root. See docs/systemd.md "A private user manager". The Go tests do the same by
 # themselves (units/unitstest); this script is for people who want one
 # manager for several runs, or for `agent-fleet` by hand.
 #
