@@ -2,6 +2,7 @@ package intercom
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -61,6 +62,31 @@ type SessionView struct {
 // ListResult is the visible sessions in broker order.
 type ListResult struct {
 	Sessions []SessionView `json:"sessions"`
+}
+
+// TextProblem says what makes a message's text unfit to send: "" when it
+// has words, else that it is empty or only whitespace. Such a message tells
+// the recipient nothing, so every surface that sends people's or agents'
+// words (the send, ask and reply verbs and tools) refuses it before
+// anything is sent (CheckText); automatic senders (a worker's turn
+// answers) are not held to it.
+func TextProblem(text string) string {
+	switch {
+	case text == "":
+		return "the message is empty"
+	case strings.TrimSpace(text) == "":
+		return "the message is only whitespace"
+	}
+	return ""
+}
+
+// CheckText is TextProblem as an ErrInvalidInput error (nil when the text
+// may be sent).
+func CheckText(text string) error {
+	if p := TextProblem(text); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidInput, p)
+	}
+	return nil
 }
 
 // SendRequest sends one message. To is an exact session id, a unique

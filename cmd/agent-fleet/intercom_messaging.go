@@ -33,7 +33,7 @@ known (exit 8), it is retried from the outbox on your next registration.`,
   git diff | agent-fleet intercom send alpha - --attach-snippet fix.go=fix.go`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(f.IO.In, args, 1)
+			text, err := messageBody(f.IO.In, args, 1)
 			if err != nil {
 				return err
 			}
@@ -105,7 +105,7 @@ is held (listen, mcp), a late reply lands in the holder: see
   agent-fleet intercom ask alpha "ok to deploy?" --timeout 30s --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(f.IO.In, args, 1)
+			text, err := messageBody(f.IO.In, args, 1)
 			if err != nil {
 				return err
 			}
@@ -189,7 +189,7 @@ with the sender (--to) and, for several asks of one sender, --which.`,
   agent-fleet intercom reply --to beta --which oldest "first answer"`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(f.IO.In, args, 0)
+			text, err := messageBody(f.IO.In, args, 0)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -195,7 +196,20 @@ func sendOutcome(res *intercom.SendResult, to string) *mcp.CallToolResult {
 	return result(output.SendTool(res, to))
 }
 
+// emptyMessage is the isError result for a message without text (nil when
+// it has some): nothing is sent.
+func emptyMessage(text, tool string) *mcp.CallToolResult {
+	err := intercom.CheckText(text)
+	if err == nil {
+		return nil
+	}
+	return result(fmt.Sprintf("Nothing sent: %s. Call %s again with the text to send in message.", intercom.TextProblem(text), tool), output.Failure(err), true)
+}
+
 func (t *intercomTools) send(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (*mcp.CallToolResult, any, error) {
+	if r := emptyMessage(a.Message, "intercom_send"); r != nil {
+		return r, nil, nil
+	}
 	res, err := t.ops.Send(ctx, intercom.SendRequest{To: a.To, Text: a.Message, Attachments: a.Attachments})
 	if err != nil {
 		return failure(err), nil, nil
@@ -204,6 +218,9 @@ func (t *intercomTools) send(ctx context.Context, _ *mcp.CallToolRequest, a send
 }
 
 func (t *intercomTools) ask(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (*mcp.CallToolResult, any, error) {
+	if r := emptyMessage(a.Message, "intercom_ask"); r != nil {
+		return r, nil, nil
+	}
 	wait := intercom.MCPAskWait
 	if a.TimeoutMs > 0 {
 		wait = time.Duration(a.TimeoutMs) * time.Millisecond
@@ -233,6 +250,9 @@ func (t *intercomTools) pending(ctx context.Context, _ *mcp.CallToolRequest, a p
 }
 
 func (t *intercomTools) reply(ctx context.Context, _ *mcp.CallToolRequest, a replyArgs) (*mcp.CallToolResult, any, error) {
+	if r := emptyMessage(a.Message, "intercom_reply"); r != nil {
+		return r, nil, nil
+	}
 	res, err := t.ops.Reply(ctx, intercom.ReplyRequest{Text: a.Message, To: a.To, Which: a.Which, AskID: a.AskID, Attachments: a.Attachments})
 	if err != nil {
 		return failure(err), nil, nil
