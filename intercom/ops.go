@@ -222,8 +222,14 @@ type StatusResult struct {
 
 // ListenRequest configures Listen.
 type ListenRequest struct {
-	// KeepUnread leaves emitted messages unread.
+	// KeepUnread leaves emitted messages unread: the listen only watches.
+	// Without it the listen consumes what it emits, and a session has at
+	// most one such listen at a time (ErrListening).
 	KeepUnread bool `json:"keepUnread,omitempty"`
+	// Started, when set, is called once the listen runs — after a
+	// consuming listen got the session's listener slot, before the first
+	// message — and again after a Failover took the session over.
+	Started func() `json:"-"`
 }
 
 // Preview collapses whitespace runs and keeps the first n characters

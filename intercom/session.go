@@ -75,6 +75,9 @@ type Session struct {
 	staged  []*InboundMessage     // new since the last commit
 	wake    chan struct{}         // closed and replaced when messages arrive
 	roster  map[string]wire.SessionInfo
+	// listener is the pid of the process whose listen consumes the
+	// session's messages (0: none).
+	listener int
 }
 
 type askWaiter struct {
@@ -667,8 +670,31 @@ func (s *Session) SetSummary(ctx context.Context, summary string) error {
 	return s.client.Presence(ctx, wire.Presence{Status: summary, HasStatus: true})
 }
 
-// Listen implements Ops.
+// Listen implements Ops. A consuming listen (not KeepUnread) takes the
+// session's listener slot for as long as it runs; while one runs, another
+// is refused with ErrListening naming its process.
 func (s *Session) Listen(ctx context.Context, req ListenRequest, emit func(*MessageView) error) error {
+	if !req.KeepUnread {
+		pid := listenerPID(ctx)
+		s.mu.Lock()
+		held := s.listener
+		if held == 0 {
+			s.listener = pid
+		}
+		s.mu.Unlock()
+		if held != 0 {
+			return fmt.Errorf("%w: session %q is already being listened to by pid %d, which prints and consumes its messages; "+
+				"stop that listen first, or listen under another %s", ErrListening, s.cfg.Identity.SessionID, held, SessionIDEnv)
+		}
+		defer func() {
+			s.mu.Lock()
+			s.listener = 0
+			s.mu.Unlock()
+		}()
+	}
+	if req.Started != nil {
+		req.Started()
+	}
 	var last int64
 	for {
 		s.mu.Lock()

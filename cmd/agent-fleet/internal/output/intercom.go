@@ -299,3 +299,24 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 	}
 	return text, map[string]any{"unread_messages": unread, "pending_asks": asks}
 }
+
+// ListeningText is the line `intercom listen` writes to stderr once it
+// runs: as whom, where, and how to stop; through says another process
+// holds the session and listen streams from it.
+func ListeningText(id, name, broker string, through bool) string {
+	who := id
+	if name != "" && name != id {
+		who = fmt.Sprintf("%s (session %s)", name, id)
+	}
+	how := "on " + broker
+	if through {
+		how = "through the process that holds it, on " + broker
+	}
+	return fmt.Sprintf("Listening as %s %s; Ctrl-C to stop.", who, how)
+}
+
+// ListeningAgainText is listen's stderr line after the process it listened
+// through went away and it took the session over.
+func ListeningAgainText(id string) string {
+	return fmt.Sprintf("The process that held %s went away; listen took the session over and goes on.", id)
+}

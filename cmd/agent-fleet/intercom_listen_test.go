@@ -1,0 +1,149 @@
+//go:build !windows
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// textListener is a running `agent-fleet intercom listen` (text, or
+// --json) whose stdout and stderr are kept apart.
+type textListener struct {
+	cmd    *exec.Cmd
+	stdout *lockedBuffer
+	stderr *lockedBuffer
+	done   chan struct{}
+	err    error
+}
+
+func startTextListener(t *testing.T, dir, id string, args ...string) *textListener {
+	t.Helper()
+	cmd := as(t, dir, id, append([]string{"intercom", "listen"}, args...)...)
+	l := &textListener{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = l.stdout, l.stderr
+	require.NoError(t, cmd.Start())
+	go func() { l.err = cmd.Wait(); close(l.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-l.done
+		if t.Failed() {
+			t.Logf("listen %s stdout: %s\nstderr: %s", id, l.stdout.String(), l.stderr.String())
+		}
+	})
+	return l
+}
+
+// exited waits for the listener's end and returns its error.
+func (l *textListener) exited(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-l.done:
+		return l.err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("listen did not exit: %s", l.stderr.String())
+		return nil
+	}
+}
+
+// A second listen on a session that a listen already consumes is refused
+// (exit 4) naming the first one's pid, and the first keeps printing
+// everything; once the first is killed with SIGKILL, a new listen holds
+// the session and prints what arrives. Each listen says on stderr, never
+// on stdout, that it runs.
+func TestIntercomListenTwiceAndAfterKill(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	p := intercom.NewPaths(dir)
+	first := startTextListener(t, dir, "alpha")
+	require.Eventually(t, func() bool { return intercom.HolderAlive(p, "alpha") }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return first.stderr.String() != "" }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, "Listening as alpha on "+p.BrokerSocket()+"; Ctrl-C to stop.\n", first.stderr.String())
+	require.Empty(t, first.stdout.String(), "stdout carries only messages")
+
+	second := startTextListener(t, dir, "alpha", "--json")
+	requireExit(t, second.exited(t), exitConflict)
+	require.Contains(t, second.stderr.String(),
+		fmt.Sprintf(`session "alpha" is already being listened to by pid %d`, first.cmd.Process.Pid))
+	require.NotContains(t, second.stderr.String(), "Listening as")
+	require.Empty(t, second.stdout.String())
+
+	out, err := as(t, dir, "beta", "intercom", "send", "alpha", "one").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Eventually(t, func() bool { return strings.Contains(first.stdout.String(), "one") }, 10*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	<-first.done
+	third := startTextListener(t, dir, "alpha", "--json")
+	require.Eventually(t, func() bool { return strings.HasPrefix(third.stderr.String(), "Listening as alpha on ") }, 20*time.Second, 20*time.Millisecond,
+		"the next listen holds the session once the killed one is gone")
+	require.Eventually(t, func() bool {
+		out, err := as(t, dir, "beta", "intercom", "send", "alpha", "two").CombinedOutput()
+		return err == nil && string(out) == "Message sent to alpha.\n"
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(third.stdout.String(), `"text":"two"`) }, 10*time.Second, 10*time.Millisecond)
+	require.NotContains(t, third.stdout.String(), "Listening", "stdout stays JSON only")
+}
+
+// A listen that streams from another process's holder (an agent-fleet mcp
+// of the same id) goes on when that process is killed with SIGKILL: it
+// takes the session over and prints what arrives next, instead of exiting
+// with "not connected to the intercom broker".
+func TestIntercomListenTakesOverFromAKilledHolder(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	p := intercom.NewPaths(dir)
+	holder := as(t, dir, "alpha", "mcp")
+	stdin, err := holder.StdinPipe() // kept open: the server runs until killed
+	require.NoError(t, err)
+	holderErr := &lockedBuffer{}
+	holder.Stderr = holderErr
+	require.NoError(t, holder.Start())
+	var reap sync.Once
+	reaped := make(chan struct{})
+	wait := func() { reap.Do(func() { _ = holder.Wait(); close(reaped) }) }
+	t.Cleanup(func() { _ = holder.Process.Kill(); wait(); stdin.Close() })
+	require.Eventually(t, func() bool { return intercom.HolderAlive(p, "alpha") }, 20*time.Second, 10*time.Millisecond, "%s", holderErr.String())
+
+	l := startTextListener(t, dir, "alpha", "--json")
+	require.Eventually(t, func() bool { return l.stderr.String() != "" }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, "Listening as alpha through the process that holds it, on "+p.BrokerSocket()+"; Ctrl-C to stop.\n", l.stderr.String())
+	out, err := as(t, dir, "beta", "intercom", "send", "alpha", "before").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Eventually(t, func() bool { return strings.Contains(l.stdout.String(), `"text":"before"`) }, 10*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, holder.Process.Signal(syscall.SIGKILL))
+	wait()
+	require.Eventually(t, func() bool {
+		return strings.Contains(l.stderr.String(), "The process that held alpha went away; listen took the session over")
+	},
+		20*time.Second, 20*time.Millisecond)
+	select {
+	case <-l.done:
+		t.Fatalf("listen exited: %v: %s", l.err, l.stderr.String())
+	default:
+	}
+	require.Eventually(t, func() bool {
+		out, err := as(t, dir, "beta", "intercom", "send", "alpha", "after").CombinedOutput()
+		return err == nil && string(out) == "Message sent to alpha.\n"
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(l.stdout.String(), `"text":"after"`) }, 10*time.Second, 10*time.Millisecond)
+	sc := bufio.NewScanner(strings.NewReader(l.stdout.String()))
+	for sc.Scan() {
+		require.True(t, json.Valid(sc.Bytes()), "stdout is one JSON object per line: %q", sc.Text())
+	}
+	require.True(t, intercom.HolderAlive(p, "alpha"), "listen holds the session now")
+}
