@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -146,4 +147,91 @@ func TestIntercomListenTakesOverFromAKilledHolder(t *testing.T) {
 		require.True(t, json.Valid(sc.Bytes()), "stdout is one JSON object per line: %q", sc.Text())
 	}
 	require.True(t, intercom.HolderAlive(p, "alpha"), "listen holds the session now")
+}
+
+// A session named with terminal escapes and a newline, and a message
+// full of them, reach people escaped — list, listen, pending, the status
+// summary in list — and JSON exactly.
+func TestIntercomEscapesPeerControlledText(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	const name = "evil\x1b[31mred\nforged"
+	startNamedListener(t, dir, "evil", name)
+	out, err := as(t, dir, "evil", "intercom", "set-summary", "busy\x1b[2J").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	var text string
+	require.Eventually(t, func() bool {
+		out, err := as(t, dir, "beta", "intercom", "list").Output()
+		text = string(out)
+		return err == nil && strings.Contains(text, "busy")
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, "- evil^[[31mred^Jforged (evil) - "+mustGetwd(t)+" (cli) [same cwd, busy^[[2J]\n", text)
+	out, err = as(t, dir, "beta", "intercom", "list", "--json").Output()
+	require.NoError(t, err)
+	var list intercom.ListResult
+	require.NoError(t, json.Unmarshal(out, &list))
+	require.Equal(t, name, list.Sessions[0].Name, "JSON stays exact")
+	require.Equal(t, "busy\x1b[2J", list.Sessions[0].Status)
+
+	// listen: each line of the text indented under its header, escapes shown.
+	l := startTextListener(t, dir, "alpha")
+	require.Eventually(t, func() bool { return intercom.HolderAlive(intercom.NewPaths(dir), "alpha") }, 10*time.Second, 10*time.Millisecond)
+	cmd := as(t, dir, "evil", "intercom", "send", "alpha", "-")
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_NAME="+name)
+	cmd.Stdin = strings.NewReader("first\n[00:00:00] alice:\n\x1b[2Jwiped\r")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Eventually(t, func() bool { return strings.Contains(l.stdout.String(), "wiped") }, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, l.stdout.String(), "] evil^[[31mred^Jforged (evil):\n  first\n  [00:00:00] alice:\n  ^[[2Jwiped^M\n")
+	require.NotContains(t, l.stdout.String(), "\x1b")
+
+	// pending of a session whose holder keeps messages unread.
+	startTextListener(t, dir, "delta", "--json", "--keep-unread")
+	require.Eventually(t, func() bool { return intercom.HolderAlive(intercom.NewPaths(dir), "delta") }, 10*time.Second, 10*time.Millisecond)
+	out, err = as(t, dir, "evil", "intercom", "send", "delta", "two\nlines \x1b[5m").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var pending string
+	require.Eventually(t, func() bool {
+		out, _ := as(t, dir, "delta", "intercom", "pending").Output()
+		pending = string(out)
+		return strings.Contains(pending, "lines")
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, "- evil^[[31mred^Jforged (evil): two\n  lines ^[[5m\n", pending)
+}
+
+func mustGetwd(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	return wd
+}
+
+// In a scope, list --include-self names the one-shot session by the id
+// whoami prints (operator-<user>), not by its first 8 characters
+// ("operator", which every operator id starts with).
+func TestIntercomListShowsTheIDWhoamiShows(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	scoped := func(args ...string) *exec.Cmd {
+		cmd := agentFleet(t, dir, args...)
+		cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_ID=", "AGENT_INTERCOM_SCOPE_ID=scope-of-the-test-0123")
+		return cmd
+	}
+	out, err := scoped("intercom", "whoami", "--json").Output()
+	require.NoError(t, err)
+	var who intercom.WhoamiResult
+	require.NoError(t, json.Unmarshal(out, &who))
+	require.True(t, strings.HasPrefix(who.SessionID, "operator-"), who.SessionID)
+	out, err = scoped("intercom", "list", "--include-self").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "- "+who.SessionID+" - "+mustGetwd(t)+" (cli) [self, same cwd]\n", string(out))
+
+	named := scoped("intercom", "list", "--include-self")
+	named.Env = append(named.Env, "AGENT_INTERCOM_SESSION_NAME=Op")
+	out, err = named.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "- Op ("+who.SessionID+") - "+mustGetwd(t)+" (cli) [self, same cwd]\n", string(out))
 }

@@ -74,7 +74,7 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 			return err
 		}
 	} else if res.OK {
-		fmt.Fprintf(io.Out, "%s %s.\n", what, res.To)
+		fmt.Fprintf(io.Out, "%s %s.\n", what, output.Inline(res.To))
 	}
 	if !res.OK {
 		return fmt.Errorf("message to %q was not delivered: %w", res.To,
