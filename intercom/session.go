@@ -334,7 +334,7 @@ func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) 
 		if si.HasName && strings.EqualFold(si.Name, to) {
 			byName = append(byName, si.ID)
 		}
-		if len(to) >= 4 && strings.HasPrefix(si.ID, to) {
+		if len(to) >= MinTargetPrefix && strings.HasPrefix(si.ID, to) {
 			byPrefix = append(byPrefix, si.ID)
 		}
 	}
@@ -353,7 +353,48 @@ func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) 
 	if len(byPrefix) > 0 {
 		return pick(byPrefix, "have ids starting with")
 	}
+	if n := shortPrefixOf(list, to); n > 0 && !s.connectedElsewhere(ctx, to) {
+		// The broker would match it as a prefix (it has no minimum) and
+		// call several matches "sessions named" it.
+		return "", fmt.Errorf("%w: no session is named %q or has that id; %s start with it, but an id prefix needs at least %d characters: give more of the id",
+			ErrTargetNotFound, to, pluralIDs(n), MinTargetPrefix)
+	}
 	return to, nil // exact ids of other scopes are resolved by the broker
+}
+
+// MinTargetPrefix is the shortest id prefix a target may be (spec §8.3).
+const MinTargetPrefix = 4
+
+// shortPrefixOf counts the sessions whose id starts with to, when to is
+// shorter than MinTargetPrefix (0 otherwise).
+func shortPrefixOf(list []wire.SessionInfo, to string) int {
+	if len(to) >= MinTargetPrefix {
+		return 0
+	}
+	n := 0
+	for _, si := range list {
+		if strings.HasPrefix(si.ID, to) {
+			n++
+		}
+	}
+	return n
+}
+
+func pluralIDs(n int) string {
+	if n == 1 {
+		return "1 session id"
+	}
+	return fmt.Sprintf("%d session ids", n)
+}
+
+// connectedElsewhere asks the broker's local API whether id is an exact
+// session id connected in any scope (one the broker would resolve first);
+// without a local API (a TypeScript broker) it says no.
+func (s *Session) connectedElsewhere(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	peer, err := (&LocalAPIClient{Path: s.cfg.Paths.LocalAPISocket()}).Peer(ctx, id)
+	return err == nil && peer != nil && peer.Connected
 }
 
 // compose builds a message and checks it against the wire limits.
