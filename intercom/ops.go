@@ -62,6 +62,9 @@ type SessionView struct {
 // ListResult is the visible sessions in broker order.
 type ListResult struct {
 	Sessions []SessionView `json:"sessions"`
+	// Others counts the visible sessions that ListRequest.Where left out
+	// (omitted when none were).
+	Others int `json:"others,omitempty"`
 }
 
 // TextProblem says what makes a message's text unfit to send: "" when it

@@ -277,10 +277,12 @@ func (s *Session) List(ctx context.Context, req ListRequest) (*ListResult, error
 		case "", "machine":
 		case "directory":
 			if si.Cwd != me.Cwd {
+				out.Others++
 				continue
 			}
 		case "repo":
 			if repo == "" || gitRoot(si.Cwd) != repo {
+				out.Others++
 				continue
 			}
 		default:

@@ -235,3 +235,29 @@ func TestIntercomListShowsTheIDWhoamiShows(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, "- Op ("+who.SessionID+") - "+mustGetwd(t)+" (cli) [self, same cwd]\n", string(out))
 }
+
+// list --where that leaves every connected session out says so, with how
+// many others are connected, instead of "No intercom sessions connected."
+func TestIntercomListWhereSaysWhatItLeftOut(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	startNamedListener(t, dir, "alpha", "alpha")
+	startNamedListener(t, dir, "gamma", "gamma")
+	elsewhere := func(args ...string) *exec.Cmd {
+		cmd := as(t, dir, "beta", args...)
+		cmd.Dir = dir // not the listeners' directory, nor in a git repository
+		return cmd
+	}
+	for _, where := range []string{"repo", "directory"} {
+		out, err := elsewhere("intercom", "list", "--where", where).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, "No sessions match --where "+where+" (2 others connected).\n", string(out))
+		out, err = elsewhere("intercom", "list", "--where", where, "--json").Output()
+		require.NoError(t, err)
+		require.JSONEq(t, `{"sessions":[],"others":2}`, string(out))
+	}
+	out, err := elsewhere("intercom", "list").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "- alpha - ")
+}

@@ -182,7 +182,7 @@ func (t *intercomTools) list(ctx context.Context, _ *mcp.CallToolRequest, a list
 	if err != nil {
 		return failure(err), nil, nil
 	}
-	return t.withFooter(ctx, result(output.SessionsText(res), map[string]any{"sessions": res.Sessions}, false)), nil, nil
+	return t.withFooter(ctx, result(output.SessionsText(res, a.Scope, output.Tool), map[string]any{"sessions": res.Sessions}, false)), nil, nil
 }
 
 func (t *intercomTools) setSummary(ctx context.Context, _ *mcp.CallToolRequest, a summaryArgs) (*mcp.CallToolResult, any, error) {

@@ -60,8 +60,14 @@ func SessionLine(v intercom.SessionView) string {
 	return line
 }
 
-// SessionsText lists sessions, one SessionLine each.
-func SessionsText(res *intercom.ListResult) string {
+// SessionsText lists sessions, one SessionLine each. When --where (where:
+// directory or repo) left every session out, the CLI says how many others
+// are connected; intercom_list (Tool) keeps the adapters' text, whose
+// structuredContent has no room for the count (docs/protocol.md §8.3).
+func SessionsText(res *intercom.ListResult, where string, s Surface) string {
+	if len(res.Sessions) == 0 && res.Others > 0 && s == CLI {
+		return fmt.Sprintf("No sessions match --where %s (%s connected).", where, plural(res.Others, "other"))
+	}
 	if len(res.Sessions) == 0 {
 		return "No intercom sessions connected."
 	}
