@@ -20,8 +20,13 @@ const (
 	// DefaultAskWait is a session's soft wait for a reply
 	// (PI_INTERCOM_ASK_WAIT_MS overrides it through SessionConfig.AskWait).
 	DefaultAskWait = 30 * time.Second
-	// MCPAskWait is intercom_ask's default timeout_ms.
-	MCPAskWait    = 45 * time.Second
+	// AskTimeout is how long an ask by a person or an agent waits for its
+	// reply unless told otherwise: the CLI's ask --timeout and
+	// intercom_ask's timeout_ms. One default for both surfaces; 45 s keeps
+	// intercom_ask within the tool-call timeouts of MCP clients (Codex:
+	// 60 s).
+	AskTimeout = 45 * time.Second
+	// MaxAskWait bounds every ask's wait.
 	MaxAskWait    = 120 * time.Second
 	DefaultAskTTL = 10 * time.Minute
 )

@@ -261,3 +261,14 @@ func TestIntercomListWhereSaysWhatItLeftOut(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "- alpha - ")
 }
+
+// The CLI's ask waits as long by default as intercom_ask does, and its
+// help says so.
+func TestIntercomAskDefaultTimeout(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 45*time.Second, intercom.AskTimeout)
+	out, err := agentFleet(t, shortDir(t), "intercom", "ask", "--help").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--timeout duration             how long to wait for the reply, at most 2m0s (intercom_ask's default too) (default 45s)")
+	require.Contains(t, string(out), "waiting up to --timeout (45s by\ndefault, as intercom_ask does; at most 2m)")
+}

@@ -97,9 +97,10 @@ func newAskCmd(f *factory.Factory, runF func(*askOptions) error) *cobra.Command 
 	cmd := &cobra.Command{
 		Use:   "ask TO [TEXT|-]",
 		Short: "Ask a question and wait for the reply",
-		Long: `Ask TO a question and print its reply. Without a session holder, the ask is
-cancelled when --timeout runs out and the command says so; when your session
-is held (listen, mcp), a late reply lands in the holder: see
+		Long: `Ask TO a question and print its reply, waiting up to --timeout (45s by
+default, as intercom_ask does; at most 2m). Without a session holder, the ask
+is cancelled when --timeout runs out and the command says so; when your
+session is held (listen, mcp), a late reply lands in the holder: see
 "agent-fleet intercom pending".`,
 		Example: `  agent-fleet intercom ask alpha "is the migration done?"
   agent-fleet intercom ask alpha "ok to deploy?" --timeout 30s --json`,
@@ -124,7 +125,7 @@ is held (listen, mcp), a late reply lands in the holder: see
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", intercom.MaxAskWait, "how long to wait for the reply")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", intercom.AskTimeout, fmt.Sprintf("how long to wait for the reply, at most %s (intercom_ask's default too)", intercom.MaxAskWait))
 	opts.att.register(cmd)
 	return cmd
 }

@@ -93,8 +93,9 @@ func addIntercomTools(server *mcp.Server, t *intercomTools) {
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"to", "message"},
 			"properties": map[string]any{"to": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
 				"attachments": attachmentsSchema,
-				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "maximum": 120000,
-					"description": "How long to wait for the reply (default 45000). If it runs out the ask stays open and its reply appears in intercom_pending."}}}}, t.ask)
+				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "maximum": intercom.MaxAskWait.Milliseconds(),
+					"description": fmt.Sprintf("How long to wait for the reply (default %d). If it runs out the ask stays open and its reply appears in intercom_pending.",
+						intercom.AskTimeout.Milliseconds())}}}}, t.ask)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending",
 		Description: "Read unread inbound messages and unresolved asks for this session; pass askId to read one ask in full.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
@@ -221,7 +222,7 @@ func (t *intercomTools) ask(ctx context.Context, _ *mcp.CallToolRequest, a sendA
 	if r := emptyMessage(a.Message, "intercom_ask"); r != nil {
 		return r, nil, nil
 	}
-	wait := intercom.MCPAskWait
+	wait := intercom.AskTimeout
 	if a.TimeoutMs > 0 {
 		wait = time.Duration(a.TimeoutMs) * time.Millisecond
 	}

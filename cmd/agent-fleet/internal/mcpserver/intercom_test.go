@@ -89,6 +89,10 @@ func TestMCPToolList(t *testing.T) {
 	require.Equal(t, []any{"to", "message"}, schemas["intercom_ask"]["required"])
 	timeout := schemas["intercom_ask"]["properties"].(map[string]any)["timeout_ms"].(map[string]any)
 	require.EqualValues(t, 120000, timeout["maximum"])
+	// One default ask wait, the CLI's too (agent-fleet intercom ask --timeout).
+	require.Contains(t, timeout["description"], "(default 45000)")
+	require.EqualValues(t, 45000, intercom.AskTimeout.Milliseconds())
+	require.Contains(t, w.cs.InitializeResult().Instructions, "timeout_ms (default 45 s, at most 120 s: the same as agent-fleet intercom ask)")
 	require.Contains(t, schemas["intercom_reply"]["properties"], "askId")
 	require.Contains(t, schemas["intercom_pending"]["properties"], "askId")
 }
