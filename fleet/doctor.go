@@ -186,7 +186,7 @@ func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, st
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if st, err := api.Stats(cctx); err == nil {
-		return "broker", CheckOK, fmt.Sprintf("agent-fleet broker pid %d, %d sessions", st.PID, st.Sessions), ""
+		return "broker", CheckOK, fmt.Sprintf("agent-fleet broker pid %d, %s", st.PID, intercom.CountSessions(st.Sessions)), ""
 	}
 	return "broker", CheckWarn, "a compatible TypeScript broker (" + wire.ProtocolName + " v4) without agent-fleet's local API: lease activity falls back to sender ids",
 		"let it exit (it does 5 s after its last session) so agent-fleet starts its own"

@@ -272,3 +272,28 @@ func TestIntercomAskDefaultTimeout(t *testing.T) {
 	require.Contains(t, string(out), "--timeout duration             how long to wait for the reply, at most 2m0s (intercom_ask's default too) (default 45s)")
 	require.Contains(t, string(out), "waiting up to --timeout (45s by\ndefault, as intercom_ask does; at most 2m)")
 }
+
+// pending --inbox-of a session that is not connected exits 3 (not
+// found), from a one-shot and through the caller's holder alike.
+func TestIntercomInboxOfNobodyIsNotFound(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	out, err := as(t, dir, "asker", "intercom", "pending", "--inbox-of", "nosuch").CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	require.Contains(t, string(out), `no session "nosuch" is connected`)
+	startNamedListener(t, dir, "asker", "asker")
+	out, err = as(t, dir, "asker", "intercom", "pending", "--inbox-of", "nosuch").CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	require.Contains(t, string(out), `no session "nosuch" is connected`)
+}
+
+// doctor counts the broker's sessions in words that fit the number.
+func TestDoctorCountsOneSession(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	startNamedListener(t, dir, "alpha", "alpha")
+	out, _ := agentFleet(t, dir, "doctor").CombinedOutput() // exits 1 where a check fails: only the broker line counts here
+	require.Regexp(t, `(?m)^OK +broker +agent-fleet broker pid \d+, 1 session$`, string(out))
+}

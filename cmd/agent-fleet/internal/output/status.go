@@ -142,7 +142,7 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	if t.Session != "" {
 		conv = "conversation " + t.Session
 	}
-	fmt.Fprintf(b, "  harness:  %s, %s; %d turns, %d failed\n", t.Kind, conv, t.Turns, t.Failures)
+	fmt.Fprintf(b, "  harness:  %s, %s; %s, %d failed\n", t.Kind, conv, plural(t.Turns, "turn"), t.Failures)
 	if c := t.Current; c != nil {
 		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), c.StartedAt.Local().Format(time.TimeOnly))
 	}
