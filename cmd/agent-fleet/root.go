@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -8,6 +9,14 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 )
+
+// execCLI runs agent-fleet with args over f, as main does.
+func execCLI(ctx context.Context, f *factory.Factory, args []string) error {
+	root := newRootCmd(f)
+	root.SetArgs(args)
+	_, err := root.ExecuteContextC(ctx)
+	return err
+}
 
 // newRootCmd is the whole command tree over f.
 func newRootCmd(f *factory.Factory) *cobra.Command {

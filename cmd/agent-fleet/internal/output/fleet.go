@@ -45,6 +45,9 @@ func HarnessSpawnNote(w *fleet.Worker) string {
 type WorkersReport struct {
 	Verb string // "list", "adopt" or "renew"
 	WS   []*fleet.Worker
+	// Others is, for a list of the caller's own workers that came out
+	// empty, how many records other managers have: what list --all shows.
+	Others int
 }
 
 // JSON implements Report: an array of workers.
@@ -60,6 +63,12 @@ func (r WorkersReport) Text(s Surface) string {
 		return adoptText(r.WS, s)
 	case "renew":
 		return renewText(r.WS, s)
+	}
+	if len(r.WS) == 0 && r.Others > 0 {
+		if s == Tool {
+			return fmt.Sprintf("You have no workers (%s of other managers: list with all: true shows them).", plural(r.Others, "worker"))
+		}
+		return fmt.Sprintf("No workers of yours (%d of other managers: list --all).", r.Others)
 	}
 	if s == Tool {
 		return workerLines(r.WS)
@@ -135,7 +144,7 @@ func renewText(ws []*fleet.Worker, s Surface) string {
 		if s == Tool {
 			return "You have no live workers."
 		}
-		return ""
+		return "No live workers of yours to renew."
 	}
 	lines := make([]string, len(ws))
 	for i, w := range ws {

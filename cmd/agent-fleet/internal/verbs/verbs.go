@@ -100,7 +100,11 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		return output.WorkersReport{Verb: "list", WS: ws}, nil
+		rep := output.WorkersReport{Verb: "list", WS: ws}
+		if len(ws) == 0 && !a.All {
+			rep.Others = othersRecords(ctx, fe)
+		}
+		return rep, nil
 	case "status":
 		st, err := fl.Status(ctx, a.ID)
 		if err != nil {
@@ -176,6 +180,26 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		return output.CleanupReport{Rep: rep}, nil
 	}
 	return nil, factory.Usagef("%s does not run on the fleet", a.Action)
+}
+
+// othersRecords is how many worker records other managers than fe's
+// caller have: what list leaves out without all (0 when the registry
+// cannot say).
+func othersRecords(ctx context.Context, fe *factory.FleetEnv) int {
+	if fe.Registry == nil {
+		return 0
+	}
+	ws, err := fe.Registry.List(ctx, fleet.Filter{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, w := range ws {
+		if w.Manager != fe.Caller {
+			n++
+		}
+	}
+	return n
 }
 
 // Host performs the host actions, doctor and capabilities, which work on
