@@ -211,6 +211,87 @@ func (r StopReport) Text(Surface) string {
 	}
 }
 
+// StopItem is one worker's stop among several: what the stop did, why it
+// failed, or both (a stop whose cleanup could not be verified).
+type StopItem struct {
+	ID  string
+	Res *fleet.StopResult
+	Err error
+}
+
+// StopOutcome is one worker's part of a stop of several as --json prints
+// it: its id, ok, the error when it failed, and the stop's view when there
+// was a worker to stop.
+type StopOutcome struct {
+	ID    string `json:"id"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	*Stop
+}
+
+// StopsReport is a stop of several workers (ids or all), each reported.
+type StopsReport struct{ Stops []StopItem }
+
+// JSON implements Report: one StopOutcome per worker, in the order given.
+func (r StopsReport) JSON() any {
+	out := make([]StopOutcome, len(r.Stops))
+	for i, it := range r.Stops {
+		out[i] = StopOutcome{ID: it.ID, OK: it.Err == nil}
+		if it.Err != nil {
+			out[i].Error = it.Err.Error()
+		}
+		if it.Res != nil {
+			v := ViewStop(it.Res)
+			out[i].Stop = &v
+		}
+	}
+	return out
+}
+
+// Structured implements Report: the outcomes under "stops".
+func (r StopsReport) Structured() any { return map[string]any{"stops": r.JSON()} }
+
+// Text implements Report: a line per worker.
+func (r StopsReport) Text(s Surface) string {
+	if len(r.Stops) == 0 {
+		if s == Tool {
+			return "You have no live workers to stop."
+		}
+		return "No live workers of yours to stop."
+	}
+	lines := make([]string, len(r.Stops))
+	for i, it := range r.Stops {
+		switch {
+		case it.Err != nil:
+			lines[i] = fmt.Sprintf("Not stopped: %v", it.Err)
+		default:
+			lines[i] = StopReport{Res: it.Res}.Text(s)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// StopStepText is a signal a stop sent, for a person watching it on a
+// terminal: "w1: SIGTERM sent; SIGKILL in 10 s".
+func StopStepText(st fleet.StopStep) string {
+	switch {
+	case st.Signal == "SIGTERM":
+		return fmt.Sprintf("%s: SIGTERM sent; SIGKILL in %s", st.ID, seconds(st.Grace))
+	case st.Grace > 0:
+		return fmt.Sprintf("%s: still running %s after SIGTERM; SIGKILL sent", st.ID, seconds(st.Grace))
+	default:
+		return fmt.Sprintf("%s: SIGKILL sent", st.ID)
+	}
+}
+
+// seconds is d for people: "8 s" when whole seconds, else Go's form.
+func seconds(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return d.String()
+}
+
 // LogsReport is a worker's last log lines.
 type LogsReport struct{ Lines []string }
 
