@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver"
@@ -139,4 +140,27 @@ func TestEmptyLogIsAnEmptyList(t *testing.T) {
 	raw, err := json.Marshal(res.StructuredContent)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"lines": []}`, string(raw), "the wire form, not null")
+}
+
+// Every command that reports something takes --json; what does not is a
+// server, an interactive show or a generator of help and scripts (issue
+// 22, finding 8: set-summary, install and uninstall lacked it).
+func TestEveryVerbTakesJSON(t *testing.T) {
+	t.Parallel()
+	s, _, _ := testStreams()
+	exempt := []string{"agent-fleet broker", "agent-fleet mcp", "agent-fleet worker-shim", "agent-fleet demo",
+		"agent-fleet help", "agent-fleet man", "agent-fleet completion bash", "agent-fleet completion fish",
+		"agent-fleet completion powershell", "agent-fleet completion zsh"}
+	var lacking []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if !c.HasSubCommands() && c.Flags().Lookup("json") == nil && !slices.Contains(exempt, c.CommandPath()) {
+			lacking = append(lacking, c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd(testFactory(s)))
+	require.Empty(t, lacking)
 }
