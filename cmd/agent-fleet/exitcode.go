@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
@@ -26,12 +28,29 @@ const (
 	exitUnknown     = 8
 )
 
+// severity orders exit statuses from the most serious, for a command that
+// reports several outcomes (a stop of several workers): a cleanup that
+// could not be verified first, a wrong id last.
+var severity = []int{exitFailure, exitUnknown, exitUnavailable, exitUnsupported, exitConflict, exitAmbiguous, exitNotFound, exitUsage}
+
 // exitCode maps an error to the process exit code.
 func exitCode(err error) int {
 	var ue *factory.UsageError
+	var several *verbs.StopsError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &several):
+		worst := -1
+		for _, e := range several.Errs {
+			if i := slices.Index(severity, exitCode(e)); i >= 0 && (worst < 0 || i < worst) {
+				worst = i
+			}
+		}
+		if worst < 0 {
+			return exitFailure
+		}
+		return severity[worst]
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.Is(err, units.ErrUnsupported):

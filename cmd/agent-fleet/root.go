@@ -1,13 +1,57 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 )
+
+// execCLI runs agent-fleet with args over f, as main does. A command that
+// fails under --json without having printed anything on stdout prints the
+// error object there, {"ok": false, "error": "…"} — what agent_fleet's
+// structuredContent holds for a failure — so a script reading stdout
+// always gets JSON; the message still goes to stderr and the exit status
+// is the error's.
+func execCLI(ctx context.Context, f *factory.Factory, args []string) error {
+	out := &watchedWriter{w: f.IO.Out}
+	f.IO = &factory.IOStreams{In: f.IO.In, Out: out, Err: f.IO.Err}
+	root := newRootCmd(f)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && wantsJSON(cmd) && !out.wrote.Load() {
+		_ = output.PrintJSON(out, output.Failure(err))
+	}
+	return err
+}
+
+// wantsJSON reports whether cmd was given --json.
+func wantsJSON(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	fl := cmd.Flags().Lookup("json")
+	return fl != nil && fl.Changed && fl.Value.String() == "true"
+}
+
+// watchedWriter is a writer that remembers whether anything was written.
+type watchedWriter struct {
+	w     io.Writer
+	wrote atomic.Bool
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		w.wrote.Store(true)
+	}
+	return w.w.Write(p)
+}
 
 // newRootCmd is the whole command tree over f.
 func newRootCmd(f *factory.Factory) *cobra.Command {

@@ -45,6 +45,9 @@ func HarnessSpawnNote(w *fleet.Worker) string {
 type WorkersReport struct {
 	Verb string // "list", "adopt" or "renew"
 	WS   []*fleet.Worker
+	// Others is, for a list of the caller's own workers that came out
+	// empty, how many records other managers have: what list --all shows.
+	Others int
 }
 
 // JSON implements Report: an array of workers.
@@ -60,6 +63,12 @@ func (r WorkersReport) Text(s Surface) string {
 		return adoptText(r.WS, s)
 	case "renew":
 		return renewText(r.WS, s)
+	}
+	if len(r.WS) == 0 && r.Others > 0 {
+		if s == Tool {
+			return fmt.Sprintf("You have no workers (%s of other managers: list with all: true shows them).", plural(r.Others, "worker"))
+		}
+		return fmt.Sprintf("No workers of yours (%d of other managers: list --all).", r.Others)
 	}
 	if s == Tool {
 		return workerLines(r.WS)
@@ -135,7 +144,7 @@ func renewText(ws []*fleet.Worker, s Surface) string {
 		if s == Tool {
 			return "You have no live workers."
 		}
-		return ""
+		return "No live workers of yours to renew."
 	}
 	lines := make([]string, len(ws))
 	for i, w := range ws {
@@ -200,6 +209,87 @@ func (r StopReport) Text(Surface) string {
 	default:
 		return fmt.Sprintf("Stopped %s; its cgroup is empty.", w.ID)
 	}
+}
+
+// StopItem is one worker's stop among several: what the stop did, why it
+// failed, or both (a stop whose cleanup could not be verified).
+type StopItem struct {
+	ID  string
+	Res *fleet.StopResult
+	Err error
+}
+
+// StopOutcome is one worker's part of a stop of several as --json prints
+// it: its id, ok, the error when it failed, and the stop's view when there
+// was a worker to stop.
+type StopOutcome struct {
+	ID    string `json:"id"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	*Stop
+}
+
+// StopsReport is a stop of several workers (ids or all), each reported.
+type StopsReport struct{ Stops []StopItem }
+
+// JSON implements Report: one StopOutcome per worker, in the order given.
+func (r StopsReport) JSON() any {
+	out := make([]StopOutcome, len(r.Stops))
+	for i, it := range r.Stops {
+		out[i] = StopOutcome{ID: it.ID, OK: it.Err == nil}
+		if it.Err != nil {
+			out[i].Error = it.Err.Error()
+		}
+		if it.Res != nil {
+			v := ViewStop(it.Res)
+			out[i].Stop = &v
+		}
+	}
+	return out
+}
+
+// Structured implements Report: the outcomes under "stops".
+func (r StopsReport) Structured() any { return map[string]any{"stops": r.JSON()} }
+
+// Text implements Report: a line per worker.
+func (r StopsReport) Text(s Surface) string {
+	if len(r.Stops) == 0 {
+		if s == Tool {
+			return "You have no live workers to stop."
+		}
+		return "No live workers of yours to stop."
+	}
+	lines := make([]string, len(r.Stops))
+	for i, it := range r.Stops {
+		switch {
+		case it.Err != nil:
+			lines[i] = fmt.Sprintf("Not stopped: %v", it.Err)
+		default:
+			lines[i] = StopReport{Res: it.Res}.Text(s)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// StopStepText is a signal a stop sent, for a person watching it on a
+// terminal: "w1: SIGTERM sent; SIGKILL in 10 s".
+func StopStepText(st fleet.StopStep) string {
+	switch {
+	case st.Signal == "SIGTERM":
+		return fmt.Sprintf("%s: SIGTERM sent; SIGKILL in %s", st.ID, seconds(st.Grace))
+	case st.Grace > 0:
+		return fmt.Sprintf("%s: still running %s after SIGTERM; SIGKILL sent", st.ID, seconds(st.Grace))
+	default:
+		return fmt.Sprintf("%s: SIGKILL sent", st.ID)
+	}
+}
+
+// seconds is d for people: "8 s" when whole seconds, else Go's form.
+func seconds(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return d.String()
 }
 
 // LogsReport is a worker's last log lines.

@@ -12,6 +12,10 @@ import (
 // Worker is a worker record as --json prints it and agent_fleet returns
 // it: one incarnation (id + run) with its unit, state, manager, lease and
 // how it ended. Times are RFC 3339 in UTC; durations are whole seconds.
+// How it ended: exitCode is the status as a shell reports it (the exit
+// status, or 128 + the signal that killed it), exitKind is "exited",
+// "killed" or "dumped" (systemd's ExecMainCode), and exitStatus is the exit
+// status or the signal number (systemd's ExecMainStatus).
 type Worker struct {
 	ID            string   `json:"id"`
 	RunID         string   `json:"runId"`
@@ -37,7 +41,8 @@ type Worker struct {
 	CreatedAt     string   `json:"createdAt"`
 	ReadyAt       string   `json:"readyAt,omitempty"`
 	EndedAt       string   `json:"endedAt,omitempty"`
-	ExitCode      string   `json:"exitCode,omitempty"`
+	ExitCode      *int     `json:"exitCode,omitempty"`
+	ExitKind      string   `json:"exitKind,omitempty"`
 	ExitStatus    *int     `json:"exitStatus,omitempty"`
 	LastError     string   `json:"lastError,omitempty"`
 	StopReason    string   `json:"stopReason,omitempty"`
@@ -61,8 +66,11 @@ func ViewWorker(w *fleet.Worker) Worker {
 		Checkpoints: w.CheckpointAttempts, GraceDeadline: Stamp(w.GraceDeadline), CreatedAt: Stamp(w.CreatedAt), ReadyAt: Stamp(w.ReadyAt), EndedAt: Stamp(w.EndedAt),
 		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath}
 	if w.HasExit {
-		status := w.ExitStatus
-		v.ExitCode, v.ExitStatus = w.ExitCode, &status
+		status, code := w.ExitStatus, w.ExitStatus
+		if w.ExitCode != "exited" {
+			code = 128 + w.ExitStatus // killed or dumped by that signal
+		}
+		v.ExitCode, v.ExitKind, v.ExitStatus = &code, w.ExitCode, &status
 	}
 	return v
 }
