@@ -519,3 +519,19 @@ func TestMaxRuntimeIsTheStopReason(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "manager-requested", st.Worker.StopReason)
 }
+
+// A worker's log file is 0600, like everything below the agent directory
+// (README "Security model"): systemd's StandardOutput=append: alone would
+// create it with the user manager's umask, 0644.
+func TestWorkerLogIsPrivate(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("logmode", "sh", "-c", "echo hello; sleep 300")
+	require.NotEmpty(t, wk.LogPath, "no journal here: the worker logs to a file")
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(wk.LogPath)
+		return err == nil && strings.Contains(string(data), "hello")
+	}, 10*time.Second, 20*time.Millisecond, "the unit writes its output there")
+	fi, err := os.Stat(wk.LogPath)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s", wk.LogPath)
+}

@@ -142,6 +142,11 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 			return nil, f.abandon(ctx, w, err)
 		}
 	}
+	if w.LogPath != "" {
+		if err := createLog(w.LogPath); err != nil {
+			return nil, f.abandon(ctx, w, err)
+		}
+	}
 	shimArgs := []string{"--id", w.ID, "--run", w.RunID}
 	if hspec != nil {
 		if err := harness.WriteSpec(WorkerDir(f.cfg.Paths, w.ID, w.RunID), hspec); err != nil {
@@ -213,6 +218,20 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
 	return updated, nil
+}
+
+// createLog creates a worker's log file 0600 before its unit starts:
+// systemd's StandardOutput=append: would otherwise create it with the user
+// manager's umask (0644 as a rule), readable by every user, while
+// everything below the agent directory is 0600 (README "Security model").
+// append: opens an existing file as it is, so the mode stays.
+func createLog(path string) error {
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, intercom.FileMode)
+	if err != nil {
+		return fmt.Errorf("create the worker log: %w", err)
+	}
+	defer fh.Close()
+	return fh.Chmod(intercom.FileMode) // an existing file keeps no looser mode
 }
 
 func describe(w *Worker) string {
