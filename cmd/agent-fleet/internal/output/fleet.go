@@ -118,13 +118,23 @@ func adoptText(ws []*fleet.Worker, s Surface) string {
 	}
 	if s == Tool {
 		ids := make([]string, len(ws))
+		leased := false
 		for i, w := range ws {
 			ids[i] = w.ID
+			leased = leased || !w.LeaseDeadline.IsZero()
 		}
-		return "You now manage " + strings.Join(ids, ", ") + "; leases renewed. Their messages now reach you."
+		t := "You now manage " + strings.Join(ids, ", ")
+		if leased {
+			t += "; leases renewed"
+		}
+		return t + ". Their messages now reach you."
 	}
 	lines := make([]string, len(ws))
 	for i, w := range ws {
+		if w.LeaseDeadline.IsZero() {
+			lines[i] = fmt.Sprintf("You now manage %s (run %s); it has no idle lease.", w.ID, w.RunID)
+			continue
+		}
 		lines[i] = fmt.Sprintf("You now manage %s (run %s); its lease is renewed.", w.ID, w.RunID)
 	}
 	return strings.Join(lines, "\n")
