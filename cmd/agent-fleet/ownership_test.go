@@ -85,9 +85,16 @@ func TestOwnershipCLI(t *testing.T) {
 	// fleet.db deleted under running workers: list --all rebuilds their
 	// records, with the adoption kept.
 	reg := fleet.RegistryPath(intercom.NewPaths(dir))
+	removed := time.Now()
 	require.NoError(t, os.Remove(reg))
 	live, stderr := listAll(t, dir, "agent-m2", env)
 	require.Contains(t, stderr, "rebuilt the record of live worker own-a")
+	require.Equal(t, 1, strings.Count(stderr, "own-a"), "each recovery is reported once: %s", stderr)
+	require.Len(t, live["own-a"].Command, 2, "the command comes back from the unit")
+	require.Equal(t, "sleep", filepath.Base(live["own-a"].Command[0]))
+	started, err := time.Parse(time.RFC3339Nano, live["own-a"].CreatedAt)
+	require.NoError(t, err)
+	require.True(t, started.Before(removed), "its start comes back from the unit, not the rebuild: %s", started)
 	require.Equal(t, "agent-m1", live["own-a"].Manager)
 	require.Equal(t, "agent-m2", live["own-b"].Manager, "adoptions survive a lost registry")
 	require.Equal(t, "agent-m1", live["own-b"].FirstManager)
