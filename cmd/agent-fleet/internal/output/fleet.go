@@ -45,13 +45,21 @@ func HarnessSpawnNote(w *fleet.Worker) string {
 type WorkersReport struct {
 	Verb string // "list", "adopt" or "renew"
 	WS   []*fleet.Worker
+	// LiveUnknown: no user manager answered; live states are the
+	// registry's last known (each live worker's liveState is "unknown").
+	LiveUnknown bool
 }
 
 // JSON implements Report: an array of workers.
-func (r WorkersReport) JSON() any { return ViewWorkers(r.WS) }
+func (r WorkersReport) JSON() any { return viewWorkersUnknown(r.WS, r.LiveUnknown) }
 
 // Structured implements Report: the array under "workers".
-func (r WorkersReport) Structured() any { return map[string]any{"workers": ViewWorkers(r.WS)} }
+func (r WorkersReport) Structured() any {
+	return map[string]any{"workers": viewWorkersUnknown(r.WS, r.LiveUnknown)}
+}
+
+// unknownNote is what a model is told when no user manager answered.
+const unknownNote = "No systemd user manager answers: these are the registry's last known states, and whether live workers still run is unknown."
 
 // Text implements Report.
 func (r WorkersReport) Text(s Surface) string {
@@ -62,13 +70,20 @@ func (r WorkersReport) Text(s Surface) string {
 		return renewText(r.WS, s)
 	}
 	if s == Tool {
+		if r.LiveUnknown {
+			return unknownNote + "\n" + workerLines(r.WS)
+		}
 		return workerLines(r.WS)
 	}
-	return WorkersTable(r.WS)
+	return workersTable(r.WS, r.LiveUnknown)
 }
 
 // WorkersTable is list's table for people.
-func WorkersTable(ws []*fleet.Worker) string {
+func WorkersTable(ws []*fleet.Worker) string { return workersTable(ws, false) }
+
+// workersTable is list's table; with unknown, live states read "running
+// (last known)".
+func workersTable(ws []*fleet.Worker, unknown bool) string {
 	if len(ws) == 0 {
 		return "No workers."
 	}
@@ -80,6 +95,9 @@ func WorkersTable(ws []*fleet.Worker) string {
 		state := StateText(w)
 		if harness.IsKind(w.Kind) && w.State.Live() && w.StateReason != "" {
 			state += " (" + reasonText(w.StateReason) + ")"
+		}
+		if unknown && w.State.Live() {
+			state += " (last known)"
 		}
 		lease := "-"
 		if !w.LeaseDeadline.IsZero() && w.State.Live() {
@@ -213,16 +231,25 @@ func (r StopReport) Text(Surface) string {
 }
 
 // LogsReport is a worker's last log lines.
-type LogsReport struct{ Lines []string }
+type LogsReport struct {
+	Lines []string
+	// LiveUnknown: no user manager answered (the lines are read all the
+	// same; whether the worker still writes them is unknown).
+	LiveUnknown bool
+}
 
 // JSON implements Report.
 func (r LogsReport) JSON() any { return r.Structured() }
 
-// Structured implements Report: {"lines": […]}.
+// Structured implements Report: {"lines": […]}, and "liveState":
+// "unknown" when no user manager answered.
 func (r LogsReport) Structured() any {
 	lines := r.Lines
 	if lines == nil {
 		lines = []string{}
+	}
+	if r.LiveUnknown {
+		return map[string]any{"lines": lines, "liveState": LiveUnknown}
 	}
 	return map[string]any{"lines": lines}
 }
