@@ -176,6 +176,42 @@ func TestReadOnlyVerbsWithoutUserManager(t *testing.T) {
 	require.Contains(t, stdout, `"state":"running"`, "the refused stop changed nothing")
 }
 
+// A command that fails at once is not reported running: spawn says it
+// started and has already exited, and exits 1; one that is not on the PATH
+// exits 3, as the help says. (A long grace, so that a slow machine sees
+// these commands end within it.)
+func TestSpawnOfACommandThatFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	env := []string{"AGENT_FLEET_READY_GRACE=1m", "PATH=" + os.Getenv("PATH")}
+	run := func(args ...string) (string, error) {
+		out, err := fleetAs(t, dir, "operator-test", env, args...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("spawn", "--id", "f1", "--", "false")
+	requireExit(t, err, exitFailure)
+	require.Contains(t, out, "started; it has already exited (exit 1)")
+	require.NotContains(t, out, "running")
+	out, err = run("spawn", "--id", "f3", "--json", "--", "sh", "-c", "exit 3")
+	requireExit(t, err, exitFailure)
+	var w output.Worker
+	require.NoError(t, json.Unmarshal([]byte(out[:strings.IndexByte(out, '\n')]), &w), out)
+	require.Equal(t, "exited", w.State, "--json prints the record beside the error")
+	require.Equal(t, 3, *w.ExitStatus)
+	out, err = run("spawn", "--id", "f0", "--", "true")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "exited (exit 0)")
+
+	_, err = run("spawn", "--id", "fx", "--", "no-such-command-here")
+	requireExit(t, err, exitNotFound)
+	help, err := run("spawn", "--help")
+	require.NoError(t, err, help)
+	require.Contains(t, help, "not executable is refused before anything starts\n(exit 3)")
+	require.NotContains(t, help, "cannot be executed\nis a failed spawn (exit 1")
+}
+
 // The agent_fleet MCP tool spawns, lists, reads and stops a worker owned by
 // the MCP session.
 func TestMCPFleetTool(t *testing.T) {

@@ -107,8 +107,14 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 		env.Close()
 		return nil, err
 	}
+	grace, err := envDuration(f.Env, EnvReadyGrace)
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
 	env.Fleet, err = fleet.New(fleet.Config{
-		Paths: p, Registry: env.Registry, Units: m, Caller: caller, CallerEnv: f.Env,
+		ReadyGrace: grace,
+		Paths:      p, Registry: env.Registry, Units: m, Caller: caller, CallerEnv: f.Env,
 		Shim: []string{exe, "worker-shim"}, ShimEnv: f.ChildEnv,
 		Journal: f.Journald(),
 		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
@@ -132,6 +138,11 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 	}
 	return env, nil
 }
+
+// EnvReadyGrace sets how long an exec worker's command must run before
+// spawn calls it running (a Go duration; fleet.DefaultReadyGrace, 250ms,
+// when unset).
+const EnvReadyGrace = "AGENT_FLEET_READY_GRACE"
 
 // connectUnits reaches the user manager within 10 s (operations then
 // default to 30 s each).
