@@ -59,7 +59,8 @@ func exitCode(err error) int {
 		return exitUsage // an unknown --kind; cobra's missing required flags
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
 		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
-		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly):
+		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly),
+		errors.Is(err, fleet.ErrEnded):
 		return exitConflict
 	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge):
 		return exitUsage

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
@@ -26,11 +27,18 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	fe, err := o.Factory.Fleet(ctx)
+	open := o.Factory.Fleet
+	if verbs.ReadOnly(a.Action) {
+		open = o.Factory.ReadFleet // records and logs need no user manager
+	}
+	fe, err := open(ctx)
 	if err != nil {
 		return err
 	}
 	defer fe.Close()
+	if fe.Offline != nil && verbs.ReadOnly(a.Action) {
+		fmt.Fprintln(o.IO.Err, "agent-fleet:", verbs.OfflineWarning)
+	}
 	rep, err := verbs.Run(ctx, fe, a)
 	if err != nil {
 		_, several := rep.(output.StopsReport)

@@ -51,7 +51,11 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	if err != nil {
 		return fleetFailure(nil, err)
 	}
-	fe, err := f.FleetAs(ctx, p, caller)
+	open := f.FleetAs
+	if verbs.ReadOnly(a.Action) {
+		open = f.ReadFleetAs // records and logs need no user manager
+	}
+	fe, err := open(ctx, p, caller)
 	if err != nil {
 		return fleetFailure(nil, err)
 	}

@@ -48,13 +48,21 @@ type WorkersReport struct {
 	// Others is, for a list of the caller's own workers that came out
 	// empty, how many records other managers have: what list --all shows.
 	Others int
+	// LiveUnknown: no user manager answered; live states are the
+	// registry's last known (each live worker's liveState is "unknown").
+	LiveUnknown bool
 }
 
 // JSON implements Report: an array of workers.
-func (r WorkersReport) JSON() any { return ViewWorkers(r.WS) }
+func (r WorkersReport) JSON() any { return viewWorkersUnknown(r.WS, r.LiveUnknown) }
 
 // Structured implements Report: the array under "workers".
-func (r WorkersReport) Structured() any { return map[string]any{"workers": ViewWorkers(r.WS)} }
+func (r WorkersReport) Structured() any {
+	return map[string]any{"workers": viewWorkersUnknown(r.WS, r.LiveUnknown)}
+}
+
+// unknownNote is what a model is told when no user manager answered.
+const unknownNote = "No systemd user manager answers: these are the registry's last known states, and whether live workers still run is unknown."
 
 // Text implements Report.
 func (r WorkersReport) Text(s Surface) string {
@@ -71,13 +79,20 @@ func (r WorkersReport) Text(s Surface) string {
 		return fmt.Sprintf("No workers of yours (%d of other managers: list --all).", r.Others)
 	}
 	if s == Tool {
+		if r.LiveUnknown {
+			return unknownNote + "\n" + workerLines(r.WS)
+		}
 		return workerLines(r.WS)
 	}
-	return WorkersTable(r.WS)
+	return workersTable(r.WS, r.LiveUnknown)
 }
 
 // WorkersTable is list's table for people.
-func WorkersTable(ws []*fleet.Worker) string {
+func WorkersTable(ws []*fleet.Worker) string { return workersTable(ws, false) }
+
+// workersTable is list's table; with unknown, live states read "running
+// (last known)".
+func workersTable(ws []*fleet.Worker, unknown bool) string {
 	if len(ws) == 0 {
 		return "No workers."
 	}
@@ -89,6 +104,9 @@ func WorkersTable(ws []*fleet.Worker) string {
 		state := StateText(w)
 		if harness.IsKind(w.Kind) && w.State.Live() && w.StateReason != "" {
 			state += " (" + reasonText(w.StateReason) + ")"
+		}
+		if unknown && w.State.Live() {
+			state += " (last known)"
 		}
 		lease := "-"
 		if !w.LeaseDeadline.IsZero() && w.State.Live() {
@@ -127,13 +145,23 @@ func adoptText(ws []*fleet.Worker, s Surface) string {
 	}
 	if s == Tool {
 		ids := make([]string, len(ws))
+		leased := false
 		for i, w := range ws {
 			ids[i] = w.ID
+			leased = leased || !w.LeaseDeadline.IsZero()
 		}
-		return "You now manage " + strings.Join(ids, ", ") + "; leases renewed. Their messages now reach you."
+		t := "You now manage " + strings.Join(ids, ", ")
+		if leased {
+			t += "; leases renewed"
+		}
+		return t + ". Their messages now reach you."
 	}
 	lines := make([]string, len(ws))
 	for i, w := range ws {
+		if w.LeaseDeadline.IsZero() {
+			lines[i] = fmt.Sprintf("You now manage %s (run %s); it has no idle lease.", w.ID, w.RunID)
+			continue
+		}
 		lines[i] = fmt.Sprintf("You now manage %s (run %s); its lease is renewed.", w.ID, w.RunID)
 	}
 	return strings.Join(lines, "\n")
@@ -293,16 +321,25 @@ func seconds(d time.Duration) string {
 }
 
 // LogsReport is a worker's last log lines.
-type LogsReport struct{ Lines []string }
+type LogsReport struct {
+	Lines []string
+	// LiveUnknown: no user manager answered (the lines are read all the
+	// same; whether the worker still writes them is unknown).
+	LiveUnknown bool
+}
 
 // JSON implements Report.
 func (r LogsReport) JSON() any { return r.Structured() }
 
-// Structured implements Report: {"lines": […]}.
+// Structured implements Report: {"lines": […]}, and "liveState":
+// "unknown" when no user manager answered.
 func (r LogsReport) Structured() any {
 	lines := r.Lines
 	if lines == nil {
 		lines = []string{}
+	}
+	if r.LiveUnknown {
+		return map[string]any{"lines": lines, "liveState": LiveUnknown}
 	}
 	return map[string]any{"lines": lines}
 }

@@ -32,14 +32,27 @@ type Process struct {
 	Name string `json:"name"`
 }
 
-// StatusReport is a status verb's outcome.
-type StatusReport struct{ St *fleet.Status }
+// StatusReport is a status verb's outcome. LiveUnknown: no user manager
+// answered, so the unit's state is unknown ("unknown" in
+// unitActiveState, and liveState "unknown" on a live worker).
+type StatusReport struct {
+	St          *fleet.Status
+	LiveUnknown bool
+}
 
 // ViewStatus is st's JSON view.
-func ViewStatus(st *fleet.Status) Status {
+func ViewStatus(st *fleet.Status) Status { return viewStatus(st, false) }
+
+func viewStatus(st *fleet.Status, unknown bool) Status {
 	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
 		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: st.Turns}
-	if st.Unit.Gone() {
+	switch {
+	case unknown:
+		v.UnitActive, v.UnitSub = LiveUnknown, ""
+		if st.Worker.State.Live() {
+			v.Worker.LiveState = LiveUnknown
+		}
+	case st.Unit.Gone():
 		v.UnitActive = "not-loaded"
 	}
 	for _, p := range st.Processes {
@@ -49,17 +62,21 @@ func ViewStatus(st *fleet.Status) Status {
 }
 
 // JSON implements Report.
-func (r StatusReport) JSON() any { return ViewStatus(r.St) }
+func (r StatusReport) JSON() any { return viewStatus(r.St, r.LiveUnknown) }
 
 // Structured implements Report.
-func (r StatusReport) Structured() any { return ViewStatus(r.St) }
+func (r StatusReport) Structured() any { return viewStatus(r.St, r.LiveUnknown) }
 
 // Text implements Report: the same lines on both surfaces.
-func (r StatusReport) Text(Surface) string { return WorkerStatusText(r.St) }
+func (r StatusReport) Text(Surface) string { return statusText(r.St, r.LiveUnknown) }
 
 // WorkerStatusText shows one worker for people: state, turns, manager, lease,
 // unit, cgroup, command, log, error and processes, one line each.
-func WorkerStatusText(st *fleet.Status) string {
+func WorkerStatusText(st *fleet.Status) string { return statusText(st, false) }
+
+// statusText is WorkerStatusText; with unknown, the state is the last
+// known one and the unit's state is unknown.
+func statusText(st *fleet.Status, unknown bool) string {
 	var b strings.Builder
 	w := st.Worker
 	fmt.Fprintf(&b, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
@@ -70,13 +87,20 @@ func WorkerStatusText(st *fleet.Status) string {
 	if w.StopReason != "" {
 		state += ", stop: " + reasonText(w.StopReason)
 	}
+	if unknown && w.State.Live() {
+		state += " (last known: no user manager answers)"
+	}
 	fmt.Fprintf(&b, "  state:    %s\n", state)
 	writeTurns(&b, w, st.Turns)
 	fmt.Fprintf(&b, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
 	if l := LeaseText(st); l != "" {
 		fmt.Fprintf(&b, "  lease:    %s\n", l)
 	}
-	fmt.Fprintf(&b, "  unit:     %s (%s)\n", w.Unit, unitText(st))
+	unit := unitText(st)
+	if unknown {
+		unit = "state unknown"
+	}
+	fmt.Fprintf(&b, "  unit:     %s (%s)\n", w.Unit, unit)
 	if w.ControlGroup != "" {
 		fmt.Fprintf(&b, "  cgroup:   %s\n", w.ControlGroup)
 	}

@@ -47,6 +47,26 @@ type Worker struct {
 	LastError     string   `json:"lastError,omitempty"`
 	StopReason    string   `json:"stopReason,omitempty"`
 	LogPath       string   `json:"logPath,omitempty"`
+	// LiveState is "unknown" when no user manager answered and State is
+	// the registry's last known live state (the worker may have ended);
+	// omitted when systemd was asked, and for ended workers.
+	LiveState string `json:"liveState,omitempty"`
+}
+
+// LiveUnknown is Worker.LiveState (and Status.UnitActive) when no user
+// manager answered.
+const LiveUnknown = "unknown"
+
+// viewWorkersUnknown is ViewWorkers with each live worker's state marked
+// unknown (no user manager answered).
+func viewWorkersUnknown(ws []*fleet.Worker, unknown bool) []Worker {
+	out := ViewWorkers(ws)
+	for i, w := range ws {
+		if unknown && w.State.Live() {
+			out[i].LiveState = LiveUnknown
+		}
+	}
+	return out
 }
 
 // Stamp is t in RFC 3339 (UTC, nanoseconds), "" for the zero time.

@@ -63,6 +63,18 @@ type Args struct {
 // on the host alone (Host).
 func NeedsFleet(action string) bool { return action != "doctor" && action != "capabilities" }
 
+// ReadOnly reports whether an action only reads the fleet (list, status,
+// logs): it runs from the registry and the log files when no user manager
+// answers (factory.ReadFleet), its report marking live states unknown.
+func ReadOnly(action string) bool {
+	return action == "list" || action == "status" || action == "logs"
+}
+
+// OfflineWarning is what a read-only verb says beside its report when no
+// user manager answered (factory.FleetEnv.Offline).
+const OfflineWarning = "warning: no systemd user manager answers, so these are the registry's last known states: " +
+	"whether live workers still run is unknown (agent-fleet doctor says why)"
+
 // takesID are the actions that name a worker; adopt needs none with All,
 // renew none at all.
 var takesID = []string{"spawn", "status", "stop", "logs", "adopt", "renew", "forget"}
@@ -107,8 +119,15 @@ func (a *Args) Check() error {
 // Run performs a fleet action on fe for its caller. A non-nil report may
 // come with an error (a failed spawn's record, a stop whose cleanup could
 // not be verified): surfaces show both.
+//
+// A fleet opened without a user manager (fe.Offline) runs only the
+// ReadOnly actions; the others fail with fe.Offline.
 func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, error) {
 	fl := fe.Fleet
+	if fe.Offline != nil && !ReadOnly(a.Action) {
+		return nil, fe.Offline
+	}
+	unknown := fe.Offline != nil
 	switch a.Action {
 	case "spawn":
 		req := a.Spawn
@@ -123,7 +142,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		rep := output.WorkersReport{Verb: "list", WS: ws}
+		rep := output.WorkersReport{Verb: "list", WS: ws, LiveUnknown: unknown}
 		if len(ws) == 0 && !a.All {
 			rep.Others = othersRecords(ctx, fe)
 		}
@@ -133,7 +152,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		return output.StatusReport{St: st}, nil
+		return output.StatusReport{St: st, LiveUnknown: unknown}, nil
 	case "stop":
 		opts := fleet.StopOptions{Grace: a.Timeout, Kill: a.Kill, Progress: a.StopProgress}
 		if a.ID == "" {
@@ -153,7 +172,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		return output.LogsReport{Lines: lines}, nil
+		return output.LogsReport{Lines: lines, LiveUnknown: unknown}, nil
 	case "adopt":
 		var ws []*fleet.Worker
 		var err error
