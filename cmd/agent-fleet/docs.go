@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
@@ -151,24 +152,33 @@ func workerIDCompletions(ctx context.Context, f *factory.Factory) []string {
 type manOptions struct {
 	IO      *factory.IOStreams
 	Version string
+	Getenv  func(string) string
 	section string
 }
 
 func newManCmd(f *factory.Factory) *cobra.Command {
-	opts := &manOptions{IO: f.IO, Version: f.Version}
+	opts := &manOptions{IO: f.IO, Version: f.Version, Getenv: f.Env}
 	cmd := &cobra.Command{
-		Use:   "man DIR",
+		Use:   "man [DIR]",
 		Short: "Write man pages for every command to DIR",
 		Long: `Write one man page per command (agent-fleet.1, agent-fleet-spawn.1,
 agent-fleet-intercom-send.1, …), generated from the same command tree as
---help, to DIR (created if missing). ~/.local/share/man/man1 is searched by
-man on most systems once ~/.local/bin is on PATH; otherwise add its parent
-to MANPATH.`,
-		Example: `  agent-fleet man ~/.local/share/man/man1 && man agent-fleet-spawn
-  agent-fleet man /tmp/man && man -l /tmp/man/agent-fleet.1`,
-		Args: cobra.ExactArgs(1),
+--help, to DIR (created if missing; default ~/.local/share/man/man1).
+
+man finds pages below MANPATH, or, without it, in the man directories beside
+the directories of PATH (~/.local/bin on PATH makes man search
+~/.local/share/man). When man would not search DIR's parent, man says so
+and prints the MANPATH line that fixes it; "man -l FILE" reads one page
+wherever it is.`,
+		Example: `  agent-fleet man && man agent-fleet-spawn
+  agent-fleet man /tmp/man1 && man -l /tmp/man1/agent-fleet-spawn.1`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return manRun(cmd.Root(), args[0], opts)
+			dir := ""
+			if len(args) > 0 {
+				dir = args[0]
+			}
+			return manRun(cmd.Root(), dir, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.section, "section", "1", "man section of the pages")
@@ -176,12 +186,23 @@ to MANPATH.`,
 }
 
 func manRun(root *cobra.Command, dir string, opts *manOptions) error {
+	if dir == "" {
+		home := opts.Getenv("HOME")
+		if home == "" {
+			return factory.Usagef("HOME is not set: name the directory (agent-fleet man DIR)")
+		}
+		dir = filepath.Join(home, ".local", "share", "man", "man"+opts.section)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	date := buildTime()
+	// No Title: cobra titles each page after its command
+	// (AGENT-FLEET-SPAWN(1)), as man pages of subcommands are.
 	header := &doc.GenManHeader{
-		Title:   "AGENT-FLEET",
 		Section: opts.section,
 		Source:  "agent-fleet " + opts.Version,
 		Manual:  "agent-fleet manual",
@@ -192,7 +213,40 @@ func manRun(root *cobra.Command, dir string, opts *manOptions) error {
 	}
 	pages, _ := filepath.Glob(filepath.Join(dir, "agent-fleet*."+opts.section))
 	fmt.Fprintf(opts.IO.Out, "wrote %d man pages to %s\n", len(pages), dir)
+	if note := manPathNote(filepath.Dir(dir), filepath.Join(dir, "agent-fleet-spawn."+opts.section), opts.Getenv); note != "" {
+		fmt.Fprint(opts.IO.Out, note)
+	}
 	return nil
+}
+
+// manPathNote says how to make man search base (the parent of a man1
+// directory) when man-db's manpath does not list it, and how to read page
+// meanwhile; "" when it does, or when there is no manpath to ask.
+func manPathNote(base, page string, getenv func(string) string) string {
+	manpath, err := exec.LookPath("manpath")
+	if err != nil {
+		return ""
+	}
+	cmd := exec.Command(manpath, "-q")
+	cmd.Env = os.Environ()
+	for _, k := range []string{"MANPATH", "PATH", "HOME"} {
+		cmd.Env = append(cmd.Env, k+"="+getenv(k))
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	for _, d := range filepath.SplitList(strings.TrimSpace(string(out))) {
+		if filepath.Clean(d) == base {
+			return ""
+		}
+	}
+	line := fmt.Sprintf("export MANPATH=%q", base+":") // the empty entry keeps the system's pages
+	if cur := getenv("MANPATH"); cur != "" {
+		line = fmt.Sprintf("export MANPATH=%q", base+":"+cur)
+	}
+	return fmt.Sprintf("man does not search %s yet; add to your shell's profile:\n  %s\nor read a page with: man -l %s\n",
+		base, line, page)
 }
 
 // buildTime is the commit time of this build (vcs.time), else now: man

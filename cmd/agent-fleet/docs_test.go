@@ -145,7 +145,8 @@ func TestManPages(t *testing.T) {
 		page := filepath.Join(dir, strings.ReplaceAll(c.CommandPath(), " ", "-")+".1")
 		data, err := os.ReadFile(page)
 		require.NoError(t, err, "no man page for %q", c.CommandPath())
-		require.Contains(t, string(data), `.TH "AGENT-FLEET" "1"`)
+		title := strings.ToUpper(strings.ReplaceAll(c.CommandPath(), " ", "-"))
+		require.Contains(t, string(data), `.TH "`+title+`" "1"`, "each page is titled after its command")
 		require.Contains(t, string(data), ".SH EXAMPLE", page)
 	}
 	require.Contains(t, out, fmt.Sprintf("wrote %d man pages", n))
@@ -156,8 +157,38 @@ func TestManPages(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "agent-fleet-spawn")
+		require.Contains(t, string(out), "AGENT-FLEET-SPAWN(1)")
 		require.Contains(t, string(out), "EXAMPLE")
 	}
+}
+
+// Without a directory, man writes to ~/.local/share/man/man1 and says
+// how to make man search there when it does not; where MANPATH names
+// the directory, `man agent-fleet-spawn` finds the page.
+func TestManPagesWhereManFindsThem(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("manpath"); err != nil {
+		t.Skip("no man-db here:", err)
+	}
+	home := t.TempDir()
+	base := filepath.Join(home, ".local", "share", "man")
+	in := cliIn{env: map[string]string{"HOME": home, "MANPATH": "/usr/share/man", "PATH": "/usr/bin:/bin"}}
+	out, err := in.run(t, "man")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "man pages to "+filepath.Join(base, "man1")+"\n")
+	require.FileExists(t, filepath.Join(base, "man1", "agent-fleet-spawn.1"))
+	require.Contains(t, out, "man does not search "+base)
+	require.Contains(t, out, `export MANPATH="`+base+`:/usr/share/man"`)
+
+	in.env["MANPATH"] = base + ":"
+	out, err = in.run(t, "man")
+	require.NoError(t, err, out)
+	require.NotContains(t, out, "man does not search", "man searches it now")
+	cmd := exec.Command("man", "agent-fleet-spawn")
+	cmd.Env = append(os.Environ(), "MANPATH="+base+":", "MANPAGER=cat", "PAGER=cat", "MANWIDTH=100")
+	page, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", page)
+	require.Contains(t, string(page), "AGENT-FLEET-SPAWN(1)")
 }
 
 // Command-line mistakes exit 2, whichever layer catches them: cobra's
