@@ -26,7 +26,7 @@ session is still connected is refused unless --force. --orphans adopts every
 live worker of an agent manager that is not connected and whose lease has
 expired. The worker learns its new manager without restarting.`,
 		Example: "  agent-fleet adopt builder\n  agent-fleet adopt --orphans --json",
-		Args:    cobra.MaximumNArgs(1),
+		Args:    optionalArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Orphans == (len(args) == 1) {
 				return factory.Usage(errors.New("give a worker id, or --orphans"))

@@ -172,7 +172,7 @@ and prints the MANPATH line that fixes it; "man -l FILE" reads one page
 wherever it is.`,
 		Example: `  agent-fleet man && man agent-fleet-spawn
   agent-fleet man /tmp/man1 && man -l /tmp/man1/agent-fleet-spawn.1`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg("directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := ""
 			if len(args) > 0 {

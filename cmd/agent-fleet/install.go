@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
@@ -290,7 +291,7 @@ func installBrokerSocket(ctx context.Context, s *factory.IOStreams, m *units.Sys
 			who := "an incompatible broker (" + detail + ")"
 			if h == intercom.Compatible {
 				if stats, err := (&intercom.LocalAPIClient{Path: p.LocalAPISocket()}).Stats(ctx); err == nil {
-					who = fmt.Sprintf("agent-fleet's broker (pid %d, %d sessions)", stats.PID, stats.Sessions)
+					who = fmt.Sprintf("agent-fleet's broker (pid %d, %s)", stats.PID, output.Plural(stats.Sessions, "session"))
 				} else {
 					who = "a compatible broker without agent-fleet's local API (a TypeScript adapter's)"
 				}

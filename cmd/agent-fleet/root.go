@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -71,12 +72,20 @@ func strictHelp(root *cobra.Command) {
 
 // usageArgs makes cobra's argument errors usage errors (exit 2), and makes
 // a command that only groups others refuse an unknown subcommand (cobra
-// would print its help and exit 0) while still printing its help alone.
+// would print its help and exit 0), with cobra's "Did you mean this?"
+// suggestions, while still printing its help alone.
 func usageArgs(c *cobra.Command) {
 	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+				msg := fmt.Sprintf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+				if cmd.SuggestionsMinimumDistance <= 0 {
+					cmd.SuggestionsMinimumDistance = 2 // cobra's own default for its unknown-command error
+				}
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+				}
+				return errors.New(msg)
 			}
 			return nil
 		}

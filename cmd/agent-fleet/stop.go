@@ -24,7 +24,7 @@ until it is inactive, read its cgroup, SIGKILL anything left, and read it
 again: the stop succeeds only when the cgroup is empty. Processes that could
 not be killed are reported (exit 1).`,
 		Example: "  agent-fleet stop tests",
-		Args:    cobra.ExactArgs(1),
+		Args:    oneArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			if runF != nil {

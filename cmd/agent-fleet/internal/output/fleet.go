@@ -196,7 +196,8 @@ func (r StopReport) Text(Surface) string {
 	case r.Res.AlreadyEnded:
 		return fmt.Sprintf("Worker %s had already ended (%s).", w.ID, w.State)
 	case len(r.Res.Killed) > 0:
-		return fmt.Sprintf("Stopped %s; %d processes outlived the stop and were killed; its cgroup is empty.", w.ID, len(r.Res.Killed))
+		return fmt.Sprintf("Stopped %s; %s outlived the stop and %s killed; its cgroup is empty.", w.ID,
+			plural(len(r.Res.Killed), "process"), wasWere(len(r.Res.Killed)))
 	default:
 		return fmt.Sprintf("Stopped %s; its cgroup is empty.", w.ID)
 	}
@@ -235,9 +236,9 @@ func (r DeletedReport) Structured() any { return map[string]any{"deleted": r.Del
 // Text implements Report.
 func (r DeletedReport) Text(Surface) string {
 	if r.ID != "" {
-		return fmt.Sprintf("Forgot %d ended records of %s.", r.Deleted, r.ID)
+		return fmt.Sprintf("Forgot %s of %s.", plural(r.Deleted, "ended record"), r.ID)
 	}
-	return fmt.Sprintf("Pruned %d ended records.", r.Deleted)
+	return fmt.Sprintf("Pruned %s.", plural(r.Deleted, "ended record"))
 }
 
 // CleanupReport is a janitor run's outcome; Skipped when another process

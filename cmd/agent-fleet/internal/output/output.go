@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Surface is who reads a text.
@@ -67,7 +68,18 @@ func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}
+	if strings.HasSuffix(what, "s") {
+		return fmt.Sprintf("%d %ses", n, what) // process, processes
+	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// wasWere is the verb that agrees with n things.
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }
 
 // Plural is "1 message", "2 messages".

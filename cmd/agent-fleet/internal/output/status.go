@@ -114,7 +114,7 @@ func LeaseText(st *fleet.Status) string {
 		t += ", last activity " + w.LastActivity.Local().Format(time.RFC3339)
 	}
 	if w.CheckpointAttempts > 0 {
-		t += fmt.Sprintf(", %d checkpoint(s) sent, stop at %s", w.CheckpointAttempts, w.GraceDeadline.Local().Format(time.RFC3339))
+		t += fmt.Sprintf(", %s sent, stop at %s", plural(w.CheckpointAttempts, "checkpoint"), w.GraceDeadline.Local().Format(time.RFC3339))
 	}
 	switch st.LeaseActivity {
 	case fleet.ActivityVerified:
@@ -142,7 +142,7 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	if t.Session != "" {
 		conv = "conversation " + t.Session
 	}
-	fmt.Fprintf(b, "  harness:  %s, %s; %d turns, %d failed\n", t.Kind, conv, t.Turns, t.Failures)
+	fmt.Fprintf(b, "  harness:  %s, %s; %s, %d failed\n", t.Kind, conv, plural(t.Turns, "turn"), t.Failures)
 	if c := t.Current; c != nil {
 		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), c.StartedAt.Local().Format(time.TimeOnly))
 	}
@@ -177,15 +177,15 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	}
 	if len(t.Held) > 0 {
 		h := t.Held[0]
-		what := map[bool]string{true: "message", false: "messages"}[len(t.Held) == 1]
+		what := plural(len(t.Held), "message")
 		if w.State.Live() {
-			fmt.Fprintf(b, "  held:     %d %s for %s since %s (not connected): sent when it connects\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+			fmt.Fprintf(b, "  held:     %s for %s since %s (not connected): sent when it connects\n", what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
 		} else {
-			fmt.Fprintf(b, "  unsent:   %d %s held for %s since %s were never delivered: the worker ended first (logs has every turn's output)\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+			fmt.Fprintf(b, "  unsent:   %s held for %s since %s %s never delivered: the worker ended first (logs has every turn's output)\n", what, h.To, h.HeldAt.Local().Format(time.TimeOnly), wasWere(len(t.Held)))
 		}
 	}
 	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
-		fmt.Fprintf(b, "  backoff:  %d failed turns in a row; no turn before %s\n", t.Consecutive, t.NextTurnAt.Local().Format(time.TimeOnly))
+		fmt.Fprintf(b, "  backoff:  %s in a row; no turn before %s\n", plural(t.Consecutive, "failed turn"), t.NextTurnAt.Local().Format(time.TimeOnly))
 	}
 }
 
@@ -193,8 +193,5 @@ func turnReason(r *harness.TurnRecord) string {
 	if r.Reason == "task" {
 		return "task"
 	}
-	if r.Messages == 1 {
-		return "1 message"
-	}
-	return fmt.Sprintf("%d messages", r.Messages)
+	return plural(r.Messages, "message")
 }
