@@ -94,7 +94,12 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 	}
 	bus, busErr := units.ResolveBus(cfg.Getenv)
 	if busErr != nil {
-		add("user bus", CheckFail, busErr.Error(), "start a user session with systemd (loginctl enable-linger $USER), or export DBUS_SESSION_BUS_ADDRESS")
+		detail, fix := busErr.Error(), "start a user session with systemd (loginctl enable-linger $USER), or export DBUS_SESSION_BUS_ADDRESS"
+		var nb *units.NoUserBusError
+		if errors.As(busErr, &nb) {
+			detail, fix = nb.Reason(), strings.Join(nb.Fix(), " ")
+		}
+		add("user bus", CheckFail, detail, fix)
 	} else {
 		add("user bus", CheckOK, bus.Address+" (from "+string(bus.Source)+")", "")
 	}
@@ -164,6 +169,9 @@ func lingerStatus(ctx context.Context, getenv func(string) string) (string, Chec
 	defer cancel()
 	out, err := exec.CommandContext(cctx, "loginctl", "show-user", name, "--property=Linger", "--value").Output()
 	switch v := strings.TrimSpace(string(out)); {
+	case err != nil && units.NoSystemdInit():
+		return "lingering", CheckWarn, "does not apply: PID 1 is not systemd, so there is no logind",
+			"a private user manager (agent-fleet user-manager start) runs until you stop it; logging out does not end it"
 	case err != nil:
 		return "lingering", CheckWarn, "unknown (logind does not answer)", "without lingering, workers stop when your last session ends: loginctl enable-linger " + name
 	case v == "yes":

@@ -39,7 +39,7 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 		newSpawnCmd(f, nil), newListCmd(f, nil), newStatusCmd(f, nil), newStopCmd(f, nil), newLogsCmd(f, nil),
 		newWorkerShimCmd(f), newDoctorCmd(f, nil), newCapabilitiesCmd(f, nil),
 		newAdoptCmd(f, nil), newRenewCmd(f, nil), newForgetCmd(f, nil), newPruneCmd(f, nil), newCleanupCmd(f, nil),
-		newInstallCmd(f, nil), newUninstallCmd(f, nil))
+		newInstallCmd(f, nil), newUninstallCmd(f, nil), newUserManagerCmd(f))
 	root.AddCommand(newDemoCmd(f, nil), newBenchCmd(f))
 	root.AddCommand(newTeamCmd(f, nil), newTeamsCmd(f))
 	root.AddCommand(newManCmd(f))

@@ -94,3 +94,24 @@ func Show(w io.Writer, asJSON bool, v any, text string) error {
 	_, err := fmt.Fprintln(w, text)
 	return err
 }
+
+// ShellQuote quotes s for a POSIX shell when it needs it: a word of only
+// safe characters stays as it is, anything else is put in single quotes
+// (a ' inside becomes '\”), so what is printed can be pasted back.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ShellJoin is a command line with each argument shell-quoted as needed.
+func ShellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = ShellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
