@@ -83,14 +83,17 @@ func WorkersTable(ws []*fleet.Worker) string {
 		}
 		lease := "-"
 		if !w.LeaseDeadline.IsZero() && w.State.Live() {
-			lease = "until " + w.LeaseDeadline.Local().Format("15:04:05")
+			lease = Span(w.LeaseDeadline.Sub(now)) + " left"
+			if w.LeaseDeadline.Before(now) {
+				lease = "expired " + Span(now.Sub(w.LeaseDeadline)) + " ago"
+			}
 		}
 		role := w.Role
 		if role == "" {
 			role = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.RunID, state, role, w.Manager,
-			now.Sub(w.CreatedAt).Round(time.Second), lease, WorkerCommand(w))
+			Span(now.Sub(w.CreatedAt)), lease, WorkerCommand(w))
 	}
 	tw.Flush()
 	return strings.TrimRight(b.String(), "\n")
@@ -143,11 +146,11 @@ func renewText(ws []*fleet.Worker, s Surface) string {
 		case s == Tool && w.LeaseDeadline.IsZero():
 			lines[i] = fmt.Sprintf("%s has no idle lease.", w.ID)
 		case s == Tool:
-			lines[i] = fmt.Sprintf("%s renewed until %s.", w.ID, w.LeaseDeadline.UTC().Format(time.RFC3339))
+			lines[i] = fmt.Sprintf("%s renewed until %s.", w.ID, toolTime(w.LeaseDeadline))
 		case w.LeaseDeadline.IsZero():
 			lines[i] = fmt.Sprintf("Renewed %s (it has no idle lease).", w.ID)
 		default:
-			lines[i] = fmt.Sprintf("Renewed %s until %s.", w.ID, w.LeaseDeadline.Local().Format(time.RFC3339))
+			lines[i] = fmt.Sprintf("Renewed %s until %s.", w.ID, HumanWhen(w.LeaseDeadline, time.Now()))
 		}
 	}
 	return strings.Join(lines, "\n")

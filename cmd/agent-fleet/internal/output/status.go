@@ -71,6 +71,7 @@ func WorkerStatusText(st *fleet.Status) string {
 		state += ", stop: " + reasonText(w.StopReason)
 	}
 	fmt.Fprintf(&b, "  state:    %s\n", state)
+	writeTimes(&b, w, time.Now())
 	writeTurns(&b, w, st.Turns)
 	fmt.Fprintf(&b, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
 	if l := LeaseText(st); l != "" {
@@ -80,7 +81,7 @@ func WorkerStatusText(st *fleet.Status) string {
 	if w.ControlGroup != "" {
 		fmt.Fprintf(&b, "  cgroup:   %s\n", w.ControlGroup)
 	}
-	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", strings.Join(w.Command, " "), w.Cwd)
+	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), w.Cwd)
 	if w.LogPath != "" {
 		fmt.Fprintf(&b, "  log:      %s\n", w.LogPath)
 	}
@@ -99,6 +100,25 @@ func WorkerStatusText(st *fleet.Status) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// writeTimes shows when a worker started and, once it ended, when and
+// after how long; while it runs, for how long it has.
+func writeTimes(b *strings.Builder, w *fleet.Worker, now time.Time) {
+	started := w.ReadyAt
+	if started.IsZero() {
+		started = w.CreatedAt
+	}
+	if started.IsZero() {
+		return
+	}
+	fmt.Fprintf(b, "  started:  %s\n", HumanWhen(started, now))
+	switch {
+	case !w.EndedAt.IsZero():
+		fmt.Fprintf(b, "  ended:    %s, ran %s\n", HumanWhen(w.EndedAt, now), Span(w.EndedAt.Sub(started)))
+	case w.State.Live():
+		fmt.Fprintf(b, "  running:  for %s\n", Span(now.Sub(started)))
+	}
+}
+
 // LeaseText describes a live worker's idle lease for people ("" once it
 // ended).
 func LeaseText(st *fleet.Status) string {
@@ -109,12 +129,13 @@ func LeaseText(st *fleet.Status) string {
 	if w.LeaseDeadline.IsZero() {
 		return "none (no idle expiry)"
 	}
-	t := fmt.Sprintf("%s idle lease, until %s", w.LeaseDuration, w.LeaseDeadline.Local().Format(time.RFC3339))
+	now := time.Now()
+	t := fmt.Sprintf("%s idle lease, until %s", Span(w.LeaseDuration), HumanWhen(w.LeaseDeadline, now))
 	if !w.LastActivity.IsZero() {
-		t += ", last activity " + w.LastActivity.Local().Format(time.RFC3339)
+		t += ", last activity " + HumanWhen(w.LastActivity, now)
 	}
 	if w.CheckpointAttempts > 0 {
-		t += fmt.Sprintf(", %s sent, stop at %s", plural(w.CheckpointAttempts, "checkpoint"), w.GraceDeadline.Local().Format(time.RFC3339))
+		t += fmt.Sprintf(", %s sent, stop at %s", plural(w.CheckpointAttempts, "checkpoint"), HumanWhen(w.GraceDeadline, now))
 	}
 	switch st.LeaseActivity {
 	case fleet.ActivityVerified:
@@ -144,14 +165,14 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	}
 	fmt.Fprintf(b, "  harness:  %s, %s; %s, %d failed\n", t.Kind, conv, plural(t.Turns, "turn"), t.Failures)
 	if c := t.Current; c != nil {
-		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), c.StartedAt.Local().Format(time.TimeOnly))
+		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), HumanWhen(c.StartedAt, time.Now()))
 	}
 	if l := t.Last; l != nil {
 		how := "ok"
 		if !l.OK {
 			how = "failed: " + l.Error
 		}
-		fmt.Fprintf(b, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), l.EndedAt.Local().Format(time.TimeOnly),
+		fmt.Fprintf(b, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), HumanWhen(l.EndedAt, time.Now()),
 			l.EndedAt.Sub(l.StartedAt).Round(100*time.Millisecond), how)
 		if !l.OK {
 			for _, line := range l.ErrorLines[max(0, len(l.ErrorLines)-5):] {
@@ -179,13 +200,13 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 		h := t.Held[0]
 		what := plural(len(t.Held), "message")
 		if w.State.Live() {
-			fmt.Fprintf(b, "  held:     %s for %s since %s (not connected): sent when it connects\n", what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+			fmt.Fprintf(b, "  held:     %s for %s since %s (not connected): sent when it connects\n", what, h.To, HumanTime(h.HeldAt))
 		} else {
-			fmt.Fprintf(b, "  unsent:   %s held for %s since %s %s never delivered: the worker ended first (logs has every turn's output)\n", what, h.To, h.HeldAt.Local().Format(time.TimeOnly), wasWere(len(t.Held)))
+			fmt.Fprintf(b, "  unsent:   %s held for %s since %s %s never delivered: the worker ended first (logs has every turn's output)\n", what, h.To, HumanTime(h.HeldAt), wasWere(len(t.Held)))
 		}
 	}
 	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
-		fmt.Fprintf(b, "  backoff:  %s in a row; no turn before %s\n", plural(t.Consecutive, "failed turn"), t.NextTurnAt.Local().Format(time.TimeOnly))
+		fmt.Fprintf(b, "  backoff:  %s in a row; no turn before %s\n", plural(t.Consecutive, "failed turn"), HumanWhen(t.NextTurnAt, time.Now()))
 	}
 }
 
