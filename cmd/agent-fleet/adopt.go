@@ -29,7 +29,7 @@ lease becomes what your own workers get: none when you are a person (an
 operator- id), a renewed one when you are an agent. A worker that has ended
 cannot be adopted (exit 4; forget removes its record).`,
 		Example: "  agent-fleet adopt builder\n  agent-fleet adopt --orphans --json",
-		Args:    cobra.MaximumNArgs(1),
+		Args:    optionalArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Orphans == (len(args) == 1) {
 				return factory.Usage(errors.New("give a worker id, or --orphans"))

@@ -69,7 +69,7 @@ func exitCode(err error) int {
 	case errors.Is(err, factory.ErrNoSystemd), errors.Is(err, units.ErrNoUserBus), errors.Is(err, units.ErrManagerUnreachable),
 		errors.Is(err, units.ErrTimeout):
 		return exitUnavailable
-	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget),
+	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget), errors.Is(err, intercom.ErrSocketPathTooLong),
 		errors.Is(err, intercom.ErrInvalidSessionID), errors.Is(err, wire.ErrInvalidScope):
 		return exitUsage
 	case errors.Is(err, intercom.ErrTargetNotFound), errors.Is(err, intercom.ErrNoPendingAsk):

@@ -361,7 +361,7 @@ func installBrokerSocket(ctx context.Context, o *installOutput, m *units.Systemd
 			who := "an incompatible broker (" + detail + ")"
 			if h == intercom.Compatible {
 				if stats, err := (&intercom.LocalAPIClient{Path: p.LocalAPISocket()}).Stats(ctx); err == nil {
-					who = fmt.Sprintf("agent-fleet's broker (pid %d, %d sessions)", stats.PID, stats.Sessions)
+					who = fmt.Sprintf("agent-fleet's broker (pid %d, %s)", stats.PID, output.Plural(stats.Sessions, "session"))
 				} else {
 					who = "a compatible broker without agent-fleet's local API (a TypeScript adapter's)"
 				}

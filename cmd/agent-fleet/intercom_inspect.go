@@ -198,7 +198,7 @@ func newSetSummaryCmd(f *factory.Factory, runF func(*setSummaryOptions) error) *
 		Long: `Publish a short status (at most 400 characters) for others to see. It lasts
 while your session is registered: use it from a session holder (listen, mcp).`,
 		Example: `  agent-fleet intercom set-summary "refactoring the parser"`,
-		Args:    cobra.MaximumNArgs(1),
+		Args:    optionalArg("text"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text, err := messageText(f.IO.In, args, 0)
 			if err != nil {

@@ -129,7 +129,7 @@ func TestOwnershipCLI(t *testing.T) {
 	require.NoError(t, err, out)
 	out, err = run("agent-m1", "forget", "own-a", "--acknowledge")
 	require.NoError(t, err, out)
-	require.Contains(t, out, "Forgot 1 ended records")
+	require.Contains(t, out, "Forgot 1 ended record of")
 	out, err = run("agent-m1", "status", "own-a")
 	requireExit(t, err, exitNotFound)
 	out, err = run("agent-m2", "prune", "--acknowledge")
@@ -318,7 +318,7 @@ func TestMCPFleetOwnershipActions(t *testing.T) {
 	require.Contains(t, r.Text, "--acknowledge")
 	r = call(map[string]any{"action": "forget", "id": "handed", "acknowledge": true})
 	require.False(t, r.IsError, r.Text)
-	require.Equal(t, "Forgot 1 ended records of handed.", r.Text)
+	require.Equal(t, "Forgot 1 ended record of handed.", r.Text)
 	r = call(map[string]any{"action": "prune", "acknowledge": true})
 	require.False(t, r.IsError, r.Text)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -82,7 +83,7 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 		newSpawnCmd(f, nil), newListCmd(f, nil), newStatusCmd(f, nil), newStopCmd(f, nil), newLogsCmd(f, nil),
 		newWorkerShimCmd(f), newDoctorCmd(f, nil), newCapabilitiesCmd(f, nil),
 		newAdoptCmd(f, nil), newRenewCmd(f, nil), newForgetCmd(f, nil), newPruneCmd(f, nil), newCleanupCmd(f, nil),
-		newInstallCmd(f, nil), newUninstallCmd(f, nil))
+		newInstallCmd(f, nil), newUninstallCmd(f, nil), newUserManagerCmd(f))
 	root.AddCommand(newDemoCmd(f, nil), newBenchCmd(f))
 	root.AddCommand(newTeamCmd(f, nil), newTeamsCmd(f))
 	root.AddCommand(newManCmd(f))
@@ -115,12 +116,20 @@ func strictHelp(root *cobra.Command) {
 
 // usageArgs makes cobra's argument errors usage errors (exit 2), and makes
 // a command that only groups others refuse an unknown subcommand (cobra
-// would print its help and exit 0) while still printing its help alone.
+// would print its help and exit 0), with cobra's "Did you mean this?"
+// suggestions, while still printing its help alone.
 func usageArgs(c *cobra.Command) {
 	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+				msg := fmt.Sprintf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+				if cmd.SuggestionsMinimumDistance <= 0 {
+					cmd.SuggestionsMinimumDistance = 2 // cobra's own default for its unknown-command error
+				}
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+				}
+				return errors.New(msg)
 			}
 			return nil
 		}

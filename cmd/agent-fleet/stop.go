@@ -46,8 +46,11 @@ failed, "error".`,
 		Example: "  agent-fleet stop tests\n  agent-fleet stop w1 w2 --timeout 30s\n  agent-fleet stop --all --kill",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.IDs = args
-			if opts.All == (len(args) > 0) {
-				return factory.Usagef("stop needs worker ids or --all (not both)")
+			switch {
+			case !opts.All && len(args) == 0:
+				return argsError(cmd, "needs a worker ID, or --all")
+			case opts.All && len(args) > 0:
+				return argsError(cmd, "takes worker IDs or --all, not both")
 			}
 			if opts.Timeout < 0 {
 				return factory.Usagef("--timeout must not be negative")

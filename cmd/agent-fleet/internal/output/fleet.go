@@ -110,14 +110,17 @@ func workersTable(ws []*fleet.Worker, unknown bool) string {
 		}
 		lease := "-"
 		if !w.LeaseDeadline.IsZero() && w.State.Live() {
-			lease = "until " + w.LeaseDeadline.Local().Format("15:04:05")
+			lease = Span(w.LeaseDeadline.Sub(now)) + " left"
+			if w.LeaseDeadline.Before(now) {
+				lease = "expired " + Span(now.Sub(w.LeaseDeadline)) + " ago"
+			}
 		}
 		role := w.Role
 		if role == "" {
 			role = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.RunID, state, role, w.Manager,
-			now.Sub(w.CreatedAt).Round(time.Second), lease, WorkerCommand(w))
+			Span(now.Sub(w.CreatedAt)), lease, WorkerCommand(w))
 	}
 	tw.Flush()
 	return strings.TrimRight(b.String(), "\n")
@@ -180,11 +183,11 @@ func renewText(ws []*fleet.Worker, s Surface) string {
 		case s == Tool && w.LeaseDeadline.IsZero():
 			lines[i] = fmt.Sprintf("%s has no idle lease.", w.ID)
 		case s == Tool:
-			lines[i] = fmt.Sprintf("%s renewed until %s.", w.ID, w.LeaseDeadline.UTC().Format(time.RFC3339))
+			lines[i] = fmt.Sprintf("%s renewed until %s.", w.ID, toolTime(w.LeaseDeadline))
 		case w.LeaseDeadline.IsZero():
 			lines[i] = fmt.Sprintf("Renewed %s (it has no idle lease).", w.ID)
 		default:
-			lines[i] = fmt.Sprintf("Renewed %s until %s.", w.ID, w.LeaseDeadline.Local().Format(time.RFC3339))
+			lines[i] = fmt.Sprintf("Renewed %s until %s.", w.ID, HumanWhen(w.LeaseDeadline, time.Now()))
 		}
 	}
 	return strings.Join(lines, "\n")
@@ -233,7 +236,8 @@ func (r StopReport) Text(Surface) string {
 	case r.Res.AlreadyEnded:
 		return fmt.Sprintf("Worker %s had already ended (%s).", w.ID, w.State)
 	case len(r.Res.Killed) > 0:
-		return fmt.Sprintf("Stopped %s; %d processes outlived the stop and were killed; its cgroup is empty.", w.ID, len(r.Res.Killed))
+		return fmt.Sprintf("Stopped %s; %s outlived the stop and %s killed; its cgroup is empty.", w.ID,
+			plural(len(r.Res.Killed), "process"), wasWere(len(r.Res.Killed)))
 	default:
 		return fmt.Sprintf("Stopped %s; its cgroup is empty.", w.ID)
 	}
@@ -362,9 +366,9 @@ func (r DeletedReport) Structured() any { return map[string]any{"deleted": r.Del
 // Text implements Report.
 func (r DeletedReport) Text(Surface) string {
 	if r.ID != "" {
-		return fmt.Sprintf("Forgot %d ended records of %s.", r.Deleted, r.ID)
+		return fmt.Sprintf("Forgot %s of %s.", plural(r.Deleted, "ended record"), r.ID)
 	}
-	return fmt.Sprintf("Pruned %d ended records.", r.Deleted)
+	return fmt.Sprintf("Pruned %s.", plural(r.Deleted, "ended record"))
 }
 
 // CleanupReport is a janitor run's outcome; Skipped when another process

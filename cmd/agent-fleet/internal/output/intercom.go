@@ -164,7 +164,7 @@ func AttachmentsText(att []wire.Attachment) string {
 // MessageText is one inbound message as listen prints it: a header with
 // the time and sender (and how to answer an ask), then the text.
 func MessageText(m *intercom.MessageView) string {
-	at := time.UnixMilli(int64(m.ReceivedAt)).Format("15:04:05")
+	at := HumanTime(time.UnixMilli(int64(m.ReceivedAt)))
 	head := fmt.Sprintf("[%s] %s", at, SenderLabel(m.From))
 	switch {
 	case m.ExpectsReply:

@@ -137,9 +137,9 @@ func WorkerCommand(w *fleet.Worker) string {
 	return ShortCommand(w.Command)
 }
 
-// ShortCommand is argv joined, cut to 40 characters.
+// ShortCommand is argv shell-quoted and joined, cut to 40 characters.
 func ShortCommand(argv []string) string {
-	s := strings.Join(argv, " ")
+	s := ShellJoin(argv)
 	if len(s) > 40 {
 		s = s[:37] + "…"
 	}
