@@ -143,14 +143,15 @@ func TestEmptyLogIsAnEmptyList(t *testing.T) {
 }
 
 // Every command that reports something takes --json; what does not is a
-// server, an interactive show or a generator of help and scripts (issue
-// 22, finding 8: set-summary, install and uninstall lacked it).
+// server, an interactive show or a generator of help and scripts (the
+// user-manager verbs print shell lines for eval, as completion does).
 func TestEveryVerbTakesJSON(t *testing.T) {
 	t.Parallel()
 	s, _, _ := testStreams()
 	exempt := []string{"agent-fleet broker", "agent-fleet mcp", "agent-fleet worker-shim", "agent-fleet demo",
 		"agent-fleet help", "agent-fleet man", "agent-fleet completion bash", "agent-fleet completion fish",
-		"agent-fleet completion powershell", "agent-fleet completion zsh"}
+		"agent-fleet completion powershell", "agent-fleet completion zsh",
+		"agent-fleet user-manager start", "agent-fleet user-manager stop"}
 	var lacking []string
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
