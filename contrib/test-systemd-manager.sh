@@ -3,7 +3,8 @@
 # by hand, on a machine whose PID 1 is not systemd (containers, CI VMs), as
 # root. See docs/systemd.md "A private user manager". The Go tests do the same by
 # themselves (units/unitstest); this script is for people who want one
-# manager for several runs, or for `agent-fleet` by hand.
+# manager for several runs, or for `agent-fleet` by hand. Without a
+# checkout, `eval "$(agent-fleet user-manager start)"` does the same.
 #
 #   eval "$(contrib/test-systemd-manager.sh start)"   # boot; exports the env
 #   go test ./...

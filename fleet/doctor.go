@@ -94,7 +94,12 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 	}
 	bus, busErr := units.ResolveBus(cfg.Getenv)
 	if busErr != nil {
-		add("user bus", CheckFail, busErr.Error(), "start a user session with systemd (loginctl enable-linger $USER), or export DBUS_SESSION_BUS_ADDRESS")
+		detail, fix := busErr.Error(), "start a user session with systemd (loginctl enable-linger $USER), or export DBUS_SESSION_BUS_ADDRESS"
+		var nb *units.NoUserBusError
+		if errors.As(busErr, &nb) {
+			detail, fix = nb.Reason(), strings.Join(nb.Fix(), " ")
+		}
+		add("user bus", CheckFail, detail, fix)
 	} else {
 		add("user bus", CheckOK, bus.Address+" (from "+string(bus.Source)+")", "")
 	}
@@ -164,6 +169,9 @@ func lingerStatus(ctx context.Context, getenv func(string) string) (string, Chec
 	defer cancel()
 	out, err := exec.CommandContext(cctx, "loginctl", "show-user", name, "--property=Linger", "--value").Output()
 	switch v := strings.TrimSpace(string(out)); {
+	case err != nil && units.NoSystemdInit():
+		return "lingering", CheckWarn, "does not apply: PID 1 is not systemd, so there is no logind",
+			"a private user manager (agent-fleet user-manager start) runs until you stop it; logging out does not end it"
 	case err != nil:
 		return "lingering", CheckWarn, "unknown (logind does not answer)", "without lingering, workers stop when your last session ends: loginctl enable-linger " + name
 	case v == "yes":
@@ -186,7 +194,7 @@ func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, st
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if st, err := api.Stats(cctx); err == nil {
-		return "broker", CheckOK, fmt.Sprintf("agent-fleet broker pid %d, %s", st.PID, intercom.CountSessions(st.Sessions)), ""
+		return "broker", CheckOK, fmt.Sprintf("agent-fleet broker pid %d, %s", st.PID, plural(st.Sessions, "session")), ""
 	}
 	return "broker", CheckWarn, "a compatible TypeScript broker (" + wire.ProtocolName + " v4) without agent-fleet's local API: lease activity falls back to sender ids",
 		"let it exit (it does 5 s after its last session) so agent-fleet starts its own"
@@ -358,4 +366,16 @@ func harnessVersion(ctx context.Context, path string) string {
 		return ""
 	}
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+}
+
+// plural is "1 session", "2 sessions", "2 processes": the counts of
+// fleet's texts agree with their nouns.
+func plural(n int, what string) string {
+	switch {
+	case n == 1:
+		return "1 " + what
+	case strings.HasSuffix(what, "s"):
+		return fmt.Sprintf("%d %ses", n, what)
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

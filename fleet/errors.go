@@ -99,6 +99,11 @@ var (
 	// ErrNotTerminal: forget/prune touch only ended workers (exit 4).
 	ErrNotTerminal = errors.New("worker is still live")
 
+	// ErrEnded: adopt takes over only live workers; this one has ended
+	// (exit 4, a conflict with its state like ErrNotTerminal the other way
+	// round: the record exists). The error is an *EndedError.
+	ErrEnded = errors.New("worker has ended")
+
 	// ErrNeedsAcknowledge: forget and prune delete history and must be
 	// acknowledged (exit 2).
 	ErrNeedsAcknowledge = errors.New("deleting records needs --acknowledge")
@@ -126,6 +131,25 @@ func (e *SpawnError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrSpawnFailed) true.
 func (e *SpawnError) Unwrap() error { return ErrSpawnFailed }
+
+// EndedError is an operation on a live worker refused because the
+// worker has ended. Its text says so plainly and how to drop the record.
+type EndedError struct {
+	ID    string
+	State State // stopped, exited, failed or lost
+	Op    string
+}
+
+func (e *EndedError) Error() string {
+	how := map[State]string{StateStopped: "was stopped", StateExited: "has exited", StateFailed: "has failed", StateLost: "was lost"}[e.State]
+	if how == "" {
+		how = "has ended (" + string(e.State) + ")"
+	}
+	return fmt.Sprintf("%s %s; nothing to %s (forget it with agent-fleet forget %s --acknowledge)", e.ID, how, e.Op, e.ID)
+}
+
+// Unwrap makes errors.Is(err, ErrEnded) true.
+func (e *EndedError) Unwrap() error { return ErrEnded }
 
 // OwnerError is an operation refused because another manager owns the
 // worker.

@@ -24,7 +24,10 @@ import (
 const (
 	DefaultStartTimeout = 30 * time.Second
 	DefaultStopTimeout  = 10 * time.Second
-	maxStatusProcesses  = 64
+	// DefaultReadyGrace is how long an exec worker's command must have run
+	// before its shim signals READY (Config.ReadyGrace).
+	DefaultReadyGrace  = 250 * time.Millisecond
+	maxStatusProcesses = 64
 )
 
 // Config configures a Fleet.
@@ -51,6 +54,11 @@ type Config struct {
 	// StartTimeout bounds a spawn's wait for READY; StopTimeout is how long
 	// a stop waits after SIGTERM before SIGKILL.
 	StartTimeout, StopTimeout time.Duration
+	// ReadyGrace is how long an exec worker's command must run before its
+	// shim signals READY: a command that ends within it is recorded first,
+	// so spawn reports how it ended instead of "running". 0 is
+	// DefaultReadyGrace.
+	ReadyGrace time.Duration
 	// Journal sends worker output to the journal instead of a log file
 	// (only where journald runs).
 	Journal bool
@@ -87,6 +95,9 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	if cfg.StopTimeout == 0 {
 		cfg.StopTimeout = DefaultStopTimeout
+	}
+	if cfg.ReadyGrace <= 0 {
+		cfg.ReadyGrace = DefaultReadyGrace
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -41,8 +41,12 @@ func TestMain(m *testing.M) {
 func runTestShim() {
 	args := os.Args[1:]
 	var id, run, kind string
+	var grace time.Duration
 	for len(args) > 0 && args[0] != "--" {
 		switch args[0] {
+		case "--ready-grace":
+			grace, _ = time.ParseDuration(args[1])
+			args = args[2:]
 		case "--id":
 			id, args = args[1], args[2:]
 		case "--run":
@@ -59,7 +63,7 @@ func runTestShim() {
 		os.Exit(70)
 	}
 	os.Exit(shim.Run(context.Background(), shim.Config{Paths: p, WorkerID: id, RunID: run, Kind: kind,
-		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr}))
+		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr, ReadyGrace: grace}))
 }
 
 // world is a real user manager, an in-process broker and a registry in a
@@ -518,4 +522,51 @@ func TestMaxRuntimeIsTheStopReason(t *testing.T) {
 	st, err = w.f.Status(ctx, "asked")
 	require.NoError(t, err)
 	require.Equal(t, "manager-requested", st.Worker.StopReason)
+}
+
+// A worker's log file is 0600, like everything below the agent directory
+// (README "Security model"): systemd's StandardOutput=append: alone would
+// create it with the user manager's umask, 0644.
+func TestWorkerLogIsPrivate(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("logmode", "sh", "-c", "echo hello; sleep 300")
+	require.NotEmpty(t, wk.LogPath, "no journal here: the worker logs to a file")
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(wk.LogPath)
+		return err == nil && strings.Contains(string(data), "hello")
+	}, 10*time.Second, 20*time.Millisecond, "the unit writes its output there")
+	fi, err := os.Stat(wk.LogPath)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s", wk.LogPath)
+}
+
+// A command that ends within the readiness grace is reported as it ended,
+// not as running: a non-zero end fails the spawn ("started; it has
+// already exited (exit 1)"), a clean one is a worker that exited. The
+// grace here is long, so that even a slow machine sees these commands end
+// within it.
+func TestCommandThatEndsAtOnceIsReported(t *testing.T) {
+	w := newWorld(t, func(c *fleet.Config) { c.ReadyGrace = time.Minute })
+	for _, c := range []struct {
+		id   string
+		argv []string
+		exit int
+	}{
+		{"f-false", []string{"false"}, 1},
+		{"f-ls", []string{"ls", "/nonexistent"}, 2},
+		{"f-exit3", []string{"sh", "-c", "exit 3"}, 3},
+	} {
+		wk, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: c.id, Command: c.argv})
+		require.ErrorIs(t, err, fleet.ErrSpawnFailed, "%v", c.argv)
+		require.Contains(t, err.Error(), fmt.Sprintf("started; it has already exited (exit %d)", c.exit))
+		require.NotNil(t, wk, "the record is kept")
+		require.Equal(t, fleet.StateExited, wk.State)
+		require.True(t, wk.HasExit)
+		require.Equal(t, c.exit, wk.ExitStatus)
+	}
+	wk, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "f-true", Command: []string{"true"}})
+	require.NoError(t, err, "a clean exit is a worker that finished")
+	require.Equal(t, fleet.StateExited, wk.State)
+	require.True(t, wk.HasExit)
+	require.Zero(t, wk.ExitStatus)
 }

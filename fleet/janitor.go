@@ -101,7 +101,7 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 		case !now.Before(grace):
 			actions++
 			a := CleanupAction{Kind: "stop", ID: w.ID, RunID: w.RunID,
-				Reason: fmt.Sprintf("idle since %s; lease ended %s, grace ended %s", stampOr(w.LastActivity), w.LeaseDeadline.Format(time.RFC3339), grace.Format(time.RFC3339))}
+				Reason: fmt.Sprintf("idle since %s; lease ended %s, grace ended %s", stampOr(w.LastActivity), stamp(w.LeaseDeadline), stamp(grace))}
 			if opts.Execute {
 				a.Done, a.Error = f.expire(ctx, w)
 			}
@@ -112,7 +112,7 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 			}
 			actions++
 			a := CleanupAction{Kind: "checkpoint", ID: w.ID, RunID: w.RunID,
-				Reason: fmt.Sprintf("lease ends %s; stop at %s unless renewed", w.LeaseDeadline.Format(time.RFC3339), grace.Format(time.RFC3339))}
+				Reason: fmt.Sprintf("lease ends %s; stop at %s unless renewed", stamp(w.LeaseDeadline), stamp(grace))}
 			if opts.Execute {
 				a.Done, a.Error = f.checkpoint(ctx, w, grace)
 			}
@@ -121,7 +121,7 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 	}
 	if cutoff := f.cfg.Now().Add(-f.cfg.Leases.Retention); opts.Execute {
 		if n, err := f.cfg.Registry.Prune(ctx, cutoff); err == nil && n > 0 {
-			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%d ended records older than %s", n, f.cfg.Leases.Retention), Done: true})
+			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", plural(n, "ended record"), f.cfg.Leases.Retention), Done: true})
 		}
 	}
 	for _, a := range f.tidyFiles(ctx, opts.Execute) {
@@ -218,8 +218,12 @@ func stampOr(t time.Time) string {
 	if t.IsZero() {
 		return "spawn"
 	}
-	return t.Format(time.RFC3339)
+	return stamp(t)
 }
+
+// stamp is t in RFC 3339, UTC: the janitor's reasons are data (JSON,
+// messages to workers), whatever the host's time zone.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // checkpoint tells a worker its lease is running out, as the session
 // "agent-fleet", naming its manager.
@@ -230,7 +234,7 @@ func (f *Fleet) checkpoint(ctx context.Context, w *Worker, grace time.Time) (boo
 	text := fmt.Sprintf("agent-fleet checkpoint for worker %s (manager %s): no message from you has reached your manager since %s. "+
 		"Your lease ends at %s and you will be stopped at %s. Commit your work, report to %s with intercom_send, "+
 		"or ask %s to renew you (agent-fleet renew %s).",
-		w.ID, w.Manager, stampOr(w.LastActivity), w.LeaseDeadline.Format(time.RFC3339), grace.Format(time.RFC3339), w.Manager, w.Manager, w.ID)
+		w.ID, w.Manager, stampOr(w.LastActivity), stamp(w.LeaseDeadline), stamp(grace), w.Manager, w.Manager, w.ID)
 	err := f.cfg.Notify(ctx, w.ID, text)
 	now := f.cfg.Now()
 	_, uerr := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
@@ -268,7 +272,7 @@ func (f *Fleet) expire(ctx context.Context, w *Worker) (bool, string) {
 	if skipped {
 		return false, "renewed before it expired"
 	}
-	if _, err := f.stopUnit(ctx, marked); err != nil {
+	if _, err := f.stopUnit(ctx, marked, StopOptions{}); err != nil {
 		return false, err.Error()
 	}
 	f.log.Info("worker stopped: lease expired", "id", w.ID, "manager", w.Manager)

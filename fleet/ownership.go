@@ -133,10 +133,25 @@ func (f *Fleet) RenewAll(ctx context.Context) ([]*Worker, error) {
 	return out, nil
 }
 
+// adoptedLease makes r's idle lease the one its new manager's own workers
+// get (docs/architecture.md "Leases"): a person's have none, so adopting
+// as a person drops the lease; an agent adopting a worker without one gives
+// it the default; an agent adopting an agent's worker keeps its length.
+func adoptedLease(r *Worker, manager string, def time.Duration) {
+	switch {
+	case IsOperator(manager):
+		r.LeaseDuration, r.LeaseDeadline = 0, time.Time{}
+	case r.LeaseDuration == 0:
+		r.LeaseDuration = def
+	}
+}
+
 // Adopt makes the caller the manager of a live worker. Adopting from a
 // manager whose session is connected is refused unless force. The worker
 // learns its new manager without restarting: its shim and intercom_team
-// read the registry.
+// read the registry. Its lease becomes what the caller's own workers get
+// (adoptedLease), renewed from now. A worker that has ended is an
+// *EndedError (ErrEnded); an unknown id ErrNotFound.
 func (f *Fleet) Adopt(ctx context.Context, id string, force bool) (*Worker, error) {
 	if err := f.writable(); err != nil {
 		return nil, err
@@ -147,7 +162,7 @@ func (f *Fleet) Adopt(ctx context.Context, id string, force bool) (*Worker, erro
 	}
 	w, _ = f.settle(ctx, w)
 	if !w.State.Live() {
-		return w, fmt.Errorf("adopt %s: %w: it is %s", id, ErrNotFound, w.State)
+		return w, &EndedError{ID: id, State: w.State, Op: "adopt"}
 	}
 	if w.Manager == f.cfg.Caller {
 		return f.renewRecord(ctx, w) // already the caller's: adopting still renews it
@@ -161,6 +176,7 @@ func (f *Fleet) Adopt(ctx context.Context, id string, force bool) (*Worker, erro
 			return fmt.Errorf("adopt %s: %w: its manager changed meanwhile", id, ErrConflict)
 		}
 		r.Manager = f.cfg.Caller
+		adoptedLease(r, f.cfg.Caller, f.cfg.Leases.Default)
 		renewed(r, f.cfg.Now())
 		return nil
 	})
@@ -191,6 +207,9 @@ func (f *Fleet) AdoptOrphans(ctx context.Context) ([]*Worker, error) {
 			continue
 		}
 		a, err := f.Adopt(ctx, w.ID, false)
+		if errors.Is(err, ErrEnded) {
+			continue // it ended meanwhile
+		}
 		if err != nil {
 			return out, err
 		}

@@ -659,3 +659,34 @@ func TestRenewAllPassesOverEndedWorkersAndAdoptRenews(t *testing.T) {
 	require.NoError(t, err)
 	requireSameTime(t, c.Now().Add(adopted.LeaseDuration), adopted.LeaseDeadline, "adopting one's own worker renews it")
 }
+
+// A record rebuilt after the registry was lost keeps what the unit knows —
+// the command, the working directory, the start, the log — and never a
+// longer lease than the worker had: deleting the registry must not keep
+// workers alive.
+func TestRebuiltRecordKeepsWhatTheUnitKnows(t *testing.T) {
+	w := newWorld(t)
+	dir := shortDir(t)
+	orig, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "rw", Cwd: dir, Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	require.NotZero(t, orig.LeaseDeadline, "an agent's worker has an idle lease")
+
+	path := fleet.RegistryPath(w.p)
+	require.NoError(t, os.Remove(path))
+	w.reg.Close()
+	w.reg, err = fleet.OpenRegistry(ctx, path)
+	require.NoError(t, err)
+	rep, err := w.fleet("boss").Reconcile(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Recovered, 1)
+	got, err := w.reg.Get(ctx, "rw")
+	require.NoError(t, err)
+	require.Equal(t, "recovered", got.StateReason)
+	require.Equal(t, orig.Command, got.Command, "from the unit's ExecStart")
+	require.Equal(t, dir, got.Cwd)
+	require.Equal(t, orig.LogPath, got.LogPath)
+	require.False(t, got.CreatedAt.Before(orig.CreatedAt), "started after its reservation: %s < %s", got.CreatedAt, orig.CreatedAt)
+	require.False(t, got.CreatedAt.After(orig.ReadyAt), "started before it was ready: %s > %s", got.CreatedAt, orig.ReadyAt)
+	require.NotZero(t, got.LeaseDeadline)
+	require.False(t, got.LeaseDeadline.After(orig.LeaseDeadline), "recovery never extends a lease: %s > %s", got.LeaseDeadline, orig.LeaseDeadline)
+}

@@ -198,27 +198,70 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 	if m := journal[id+"/"+run]; m != "" {
 		manager = m // adopted after spawn: the journal knows the current one
 	}
-	now := f.cfg.Now()
+	// What the unit runs and since when: the shim's argv ends in "--" and
+	// the worker's command, and its start is the worker's.
+	cmd, err := f.cfg.Units.ServiceCommand(ctx, unit)
+	if err != nil {
+		return nil, "cannot read its command: " + err.Error()
+	}
 	w := &Worker{
-		ID: id, RunID: run, Kind: "exec", Role: vars[EnvRole], Unit: unit,
+		ID: id, RunID: run, Kind: "exec", Role: vars[EnvRole], Unit: unit, Command: workerArgv(cmd.Argv), Cwd: cmd.WorkingDirectory,
 		MainPID: int(st.MainPID), ControlGroup: st.ControlGroup, InvocationID: st.InvocationID,
 		State: StateRunning, StateReason: "recovered", Manager: manager, FirstManager: vars[EnvManagerID],
-		ReadyAt: now,
+		CreatedAt: cmd.StartedAt, ReadyAt: cmd.StartedAt,
+	}
+	if w.ReadyAt.IsZero() {
+		w.ReadyAt = f.cfg.Now() // not reported: at least it is ready now
 	}
 	if spec, err := harness.ReadSpec(WorkerDir(f.cfg.Paths, id, run)); err == nil {
 		// A coding agent: its spec says what it is.
 		w.Kind, w.Command, w.Task, w.Cwd = spec.Kind, spec.Command, spec.Task, spec.Cwd
 		w.Model, w.Effort, w.Permission = spec.Model, spec.Effort, spec.Permission
 	}
+	if log := filepath.Join(LogDir(f.cfg.Paths), id+"-"+run+".log"); !f.cfg.Journal {
+		if _, err := os.Stat(log); err == nil {
+			w.LogPath = log
+		}
+	}
 	if !IsOperator(manager) {
 		w.LeaseDuration = f.cfg.Leases.Default
+		w.LeaseDeadline = recoveredDeadline(cmd.StartedAt, w.LeaseDuration, f.cfg.Now())
 	}
-	renewed(w, now) // a rebuilt worker gets a full idle window
 	if err := f.cfg.Registry.Insert(ctx, w); err != nil {
 		return nil, "cannot record it: " + err.Error()
 	}
-	f.log.Warn("rebuilt a worker record from its unit", "id", id, "run", run, "manager", manager)
+	// The caller reports it (ReconcileReport.Recovered): logged at Info, so
+	// that a command's warning level does not print it a second time.
+	f.log.Info("rebuilt a worker record from its unit", "id", id, "run", run, "manager", manager)
 	return w, ""
+}
+
+// recoveredDeadline is the idle deadline of a worker rebuilt from its
+// unit: the one it provably had, its start plus the lease, since renewals
+// after that are lost with the registry. Recovery never extends a lease —
+// deleting the registry must not keep workers alive — so a worker whose
+// spawn-time lease is over is due at once (the janitor's checkpoints and
+// grace still give its activity time to renew it). An unknown start is
+// due at once too.
+func recoveredDeadline(started time.Time, lease time.Duration, now time.Time) time.Time {
+	if started.IsZero() {
+		return now
+	}
+	if started.After(now) {
+		started = now // a manager clock ahead of ours
+	}
+	return started.Add(lease)
+}
+
+// workerArgv is a worker's command in its unit's ExecStart: what follows
+// the shim's "--" (nil when there is none).
+func workerArgv(execStart []string) []string {
+	for i, a := range execStart {
+		if a == "--" {
+			return append([]string(nil), execStart[i+1:]...)
+		}
+	}
+	return nil
 }
 
 // markDegraded writes or clears the read-only marker.

@@ -43,11 +43,14 @@ type SpawnRequest struct {
 }
 
 // Spawn starts a worker and returns once its shim signalled READY: the
-// command was executed and the worker's intercom session is registered. A
-// worker that does not get there — a command that cannot be executed, or
-// one whose non-zero exit is already known when READY arrives — is a
-// *SpawnError, with the record kept as failed. (READY follows the exec, so
-// a command that fails a moment later is a worker that exited.)
+// worker's intercom session is registered, and an exec worker's command
+// was executed and has run for Config.ReadyGrace or ended within it (then
+// its exit is recorded with READY). A worker that does not get there, or
+// whose command ended non-zero within the grace, is a *SpawnError
+// (ErrSpawnFailed, exit 1) with the record kept: failed, or exited with
+// its status ("started; it has already exited (exit 1)"). A clean exit
+// within the grace is a worker that exited, not an error; one that fails
+// after the grace is a worker that exited later.
 func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := ValidID(req.ID); err != nil {
 		return nil, err
@@ -142,7 +145,15 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 			return nil, f.abandon(ctx, w, err)
 		}
 	}
+	if w.LogPath != "" {
+		if err := createLog(w.LogPath); err != nil {
+			return nil, f.abandon(ctx, w, err)
+		}
+	}
 	shimArgs := []string{"--id", w.ID, "--run", w.RunID}
+	if hspec == nil {
+		shimArgs = append(shimArgs, "--ready-grace", f.cfg.ReadyGrace.String())
+	}
 	if hspec != nil {
 		if err := harness.WriteSpec(WorkerDir(f.cfg.Paths, w.ID, w.RunID), hspec); err != nil {
 			return nil, f.abandon(ctx, w, err)
@@ -209,10 +220,24 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		updated, _ = f.settle(ctx, updated)
 	}
 	if updated.State == StateFailed || (updated.HasExit && updated.ExitStatus != 0) {
-		return updated, &SpawnError{ID: w.ID, RunID: w.RunID, Reason: exitReason(updated), LogTail: tailLines(w.LogPath, 10)}
+		return updated, &SpawnError{ID: w.ID, RunID: w.RunID, Reason: startedButEnded(updated), LogTail: tailLines(w.LogPath, 10)}
 	}
 	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
 	return updated, nil
+}
+
+// createLog creates a worker's log file 0600 before its unit starts:
+// systemd's StandardOutput=append: would otherwise create it with the user
+// manager's umask (0644 as a rule), readable by every user, while
+// everything below the agent directory is 0600 (README "Security model").
+// append: opens an existing file as it is, so the mode stays.
+func createLog(path string) error {
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, intercom.FileMode)
+	if err != nil {
+		return fmt.Errorf("create the worker log: %w", err)
+	}
+	defer fh.Close()
+	return fh.Chmod(intercom.FileMode) // an existing file keeps no looser mode
 }
 
 func describe(w *Worker) string {
@@ -293,7 +318,10 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 		r.EndedAt = f.cfg.Now()
 		return nil
 	})
-	if err == nil && updated.HasExit {
+	switch {
+	case err == nil && updated.State == StateExited:
+		reason = startedButEnded(updated) // its shim recorded the command's end
+	case err == nil && updated.HasExit:
 		reason = exitReason(updated) + " before it was ready"
 	}
 	return &SpawnError{ID: w.ID, RunID: w.RunID, Reason: reason, LogTail: tailLines(w.LogPath, 10)}
@@ -344,6 +372,22 @@ func applyExitRecord(r *Worker, rec units.ExitRecord) {
 	} else {
 		r.ExitStatus = signalNumber(rec.Status)
 	}
+}
+
+// startedButEnded says how a worker that got ready ended at once: its
+// command ran, and ended within the readiness grace (or before the spawn
+// read its state).
+func startedButEnded(w *Worker) string {
+	if !w.HasExit {
+		return "started, but " + exitReason(w)
+	}
+	switch w.ExitCode {
+	case "exited":
+		return fmt.Sprintf("started; it has already exited (exit %d)", w.ExitStatus)
+	case "killed", "dumped":
+		return fmt.Sprintf("started; it was already %s by signal %d", w.ExitCode, w.ExitStatus)
+	}
+	return "started; it has already ended (" + exitReason(w) + ")"
 }
 
 // exitReason says how a worker ended, in words.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/units"
@@ -22,12 +23,39 @@ type StopResult struct {
 	Survivors []units.Process
 }
 
-// Stop stops a worker of the caller and proves that nothing it started
-// survives: it stops the unit (SIGTERM, then SIGKILL to the whole cgroup
-// after the stop timeout), waits for it to be inactive, reads the worker's
-// cgroup, SIGKILLs whatever is still there, reads it again, and resets the
-// unit. Stopping an ended worker only settles its record.
+// StopOptions tune how a stop ends a worker.
+type StopOptions struct {
+	// Grace is how long the worker has between SIGTERM and SIGKILL; 0 is
+	// the fleet's StopTimeout.
+	Grace time.Duration
+	// Kill sends SIGKILL at once, without SIGTERM first.
+	Kill bool
+	// Progress, when set, hears of each signal the stop sends, as it is
+	// sent (from the stopping goroutine).
+	Progress func(StopStep)
+}
+
+// StopStep is a signal a stop sent to every process of a worker's unit.
+type StopStep struct {
+	ID     string
+	Signal string // "SIGTERM" or "SIGKILL"
+	// Grace, for SIGTERM, is how long until SIGKILL; for a SIGKILL after
+	// SIGTERM, the grace that ran out (0: SIGKILL at once).
+	Grace time.Duration
+}
+
+// Stop stops a worker of the caller with the default options (StopWith).
 func (f *Fleet) Stop(ctx context.Context, id string) (*StopResult, error) {
+	return f.StopWith(ctx, id, StopOptions{})
+}
+
+// StopWith stops a worker of the caller and proves that nothing it started
+// survives: it sends SIGTERM to every process of the unit (SIGKILL at once
+// with opts.Kill), sends SIGKILL once the grace has passed, stops the unit
+// and waits for it to be inactive, reads the worker's cgroup, SIGKILLs
+// whatever is still there, reads it again, and resets the unit. Stopping
+// an ended worker only settles its record.
+func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*StopResult, error) {
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
@@ -53,14 +81,18 @@ func (f *Fleet) Stop(ctx context.Context, id string) (*StopResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stop %s: %w", id, err)
 	}
-	return f.stopUnit(ctx, w)
+	return f.stopUnit(ctx, w, opts)
 }
 
 // stopUnit stops the unit of w (already marked stopping) and proves the
 // cleanup.
-func (f *Fleet) stopUnit(ctx context.Context, w *Worker) (*StopResult, error) {
+func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*StopResult, error) {
 	res := &StopResult{}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.StopTimeout+15*time.Second)
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = f.cfg.StopTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+15*time.Second)
 	defer cancel()
 	// A unit's cgroup is fixed for its life: the one recorded at READY
 	// (or by recovery) is systemd's; ask only when none was recorded.
@@ -70,6 +102,10 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker) (*StopResult, error) {
 			cgroup = st.ControlGroup
 		}
 	}
+	// The escalation is the fleet's own, so that its grace is the caller's
+	// and every signal can be reported: the unit's TimeoutStopSec, fixed
+	// when it started, only applies once its own command has ended.
+	f.signalUnit(sctx, w, opts, grace)
 	stopErr := f.cfg.Units.StopUnit(sctx, w.Unit)
 	if errors.Is(stopErr, units.ErrUnitNotFound) {
 		stopErr = nil
@@ -100,7 +136,7 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker) (*StopResult, error) {
 		r.EndedAt = f.cfg.Now()
 		switch {
 		case len(survivors) > 0:
-			r.State, r.LastError = StateFailed, fmt.Sprintf("cleanup incomplete: %d processes survived SIGKILL", len(survivors))
+			r.State, r.LastError = StateFailed, fmt.Sprintf("cleanup incomplete: %s survived SIGKILL", plural(len(survivors), "process"))
 		case stopErr != nil:
 			r.State, r.LastError = StateFailed, "stop could not be verified: "+stopErr.Error()
 		default:
@@ -114,12 +150,44 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker) (*StopResult, error) {
 	res.Worker, res.Survivors = updated, survivors
 	switch {
 	case len(survivors) > 0:
-		return res, fmt.Errorf("stop %s: %w: %d processes survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, len(survivors), survivors)
+		return res, fmt.Errorf("stop %s: %w: %s survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, plural(len(survivors), "process"), survivors)
 	case stopErr != nil:
 		return res, fmt.Errorf("stop %s: %w: %v", w.ID, ErrCleanupIncomplete, stopErr)
 	}
 	f.log.Info("worker stopped", "id", w.ID, "run", w.RunID)
 	return res, nil
+}
+
+// signalUnit sends SIGTERM to every process of w's unit and, when the unit
+// is still active after grace, SIGKILL (at once with opts.Kill). A unit
+// that is already gone needs neither; errors are left to the stop that
+// follows.
+func (f *Fleet) signalUnit(ctx context.Context, w *Worker, opts StopOptions, grace time.Duration) {
+	step := func(sig string, d time.Duration) {
+		if opts.Progress != nil {
+			opts.Progress(StopStep{ID: w.ID, Signal: sig, Grace: d})
+		}
+	}
+	if !opts.Kill {
+		if err := f.cfg.Units.KillUnit(ctx, w.Unit, syscall.SIGTERM); err != nil {
+			return
+		}
+		step("SIGTERM", grace)
+		gctx, cancel := context.WithTimeout(ctx, grace)
+		err := f.waitInactive(gctx, w.Unit)
+		graceOver := gctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil || !graceOver {
+			return // ended, or the manager did not answer: the stop decides
+		}
+	}
+	if err := f.cfg.Units.KillUnit(ctx, w.Unit, syscall.SIGKILL); err != nil {
+		return
+	}
+	if opts.Kill {
+		grace = 0
+	}
+	step("SIGKILL", grace)
 }
 
 // waitInactive waits until the unit is no longer active or activating.

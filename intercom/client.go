@@ -104,6 +104,17 @@ type Client struct {
 	scope     string // the scope registrations use (Identity.Scope until SetScope)
 
 	switchMu sync.Mutex // one SetScope at a time
+	// retiring is the connection a SetScope is replacing: the broker ends
+	// it once the new one registers, which is no loss. retiringLost
+	// records that it ended, in case the replacement fails.
+	retiring     net.Conn
+	retiringLost bool
+
+	// Test hooks: lostHook runs when a connection's reader ended;
+	// afterScopeRegister between a SetScope's registration and its install.
+	lostHook           func()
+	afterScopeRegister func()
+	reconnects         int // reconnect loops started, for tests
 
 	wmu  sync.Mutex // one frame at a time on the socket
 	done chan struct{}
@@ -262,6 +273,7 @@ func (c *Client) install(nc net.Conn, br *bufio.Reader) (installed bool) {
 		return false
 	}
 	c.nc = nc // a replaced connection's reader ends when the broker closes it
+	c.retiring, c.retiringLost = nil, false
 	c.sessionID = c.cfg.Identity.SessionID
 	ready := c.ready
 	c.mu.Unlock()
@@ -367,7 +379,20 @@ func (c *Client) waitReady(ctx context.Context) (net.Conn, error) {
 func (c *Client) lost(nc net.Conn) {
 	nc.Close()
 	c.mu.Lock()
+	hook := c.lostHook
+	c.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	c.mu.Lock()
 	if c.nc != nc {
+		c.mu.Unlock()
+		return
+	}
+	if c.retiring == nc {
+		// Replaced by SetScope (spec §4.4): the new connection is installed
+		// next; treating this as a loss would reconnect over it.
+		c.retiringLost = true
 		c.mu.Unlock()
 		return
 	}
@@ -393,6 +418,9 @@ func (c *Client) lost(nc net.Conn) {
 		return
 	}
 	c.log.Info("intercom connection lost; reconnecting", "session", c.cfg.Identity.SessionID)
+	c.mu.Lock()
+	c.reconnects++
+	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -708,15 +736,27 @@ func (c *Client) SetScope(ctx context.Context, scope string) error {
 		return ErrNotConnected
 	}
 	c.scope = scope
+	if connected {
+		c.retiring, c.retiringLost = c.nc, false
+	}
+	afterRegister := c.afterScopeRegister
 	c.mu.Unlock()
 	if !connected {
 		return nil // the reconnect loop registers under the new scope
 	}
 	nc, br, err := c.register(ctx)
+	if err == nil && afterRegister != nil {
+		afterRegister()
+	}
 	if err != nil {
 		c.mu.Lock()
 		c.scope = prev
+		old, oldLost := c.retiring, c.retiringLost
+		c.retiring, c.retiringLost = nil, false
 		c.mu.Unlock()
+		if oldLost {
+			c.lost(old) // it ended meanwhile: now that is a loss
+		}
 		return err
 	}
 	if !c.install(nc, br) {

@@ -116,15 +116,6 @@ func (c *LocalAPIClient) Do(ctx context.Context, req APIRequest) (*APIResponse, 
 	return &resp, nil
 }
 
-// CountSessions is "1 session", "2 sessions": a broker's session count
-// for people.
-func CountSessions(n int) string {
-	if n == 1 {
-		return "1 session"
-	}
-	return fmt.Sprintf("%d sessions", n)
-}
-
 // Stats returns the broker's statistics.
 func (c *LocalAPIClient) Stats(ctx context.Context) (*BrokerStats, error) {
 	resp, err := c.Do(ctx, APIRequest{Op: OpStats})

@@ -110,8 +110,13 @@ const (
 // EnsureBroker makes sure a compatible broker answers on p: it probes, and
 // when nothing answers starts one under the spawn lock and waits for it.
 // An incompatible broker is an error (ErrIncompatibleBroker) and is never
-// touched. start may be nil: then an unreachable broker is an error.
+// touched. start may be nil: then an unreachable broker is an error. A
+// broker socket path over MaxSocketPathBytes is ErrSocketPathTooLong at
+// once: no broker could bind it, so none is started.
 func EnsureBroker(ctx context.Context, p Paths, start BrokerStarter) error {
+	if err := checkEndpoint(p); err != nil {
+		return err
+	}
 	switch h, detail := ProbeBroker(ctx, p); h {
 	case Compatible:
 		return nil

@@ -56,32 +56,33 @@ func TestReadRefused(t *testing.T) {
 	cases := map[string]struct {
 		setup func(t *testing.T) string
 		want  *Error
+		hint  string
 	}{
-		"blank path":    {func(*testing.T) string { return "   " }, ErrInvalid},
-		"relative path": {func(*testing.T) string { return "some/relative/path/team.json" }, ErrInvalid},
-		"missing file":  {func(*testing.T) string { return secret }, ErrUnavailable},
-		"missing dir":   {func(*testing.T) string { return filepath.Join(base, "nope", "team.json") }, ErrUnavailable},
+		"blank path":    {func(*testing.T) string { return "   " }, ErrInvalid, "the manifest path is empty"},
+		"relative path": {func(*testing.T) string { return "some/relative/path/team.json" }, ErrInvalid, "the manifest path must be absolute"},
+		"missing file":  {func(*testing.T) string { return secret }, ErrUnavailable, "the manifest file does not exist"},
+		"missing dir":   {func(*testing.T) string { return filepath.Join(base, "nope", "team.json") }, ErrUnavailable, "the manifest's directory does not exist or cannot be read"},
 		"symlink file": {func(t *testing.T) string {
 			link := filepath.Join(dir, "link.json")
 			require.NoError(t, os.Symlink(path, link))
 			return link
-		}, ErrUnavailable},
+		}, ErrUnavailable, "the manifest file must not be a symlink"},
 		"directory": {func(t *testing.T) string {
 			sub := filepath.Join(dir, "sub.json")
 			require.NoError(t, os.Mkdir(sub, 0o600))
 			return sub
-		}, ErrUnavailable},
+		}, ErrUnavailable, "the manifest must be a regular file"},
 		"fifo": {func(t *testing.T) string {
 			fifo := filepath.Join(dir, "fifo.json")
 			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 			require.NoError(t, os.Chmod(fifo, 0o600))
 			return fifo
-		}, ErrUnavailable},
+		}, ErrUnavailable, "the manifest must be a regular file"},
 		"oversized": {func(t *testing.T) string {
 			big := filepath.Join(dir, "big.json")
 			writeManifest(t, big, append(encode(t, doc()), []byte(strings.Repeat(" ", MaxBytes))...), 0o600)
 			return big
-		}, ErrUnavailable},
+		}, ErrUnavailable, "the manifest must be at most 64 KiB"},
 		"permissive parent": {func(t *testing.T) string {
 			open := filepath.Join(base, "open")
 			require.NoError(t, os.Mkdir(open, 0o755))
@@ -89,7 +90,7 @@ func TestReadRefused(t *testing.T) {
 			p := filepath.Join(open, "team.json")
 			writeManifest(t, p, encode(t, doc()), 0o600)
 			return p
-		}, ErrUnavailable},
+		}, ErrUnavailable, "the manifest's directory must be mode 0700 and owned by you"},
 		"strict parent 0500": {func(t *testing.T) string {
 			d := filepath.Join(base, "ro")
 			require.NoError(t, os.Mkdir(d, 0o700))
@@ -98,42 +99,45 @@ func TestReadRefused(t *testing.T) {
 			require.NoError(t, os.Chmod(d, 0o500))
 			t.Cleanup(func() { _ = os.Chmod(d, 0o700) })
 			return p
-		}, ErrUnavailable},
+		}, ErrUnavailable, "the manifest's directory must be mode 0700 and owned by you"},
 		"symlinked parent": {func(t *testing.T) string {
 			link := filepath.Join(base, "linked")
 			require.NoError(t, os.Symlink(dir, link))
 			return filepath.Join(link, "team.json")
-		}, ErrUnavailable},
+		}, ErrUnavailable, "the manifest's directory must be a real directory, not a symlink"},
 		"invalid content": {func(t *testing.T) string {
 			p := filepath.Join(dir, "bad.json")
 			writeManifest(t, p, with("scope", "secret-scope-value"), 0o600)
 			return p
-		}, ErrInvalid},
+		}, ErrInvalid, "the manifest must be an object with exactly the keys"},
 	}
 	for _, mode := range []os.FileMode{0o400, 0o644, 0o666, 0o700, 0o000, 0o640, 0o604} {
 		mode := mode
 		cases["file mode "+mode.String()] = struct {
 			setup func(t *testing.T) string
 			want  *Error
+			hint  string
 		}{func(t *testing.T) string {
 			p := filepath.Join(dir, "mode-"+strings.ReplaceAll(mode.String(), "-", "_")+".json")
 			writeManifest(t, p, encode(t, doc()), mode)
 			return p
-		}, ErrUnavailable}
+		}, ErrUnavailable, "the manifest must be mode 0600 and owned by you"}
 	}
 	if os.Getuid() == 0 {
 		cases["file of another user"] = struct {
 			setup func(t *testing.T) string
 			want  *Error
+			hint  string
 		}{func(t *testing.T) string {
 			p := filepath.Join(dir, "theirs.json")
 			writeManifest(t, p, encode(t, doc()), 0o600)
 			require.NoError(t, os.Chown(p, 4242, 4242))
 			return p
-		}, ErrUnavailable}
+		}, ErrUnavailable, "the manifest must be mode 0600 and owned by you"}
 		cases["directory of another user"] = struct {
 			setup func(t *testing.T) string
 			want  *Error
+			hint  string
 		}{func(t *testing.T) string {
 			d := filepath.Join(base, "theirs")
 			require.NoError(t, os.Mkdir(d, 0o700))
@@ -141,7 +145,7 @@ func TestReadRefused(t *testing.T) {
 			writeManifest(t, p, encode(t, doc()), 0o600)
 			require.NoError(t, os.Chown(d, 4242, 4242))
 			return p
-		}, ErrUnavailable}
+		}, ErrUnavailable, "the manifest's directory must be mode 0700 and owned by you"}
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -149,8 +153,13 @@ func TestReadRefused(t *testing.T) {
 			m, err := Read(p)
 			require.Nil(t, m)
 			require.ErrorIs(t, err, c.want)
-			require.Equal(t, c.want.Code, err.Error())
+			var me *Error
+			require.ErrorAs(t, err, &me)
+			require.Equal(t, c.want.Code, me.Code)
+			require.True(t, strings.HasPrefix(err.Error(), c.want.Code+": "), err.Error())
+			require.Contains(t, err.Error(), c.hint)
 			require.NotContains(t, err.Error(), "/", "no path in the error")
+			require.NotContains(t, err.Error(), "confidential")
 		})
 	}
 }

@@ -1,8 +1,9 @@
 // Package manifest reads TmuxDeck team manifests (tmuxdeck.team.v1, spec
 // §7.1): a small JSON file that names a team's lead and workers by
 // their intercom session ids. The schema is exact and the file checks are
-// strict; every failure is one of two errors that never carry a path or a
-// value from the file, so a manifest's contents cannot leak through them.
+// strict; every failure is one of two codes with a fixed hint naming the
+// rule broken. Neither carries a path or a value from the file, so a
+// manifest's contents cannot leak through them.
 //
 // The package imports nothing of the project: teams uses it.
 package manifest
@@ -11,10 +12,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -52,10 +55,38 @@ type Manifest struct {
 	CreatedAt int64    // epoch ms, > 0
 }
 
-// Error is a manifest failure. Its text is its code and nothing else.
-type Error struct{ Code string }
+// Error is a manifest failure: one of the two codes the adapters share
+// and, but for the sentinels, a hint naming the rule that was broken. The
+// hint is fixed text: never a path or a value from the file.
+type Error struct {
+	Code string
+	Hint string
+}
 
-func (e *Error) Error() string { return e.Code }
+// Error is the code, then the hint: "ERR_TEAM_MANIFEST_INVALID: …".
+func (e *Error) Error() string {
+	if e.Hint == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Hint
+}
+
+// Is matches every error of the same code, so errors.Is(err, ErrInvalid)
+// holds whatever the hint.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// invalid is ErrInvalid with a hint.
+func invalid(hint string) *Error { return &Error{Code: ErrInvalid.Code, Hint: hint} }
+
+// unavailable is ErrUnavailable with a hint.
+func unavailable(hint string) *Error { return &Error{Code: ErrUnavailable.Code, Hint: hint} }
+
+// NotAMember is ErrInvalid for a valid manifest that does not list the
+// caller's session id.
+var NotAMember = invalid("the manifest lists no member with this session id")
 
 // The two failures (spec §3.3 "Team manifest").
 var (
@@ -84,63 +115,69 @@ const maxSafeInteger = 1<<53 - 1
 // the seven keys, no others anywhere, every value in its exact form. A key
 // that appears twice in one object is invalid too (JSON.parse would keep the
 // last one; refusing is the fail-closed reading). Any violation is
-// ErrInvalid.
+// ErrInvalid, with a hint naming the rule.
 func Parse(data []byte) (*Manifest, error) {
-	if !json.Valid(data) || hasDuplicateKeys(data) {
-		return nil, ErrInvalid
+	if !json.Valid(data) {
+		return nil, invalid("the manifest is not valid JSON")
+	}
+	if hasDuplicateKeys(data) {
+		return nil, invalid("a key appears twice in one object")
 	}
 	top, ok := exactObject(data, topKeys)
 	if !ok {
-		return nil, ErrInvalid
+		return nil, invalid("the manifest must be an object with exactly the keys " + strings.Join(topKeys, ", "))
 	}
 	var m Manifest
 	if s, ok := str(top["version"]); !ok || s != Version {
-		return nil, ErrInvalid
+		return nil, invalid(`version must be "` + Version + `"`)
 	}
 	if s, ok := str(top["backend"]); !ok || s != Backend {
-		return nil, ErrInvalid
+		return nil, invalid(`backend must be "` + Backend + `"`)
 	}
 	if m.RunID, ok = str(top["runId"]); !ok || !runIDRe().MatchString(m.RunID) {
-		return nil, ErrInvalid
+		return nil, invalid("runId must be team_ and a lowercase UUIDv4")
 	}
 	if m.LeadID, ok = str(top["leadId"]); !ok || !sessionIDRe().MatchString(m.LeadID) {
-		return nil, ErrInvalid
+		return nil, invalid("leadId must be tmuxdeck- and a lowercase UUIDv4")
 	}
 	var members []json.RawMessage
 	if !array(top["members"], &members) || len(members) < 1 || len(members) > MaxMembers {
-		return nil, ErrInvalid
+		return nil, invalid(fmt.Sprintf("members must be an array of 1 to %d members", MaxMembers))
 	}
 	seen := make(map[string]bool, len(members))
 	lead := false
 	for _, raw := range members {
 		obj, ok := exactObject(raw, memberKeys)
 		if !ok {
-			return nil, ErrInvalid
+			return nil, invalid("each member must be an object with exactly the keys sessionId, role")
 		}
 		id, ok := str(obj["sessionId"])
-		if !ok || !sessionIDRe().MatchString(id) || seen[id] {
-			return nil, ErrInvalid
+		if !ok || !sessionIDRe().MatchString(id) {
+			return nil, invalid("a member's sessionId must be tmuxdeck- and a lowercase UUIDv4")
+		}
+		if seen[id] {
+			return nil, invalid("two members have the same sessionId")
 		}
 		seen[id] = true
 		role, ok := str(obj["role"])
 		if !ok || (role != string(RoleLead) && role != string(RoleWorker)) {
-			return nil, ErrInvalid
+			return nil, invalid(`a member's role must be "lead" or "worker"`)
 		}
 		if (id == m.LeadID) != (role == string(RoleLead)) {
-			return nil, ErrInvalid // the lead is "lead", everyone else "worker"
+			return nil, invalid(`the member named by leadId must have role "lead", every other member "worker"`)
 		}
 		lead = lead || id == m.LeadID
 		m.Members = append(m.Members, Member{SessionID: id, Role: Role(role)})
 	}
 	if !lead {
-		return nil, ErrInvalid
+		return nil, invalid("leadId must name one of the members")
 	}
 	if m.CreatedAt, ok = safePositiveInteger(top["createdAt"]); !ok {
-		return nil, ErrInvalid
+		return nil, invalid("createdAt must be a positive safe integer (epoch milliseconds)")
 	}
 	var caps []json.RawMessage
 	if !array(top["capabilities"], &caps) || len(caps) != 0 {
-		return nil, ErrInvalid
+		return nil, invalid("capabilities must be []")
 	}
 	return &m, nil
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -188,11 +191,50 @@ func TestParseInvalid(t *testing.T) {
 			m, err := Parse(data)
 			require.Nil(t, m)
 			require.ErrorIs(t, err, ErrInvalid)
-			require.Equal(t, "ERR_TEAM_MANIFEST_INVALID", err.Error(), "the error is the code and nothing else")
 			var me *Error
 			require.True(t, errors.As(err, &me))
+			require.Equal(t, "ERR_TEAM_MANIFEST_INVALID", me.Code, "the adapters' code stays")
+			require.NotEmpty(t, me.Hint, "every rule says which it is")
+			require.Equal(t, me.Code+": "+me.Hint, err.Error(), "the code, then the hint")
+			for _, value := range []string{secretScope, "secret", "s3cret", "td_alpha", "invalid-run-id", "tmuxdeck-nope", "manager", "orchestrator", "1723680000000", "inbox_inspection"} {
+				require.NotContains(t, err.Error(), value, "no value from the file in the error")
+			}
 		})
 	}
+}
+
+// Each schema rule has its own hint, so a person fixing a manifest knows
+// which rule it breaks without the error quoting the file.
+func TestParseHintPerRule(t *testing.T) {
+	valid := string(encode(t, doc()))
+	for data, hint := range map[string]string{
+		`{"version":`:                 "the manifest is not valid JSON",
+		`{"version":"x",` + valid[1:]: "a key appears twice in one object",
+		string(with("scope", "s")):    "the manifest must be an object with exactly the keys version, backend, runId, leadId, members, createdAt, capabilities",
+		string(without("runId")):      "exactly the keys version, backend, runId",
+		string(with("version", "v2")): `version must be "tmuxdeck.team.v1"`,
+		string(with("backend", "x")):  `backend must be "tmuxdeck"`,
+		string(with("runId", "x")):    "runId must be team_ and a lowercase UUIDv4",
+		string(with("leadId", "x")):   "leadId must be tmuxdeck- and a lowercase UUIDv4",
+		string(members()):             "members must be an array of 1 to 64 members",
+		string(with("members", "x")):  "members must be an array of 1 to 64 members",
+		string(members(member(leadID, "lead"), map[string]any{"sessionId": worker1})):                 "each member must be an object with exactly the keys sessionId, role",
+		string(members(member(leadID, "lead"), member("tmuxdeck-x", "worker"))):                       "a member's sessionId must be tmuxdeck- and a lowercase UUIDv4",
+		string(members(member(leadID, "lead"), member(worker1, "worker"), member(worker1, "worker"))): "two members have the same sessionId",
+		string(members(member(leadID, "lead"), member(worker1, "boss"))):                              `a member's role must be "lead" or "worker"`,
+		string(members(member(leadID, "lead"), member(worker1, "lead"))):                              `the member named by leadId must have role "lead", every other member "worker"`,
+		string(members(member(worker1, "worker"))):                                                    "leadId must name one of the members",
+		string(with("createdAt", 0)):                                                                  "createdAt must be a positive safe integer (epoch milliseconds)",
+		string(with("capabilities", []any{1})):                                                        "capabilities must be []",
+	} {
+		_, err := Parse([]byte(data))
+		require.ErrorIs(t, err, ErrInvalid, data)
+		require.Contains(t, err.Error(), "ERR_TEAM_MANIFEST_INVALID: ", data)
+		require.Contains(t, err.Error(), hint, data)
+	}
+	require.ErrorIs(t, NotAMember, ErrInvalid)
+	require.Equal(t, "ERR_TEAM_MANIFEST_INVALID: the manifest lists no member with this session id", NotAMember.Error())
+	require.NotErrorIs(t, NotAMember, ErrUnavailable)
 }
 
 // The duplicate-key walk sees keys of nested objects and arrays of objects
@@ -208,4 +250,15 @@ func TestHasDuplicateKeys(t *testing.T) {
 	} {
 		require.Equal(t, dup, hasDuplicateKeys([]byte(data)), data)
 	}
+}
+
+// The README's sample manifest is one this package accepts.
+func TestReadmeSampleParses(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	blocks := regexp.MustCompile("(?s)```json\n(\\{\n  \"version\": \"tmuxdeck.team.v1\".*?)```").FindAllSubmatch(readme, -1)
+	require.Len(t, blocks, 1, "the README shows one sample manifest")
+	m, err := Parse(blocks[0][1])
+	require.NoError(t, err)
+	require.Len(t, m.Members, 2)
 }

@@ -171,16 +171,13 @@ func connectedTo(sessions []Session, target string) bool {
 }
 
 func fromManifest(path, selfID string, sessions []Session) (*Team, error) {
-	if strings.TrimSpace(path) == "" {
-		return nil, manifest.ErrInvalid
-	}
-	m, err := manifest.Read(path)
+	m, err := manifest.Read(path) // a blank path is invalid too
 	if err != nil {
 		return nil, err
 	}
 	me, ok := m.Member(selfID)
 	if !ok {
-		return nil, manifest.ErrInvalid
+		return nil, manifest.NotAMember
 	}
 	t := &Team{Source: SourceManifest, TeamID: m.RunID,
 		Self:      Self{ID: selfID, IsManager: selfID == m.LeadID, Role: string(me.Role)},

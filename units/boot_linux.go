@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -571,4 +572,77 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// managerStateFile, in a private manager's runtime directory, records what
+// StopPrivateManagerAt needs to stop it from another process.
+const managerStateFile = "agent-fleet-manager.json"
+
+// managerState is the content of managerStateFile.
+type managerState struct {
+	PID             int      `json:"pid"`
+	StartTime       string   `json:"startTime"`
+	Cgroup          string   `json:"cgroup,omitempty"`
+	CgroupDirs      []string `json:"cgroupDirs,omitempty"`
+	ReaperPID       int      `json:"reaperPid,omitempty"`
+	ReaperStartTime string   `json:"reaperStartTime,omitempty"`
+}
+
+// Record writes what StopPrivateManagerAt needs into the manager's runtime
+// directory, so that another process can stop it once this one, which
+// booted it, has exited (`agent-fleet user-manager start` then `stop`).
+func (m *PrivateManager) Record() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := managerState{PID: m.PID, StartTime: m.StartTime, Cgroup: m.Cgroup, CgroupDirs: m.CgroupDirs}
+	if m.reaper != nil {
+		st.ReaperPID = m.reaper.Process.Pid
+		st.ReaperStartTime = ProcessStartTime(st.ReaperPID)
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(m.RuntimeDir, managerStateFile), append(data, '\n'), 0o600)
+}
+
+// StopPrivateManagerAt stops the private manager whose runtime directory
+// is rt and whose booting process recorded it (Record): its reaper first
+// (so the two do not race over one pid), then the manager by pid, checked
+// against its start time (SIGCONT, SIGTERM, SIGKILL after 10 s), then
+// whatever is left in its cgroup; it removes the cgroup and rt. A
+// directory without the record is refused and left alone.
+func StopPrivateManagerAt(rt string) error {
+	data, err := os.ReadFile(filepath.Join(rt, managerStateFile))
+	if err != nil {
+		return fmt.Errorf("%s is not the runtime directory of a private user manager booted by agent-fleet: %w", rt, err)
+	}
+	var st managerState
+	if err := json.Unmarshal(data, &st); err != nil || st.PID <= 0 {
+		return fmt.Errorf("%s: unreadable %s", rt, managerStateFile)
+	}
+	alive := func(pid int, start string) bool { return start != "" && ProcessStartTime(pid) == start }
+	if st.ReaperPID > 0 && alive(st.ReaperPID, st.ReaperStartTime) {
+		_ = syscall.Kill(-st.ReaperPID, syscall.SIGKILL) // its own session and group: the reaper and its sleep
+	}
+	var errs []error
+	if alive(st.PID, st.StartTime) {
+		_ = syscall.Kill(st.PID, syscall.SIGCONT)
+		_ = syscall.Kill(st.PID, syscall.SIGTERM)
+		deadline := time.Now().Add(managerStopAfter)
+		for alive(st.PID, st.StartTime) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if alive(st.PID, st.StartTime) {
+			_ = syscall.Kill(st.PID, syscall.SIGKILL)
+			errs = append(errs, fmt.Errorf("manager %d ignored SIGTERM for %s", st.PID, managerStopAfter))
+		}
+	}
+	if err := removeCgroup(st.Cgroup, st.CgroupDirs); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(rt); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

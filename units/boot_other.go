@@ -38,3 +38,9 @@ func (m *PrivateManager) Stop() error { return nil }
 
 // ProcessStartTime returns "" off Linux.
 func ProcessStartTime(pid int) string { return "" }
+
+// Record returns ErrUnsupported off Linux.
+func (m *PrivateManager) Record() error { return ErrUnsupported }
+
+// StopPrivateManagerAt returns ErrUnsupported off Linux.
+func StopPrivateManagerAt(rt string) error { return ErrUnsupported }

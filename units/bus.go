@@ -45,7 +45,7 @@ func ResolveBus(getenv func(string) string) (BusAddress, error) {
 		// A unix:path= address naming a missing socket is the usual stale
 		// environment; say so now rather than as a dial error.
 		if path, ok := unixPath(busEnv); ok && !isSocket(path) {
-			return BusAddress{}, &NoUserBusError{BusEnv: busEnv, RuntimeDir: runtimeDir, Missing: path, Hint: uidBusHint(runtimeDir)}
+			return BusAddress{}, &NoUserBusError{BusEnv: busEnv, RuntimeDir: runtimeDir, Missing: path, Hint: uidBusHint(runtimeDir), NoSystemdInit: NoSystemdInit()}
 		}
 		return BusAddress{Address: busEnv, Source: SourceBusEnv}, nil
 	}
@@ -54,9 +54,9 @@ func ResolveBus(getenv func(string) string) (BusAddress, error) {
 		if isSocket(path) {
 			return BusAddress{Address: UnixPathAddress(path), Source: SourceRuntimeDir}, nil
 		}
-		return BusAddress{}, &NoUserBusError{RuntimeDir: runtimeDir, Missing: path, Hint: uidBusHint(runtimeDir)}
+		return BusAddress{}, &NoUserBusError{RuntimeDir: runtimeDir, Missing: path, Hint: uidBusHint(runtimeDir), NoSystemdInit: NoSystemdInit()}
 	}
-	return BusAddress{}, &NoUserBusError{Hint: uidBusHint("")}
+	return BusAddress{}, &NoUserBusError{Hint: uidBusHint(""), NoSystemdInit: NoSystemdInit()}
 }
 
 // unixPath extracts the path of the first "unix:path=" entry of a D-Bus
@@ -129,4 +129,12 @@ func UserUnitDir(getenv func(string) string) (string, error) {
 		return "", errors.New("cannot locate user unit files: neither XDG_CONFIG_HOME nor HOME is an absolute path")
 	}
 	return filepath.Join(home, ".config", "systemd", "user"), nil
+}
+
+// NoSystemdInit reports whether this is Linux and PID 1 is not systemd (a
+// container, a CI VM): then no user manager comes with a login, and
+// lingering does not apply.
+func NoSystemdInit() bool {
+	comm, err := os.ReadFile("/proc/1/comm")
+	return err == nil && strings.TrimSpace(string(comm)) != "systemd"
 }

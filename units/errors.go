@@ -66,9 +66,13 @@ type NoUserBusError struct {
 	// does not point at it (e.g. /run/user/<uid>/bus while XDG_RUNTIME_DIR is
 	// unset), or "".
 	Hint string
+	// NoSystemdInit: PID 1 is not systemd (a container), so no login starts
+	// a user manager and lingering cannot help; a private manager can.
+	NoSystemdInit bool
 }
 
-func (e *NoUserBusError) Error() string {
+// Reason is what is missing, on one line.
+func (e *NoUserBusError) Reason() string {
 	var b strings.Builder
 	b.WriteString("no user D-Bus bus: ")
 	switch {
@@ -79,15 +83,37 @@ func (e *NoUserBusError) Error() string {
 	default:
 		fmt.Fprintf(&b, "DBUS_SESSION_BUS_ADDRESS is unset and %s does not exist", e.Missing)
 	}
-	b.WriteString("; ")
-	if e.Hint != "" {
-		fmt.Fprintf(&b, "a user bus exists at %s: export XDG_RUNTIME_DIR=%s (su/sudo without a login session leave it unset); ",
-			e.Hint, strings.TrimSuffix(e.Hint, "/bus"))
-	}
-	b.WriteString("worker lifecycle needs a running systemd user manager with its user bus (Debian/Ubuntu package dbus-user-session): " +
-		"log in through a PAM session or run `loginctl enable-linger $USER`, then make sure XDG_RUNTIME_DIR=/run/user/$(id -u) is exported; " +
-		"agent-fleet never starts a bus with dbus-launch")
 	return b.String()
+}
+
+// Fix is what to do about it, one step per line: for this host (a
+// container whose PID 1 is not systemd gets the private manager, a
+// systemd host a login or lingering).
+func (e *NoUserBusError) Fix() []string {
+	var fix []string
+	if e.Hint != "" {
+		fix = append(fix, fmt.Sprintf("a user bus exists at %s: export XDG_RUNTIME_DIR=%s", e.Hint, strings.TrimSuffix(e.Hint, "/bus")),
+			"(su and sudo without a login session leave it unset)")
+	}
+	if e.NoSystemdInit {
+		return append(fix,
+			"PID 1 is not systemd here (a container?): no login starts a user manager, and lingering cannot help.",
+			`As root, boot a private one for this shell: eval "$(agent-fleet user-manager start)"`,
+			"(it needs the systemd and dbus-user-session packages; agent-fleet user-manager stop ends it)")
+	}
+	return append(fix,
+		"Log in through a PAM session (SSH, a desktop), or run: loginctl enable-linger $USER",
+		"then: export XDG_RUNTIME_DIR=/run/user/$(id -u)",
+		"(Debian and Ubuntu need the dbus-user-session package for the user bus)")
+}
+
+// Error is the reason, then what workers need and the fix, on short
+// lines.
+func (e *NoUserBusError) Error() string {
+	lines := []string{e.Reason() + ".", "Workers need a running systemd user manager with its user bus."}
+	lines = append(lines, e.Fix()...)
+	lines = append(lines, "agent-fleet never starts a bus with dbus-launch.")
+	return strings.Join(lines, "\n")
 }
 
 // Is makes errors.Is(err, ErrNoUserBus) true.

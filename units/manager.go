@@ -48,12 +48,28 @@ type Manager interface {
 	// set, not what it inherits). Fleet reads worker identities from it to
 	// rebuild a lost registry. ErrUnitNotFound if the unit is not loaded.
 	ServiceEnvironment(ctx context.Context, name string) ([]string, error)
+	// ServiceCommand is what a loaded service runs and since when: its
+	// ExecStart= argv, WorkingDirectory= and ExecMainStartTimestamp. Fleet
+	// reads it to rebuild a lost registry. ErrUnitNotFound if the unit is
+	// not loaded.
+	ServiceCommand(ctx context.Context, name string) (ServiceCommand, error)
 	// Version is the user manager's systemd version.
 	Version(ctx context.Context) (Version, error)
 	// Ping checks that the user manager itself answers (not only the bus).
 	Ping(ctx context.Context) error
 	// Close releases the connection. Safe to call twice.
 	Close() error
+}
+
+// ServiceCommand is what a service's main process runs (Manager.ServiceCommand).
+type ServiceCommand struct {
+	// Argv is the first ExecStart= command line (nil for none).
+	Argv []string
+	// WorkingDirectory is WorkingDirectory= ("" when unset).
+	WorkingDirectory string
+	// StartedAt is when the main process started (ExecMainStartTimestamp,
+	// microsecond precision); zero while it has not.
+	StartedAt time.Time
 }
 
 // Options configure Connect and Probe.

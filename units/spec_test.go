@@ -92,9 +92,10 @@ func TestResolveBus(t *testing.T) {
 	var nb *NoUserBusError
 	require.ErrorAs(t, err, &nb)
 	for _, want := range []string{"DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR are both unset", "dbus-user-session",
-		"loginctl enable-linger", "never starts a bus with dbus-launch"} {
+		"never starts a bus with dbus-launch"} {
 		require.Contains(t, err.Error(), want)
 	}
+	require.Equal(t, NoSystemdInit(), nb.NoSystemdInit)
 
 	empty := t.TempDir()
 	_, err = ResolveBus(env(map[string]string{"XDG_RUNTIME_DIR": empty}))
@@ -121,5 +122,36 @@ func TestValidUnitName(t *testing.T) {
 		"":                                           false,
 	} {
 		require.Equal(t, want, ValidUnitName(name), "%q", name)
+	}
+}
+
+// The no-bus message is a few short lines, and its fix fits the host: a
+// login or lingering where PID 1 is systemd, the private manager of
+// `agent-fleet user-manager start` where it is not (lingering cannot work
+// there) (issue 22, finding 14).
+func TestNoUserBusMessageFitsTheHost(t *testing.T) {
+	for _, e := range []*NoUserBusError{
+		{}, {NoSystemdInit: true}, {RuntimeDir: "/run/user/1000", Missing: "/run/user/1000/bus"},
+		{Hint: "/run/user/1000/bus", NoSystemdInit: true},
+	} {
+		msg := e.Error()
+		lines := strings.Split(msg, "\n")
+		require.GreaterOrEqual(t, len(lines), 4, msg)
+		for _, l := range lines {
+			require.LessOrEqual(t, len(l), 100, "a line of at most 100 characters: %q", l)
+		}
+		require.True(t, strings.HasPrefix(msg, e.Reason()+".\n"), msg)
+		if e.NoSystemdInit {
+			require.Contains(t, msg, "PID 1 is not systemd here")
+			require.Contains(t, msg, `eval "$(agent-fleet user-manager start)"`)
+			require.NotContains(t, msg, "loginctl enable-linger $USER", "lingering cannot work without systemd as PID 1")
+		} else {
+			require.Contains(t, msg, "loginctl enable-linger $USER")
+			require.Contains(t, msg, "export XDG_RUNTIME_DIR=/run/user/$(id -u)")
+			require.NotContains(t, msg, "user-manager start")
+		}
+		if e.Hint != "" {
+			require.Contains(t, msg, "a user bus exists at /run/user/1000/bus: export XDG_RUNTIME_DIR=/run/user/1000")
+		}
 	}
 }

@@ -412,6 +412,48 @@ func (s *Systemd) ServiceEnvironment(ctx context.Context, name string) ([]string
 	return env, nil
 }
 
+// ServiceCommand implements Manager.
+func (s *Systemd) ServiceCommand(ctx context.Context, name string) (ServiceCommand, error) {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	st, err := s.Unit(ctx, name)
+	if err != nil {
+		return ServiceCommand{}, err
+	}
+	if st.Gone() {
+		return ServiceCommand{}, fmt.Errorf("read the command of %s: %w", name, ErrUnitNotFound)
+	}
+	var ex ServiceCommand
+	_, err = s.call(ctx, "read the command of "+name, func(c *conn) error {
+		props := map[string]any{}
+		for _, p := range []string{"ExecStart", "WorkingDirectory", "ExecMainStartTimestamp"} {
+			prop, err := c.sd.GetUnitTypePropertyContext(ctx, name, "Service", p)
+			if err != nil {
+				return err
+			}
+			props[p] = prop.Value.Value()
+		}
+		ex = serviceCommandFromProperties(props)
+		return nil
+	})
+	return ex, err
+}
+
+// serviceCommandFromProperties decodes ExecStart (a(sasbttttuii): path,
+// argv, ignore-failure, timestamps, pid, code, status), WorkingDirectory
+// and ExecMainStartTimestamp (µs since the epoch, 0 for never).
+func serviceCommandFromProperties(p map[string]any) ServiceCommand {
+	var ex ServiceCommand
+	if cmds, ok := p["ExecStart"].([][]any); ok && len(cmds) > 0 && len(cmds[0]) > 1 {
+		ex.Argv, _ = cmds[0][1].([]string)
+	}
+	ex.WorkingDirectory, _ = p["WorkingDirectory"].(string)
+	if us, ok := p["ExecMainStartTimestamp"].(uint64); ok && us > 0 {
+		ex.StartedAt = time.UnixMicro(int64(us))
+	}
+	return ex
+}
+
 // stateFromProperties picks UnitState out of GetAll's result; absent
 // properties (non-service units) stay zero.
 func stateFromProperties(name string, p map[string]any) UnitState {

@@ -37,6 +37,11 @@ func (s *Systemd) ServiceEnvironment(context.Context, string) ([]string, error) 
 	return nil, ErrUnsupported
 }
 
+// ServiceCommand is unsupported off Linux.
+func (s *Systemd) ServiceCommand(context.Context, string) (ServiceCommand, error) {
+	return ServiceCommand{}, ErrUnsupported
+}
+
 // ResetFailed returns ErrUnsupported.
 func (s *Systemd) ResetFailed(context.Context, string) error { return ErrUnsupported }
 

@@ -24,9 +24,12 @@ func newAdoptCmd(f *factory.Factory, runF func(*adoptOptions) error) *cobra.Comm
 		Long: `Make yourself the manager of a live worker. Adopting from a manager whose
 session is still connected is refused unless --force. --orphans adopts every
 live worker of an agent manager that is not connected and whose lease has
-expired. The worker learns its new manager without restarting.`,
+expired. The worker learns its new manager without restarting. Its idle
+lease becomes what your own workers get: none when you are a person (an
+operator- id), a renewed one when you are an agent. A worker that has ended
+cannot be adopted (exit 4; forget removes its record).`,
 		Example: "  agent-fleet adopt builder\n  agent-fleet adopt --orphans --json",
-		Args:    cobra.MaximumNArgs(1),
+		Args:    optionalArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Orphans == (len(args) == 1) {
 				return factory.Usage(errors.New("give a worker id, or --orphans"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
@@ -16,12 +17,15 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // finishCommandTree adds what spans the whole command tree once every
 // command is in it: `--version`, examples for cobra's own help and
-// completion commands, and shell completion of worker ids and of flags
-// with a fixed set of values.
+// completion commands, and shell completion of worker ids (each verb the
+// workers it can act on), intercom targets, team names and flags with a
+// fixed set of values.
 func finishCommandTree(root *cobra.Command, f *factory.Factory) {
 	root.Version = f.Version
 	root.SetVersionTemplate("agent-fleet {{.Version}}\n")
@@ -36,23 +40,52 @@ func finishCommandTree(root *cobra.Command, f *factory.Factory) {
 		case "completion":
 			c.Example = completionExample
 			for _, sh := range c.Commands() {
-				sh.Example = "  agent-fleet completion " + sh.Name() + " > " + completionFile[sh.Name()]
+				sh.Example = completionShellExample[sh.Name()]
 			}
 		}
 	}
 
 	groupExamples(root)
 
-	workerArg := func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
+	// Worker ids, each verb offered the workers it can act on.
+	workers := func(pick workerPick) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return workerIDCompletions(context.Background(), f, pick), cobra.ShellCompDirectiveNoFileComp
 		}
-		return workerIDCompletions(context.Background(), f), cobra.ShellCompDirectiveNoFileComp
 	}
-	for _, path := range [][]string{{"status"}, {"stop"}, {"logs"}, {"adopt"}, {"renew"}, {"forget"}} {
-		if c, _, err := root.Find(path); err == nil && c.Name() == path[len(path)-1] && c.ValidArgsFunction == nil {
-			c.ValidArgsFunction = workerArg
+	firstArg := func(list func(context.Context, *factory.Factory) []string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return list(context.Background(), f), cobra.ShellCompDirectiveNoFileComp
 		}
+	}
+	for _, a := range []struct {
+		path []string
+		fn   func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)
+	}{
+		{[]string{"status"}, workers(anyWorker)},
+		{[]string{"logs"}, workers(anyWorker)},
+		{[]string{"stop"}, workers(myLiveWorker)},
+		{[]string{"renew"}, workers(myLiveWorker)},
+		{[]string{"forget"}, workers(myEndedWorker)},
+		{[]string{"adopt"}, workers(othersLiveWorker)},
+		{[]string{"intercom", "send"}, firstArg(sessionCompletions)},
+		{[]string{"intercom", "ask"}, firstArg(sessionCompletions)},
+		{[]string{"teams", "join"}, firstArg(teamCompletions)},
+	} {
+		if c, _, err := root.Find(a.path); err == nil && c.Name() == a.path[len(a.path)-1] && c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = a.fn
+		}
+	}
+	if c, _, err := root.Find([]string{"intercom", "pending"}); err == nil && c.Flags().Lookup("inbox-of") != nil {
+		_ = c.RegisterFlagCompletionFunc("inbox-of", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return workerIDCompletions(context.Background(), f, myLiveWorker), cobra.ShellCompDirectiveNoFileComp
+		})
 	}
 	fixed := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -70,6 +103,7 @@ func finishCommandTree(root *cobra.Command, f *factory.Factory) {
 		values []string
 	}{
 		{[]string{"spawn"}, "kind", kinds},
+		{[]string{"spawn"}, "permission", harness.PermissionValues()},
 		{[]string{"intercom", "reply"}, "which", []string{"oldest", "latest"}},
 		{[]string{"broker"}, "log-level", []string{"debug", "info", "warn", "error"}},
 		{[]string{"mcp"}, "log-level", []string{"debug", "info", "warn", "error"}},
@@ -98,26 +132,41 @@ func groupExamples(c *cobra.Command) {
 	}
 }
 
-const completionExample = `  # bash: this shell, or every new one
+const completionExample = `  # bash (needs the bash-completion package): this shell, or every new one
   source <(agent-fleet completion bash)
-  agent-fleet completion bash > ~/.local/share/bash-completion/completions/agent-fleet
+  mkdir -p ~/.local/share/bash-completion/completions && agent-fleet completion bash > ~/.local/share/bash-completion/completions/agent-fleet
   # zsh (with compinit enabled)
   agent-fleet completion zsh > "${fpath[1]}/_agent-fleet"
   # fish
-  agent-fleet completion fish > ~/.config/fish/completions/agent-fleet.fish`
+  mkdir -p ~/.config/fish/completions && agent-fleet completion fish > ~/.config/fish/completions/agent-fleet.fish`
 
-var completionFile = map[string]string{
-	"bash":       "~/.local/share/bash-completion/completions/agent-fleet",
-	"zsh":        `"${fpath[1]}/_agent-fleet"`,
-	"fish":       "~/.config/fish/completions/agent-fleet.fish",
-	"powershell": "agent-fleet.ps1  # then: . ./agent-fleet.ps1 (add it to $PROFILE)",
+// completionShellExample is each shell's completion command's example:
+// where its script goes, the directory made first.
+var completionShellExample = map[string]string{
+	"bash": "  # needs the bash-completion package (apt-get install bash-completion), which loads it in new shells\n" +
+		"  mkdir -p ~/.local/share/bash-completion/completions && agent-fleet completion bash > ~/.local/share/bash-completion/completions/agent-fleet\n" +
+		"  source <(agent-fleet completion bash)   # this shell only",
+	"zsh":        `  agent-fleet completion zsh > "${fpath[1]}/_agent-fleet"   # with compinit enabled`,
+	"fish":       "  mkdir -p ~/.config/fish/completions && agent-fleet completion fish > ~/.config/fish/completions/agent-fleet.fish",
+	"powershell": "  agent-fleet completion powershell > agent-fleet.ps1  # then: . ./agent-fleet.ps1 (add it to $PROFILE)",
 }
 
-// workerIDCompletions lists the worker ids of the registry with their state
-// and manager, for shell completion. It reads the registry only when it
-// exists (a completion never creates state) and never asks systemd.
-func workerIDCompletions(ctx context.Context, f *factory.Factory) []string {
-	p, err := f.Paths()
+// workerPick says which workers a verb's completion offers.
+type workerPick int
+
+const (
+	anyWorker        workerPick = iota // status, logs: every worker
+	myLiveWorker                       // stop, renew: live workers the caller manages
+	myEndedWorker                      // forget: ended workers the caller manages
+	othersLiveWorker                   // adopt: live workers of other managers
+)
+
+// workerIDCompletions lists the worker ids of the registry that pick
+// wants, with their state and manager, for shell completion. It reads the
+// registry only when it exists (a completion never creates state) and never
+// asks systemd.
+func workerIDCompletions(ctx context.Context, f *factory.Factory, pick workerPick) []string {
+	p, id, err := f.Identity()
 	if err != nil {
 		return nil
 	}
@@ -143,7 +192,74 @@ func workerIDCompletions(ctx context.Context, f *factory.Factory) []string {
 			continue
 		}
 		seen[w.ID] = true
+		mine := w.Manager == id.SessionID
+		switch pick {
+		case myLiveWorker:
+			if !mine || !w.State.Live() {
+				continue
+			}
+		case myEndedWorker:
+			if !mine || w.State.Live() {
+				continue
+			}
+		case othersLiveWorker:
+			if mine || !w.State.Live() {
+				continue
+			}
+		}
 		out = append(out, fmt.Sprintf("%s\t%s, manager %s", w.ID, w.State, w.Manager))
+	}
+	return out
+}
+
+// sessionCompletions lists the sessions a send or ask can reach, by name
+// and by id, while a broker runs: a completion never starts one.
+func sessionCompletions(ctx context.Context, f *factory.Factory) []string {
+	p, err := f.Paths()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if h, _ := intercom.ProbeBroker(ctx, p); h != intercom.Compatible {
+		return nil
+	}
+	o, err := f.OneShot(ctx)
+	if err != nil {
+		return nil
+	}
+	defer o.Close()
+	res, err := o.Ops.List(ctx, intercom.ListRequest{})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range res.Sessions {
+		out = append(out, s.ID+"\t"+s.Model+" in "+s.Cwd)
+		if s.Name != "" && s.Name != s.ID {
+			out = append(out, s.Name+"\tsession "+s.ID)
+		}
+	}
+	return out
+}
+
+// teamCompletions lists the named teams of the agent directory, from its
+// file alone.
+func teamCompletions(_ context.Context, f *factory.Factory) []string {
+	p, err := f.Paths()
+	if err != nil {
+		return nil
+	}
+	if _, err := os.Stat(teams.NewStore(p).Path()); err != nil {
+		return nil
+	}
+	list, err := teams.NewStore(p).List("")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range list {
+		out = append(out, t.Name+"\tmanaged by "+t.ManagerSessionID)
 	}
 	return out
 }
@@ -151,24 +267,33 @@ func workerIDCompletions(ctx context.Context, f *factory.Factory) []string {
 type manOptions struct {
 	IO      *factory.IOStreams
 	Version string
+	Getenv  func(string) string
 	section string
 }
 
 func newManCmd(f *factory.Factory) *cobra.Command {
-	opts := &manOptions{IO: f.IO, Version: f.Version}
+	opts := &manOptions{IO: f.IO, Version: f.Version, Getenv: f.Env}
 	cmd := &cobra.Command{
-		Use:   "man DIR",
+		Use:   "man [DIR]",
 		Short: "Write man pages for every command to DIR",
 		Long: `Write one man page per command (agent-fleet.1, agent-fleet-spawn.1,
 agent-fleet-intercom-send.1, …), generated from the same command tree as
---help, to DIR (created if missing). ~/.local/share/man/man1 is searched by
-man on most systems once ~/.local/bin is on PATH; otherwise add its parent
-to MANPATH.`,
-		Example: `  agent-fleet man ~/.local/share/man/man1 && man agent-fleet-spawn
-  agent-fleet man /tmp/man && man -l /tmp/man/agent-fleet.1`,
-		Args: cobra.ExactArgs(1),
+--help, to DIR (created if missing; default ~/.local/share/man/man1).
+
+man finds pages below MANPATH, or, without it, in the man directories beside
+the directories of PATH (~/.local/bin on PATH makes man search
+~/.local/share/man). When man would not search DIR's parent, man says so
+and prints the MANPATH line that fixes it; "man -l FILE" reads one page
+wherever it is.`,
+		Example: `  agent-fleet man && man agent-fleet-spawn
+  agent-fleet man /tmp/man1 && man -l /tmp/man1/agent-fleet-spawn.1`,
+		Args: optionalArg("directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return manRun(cmd.Root(), args[0], opts)
+			dir := ""
+			if len(args) > 0 {
+				dir = args[0]
+			}
+			return manRun(cmd.Root(), dir, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.section, "section", "1", "man section of the pages")
@@ -176,12 +301,23 @@ to MANPATH.`,
 }
 
 func manRun(root *cobra.Command, dir string, opts *manOptions) error {
+	if dir == "" {
+		home := opts.Getenv("HOME")
+		if home == "" {
+			return factory.Usagef("HOME is not set: name the directory (agent-fleet man DIR)")
+		}
+		dir = filepath.Join(home, ".local", "share", "man", "man"+opts.section)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	date := buildTime()
+	// No Title: cobra titles each page after its command
+	// (AGENT-FLEET-SPAWN(1)), as man pages of subcommands are.
 	header := &doc.GenManHeader{
-		Title:   "AGENT-FLEET",
 		Section: opts.section,
 		Source:  "agent-fleet " + opts.Version,
 		Manual:  "agent-fleet manual",
@@ -192,7 +328,40 @@ func manRun(root *cobra.Command, dir string, opts *manOptions) error {
 	}
 	pages, _ := filepath.Glob(filepath.Join(dir, "agent-fleet*."+opts.section))
 	fmt.Fprintf(opts.IO.Out, "wrote %d man pages to %s\n", len(pages), dir)
+	if note := manPathNote(filepath.Dir(dir), filepath.Join(dir, "agent-fleet-spawn."+opts.section), opts.Getenv); note != "" {
+		fmt.Fprint(opts.IO.Out, note)
+	}
 	return nil
+}
+
+// manPathNote says how to make man search base (the parent of a man1
+// directory) when man-db's manpath does not list it, and how to read page
+// meanwhile; "" when it does, or when there is no manpath to ask.
+func manPathNote(base, page string, getenv func(string) string) string {
+	manpath, err := exec.LookPath("manpath")
+	if err != nil {
+		return ""
+	}
+	cmd := exec.Command(manpath, "-q")
+	cmd.Env = os.Environ()
+	for _, k := range []string{"MANPATH", "PATH", "HOME"} {
+		cmd.Env = append(cmd.Env, k+"="+getenv(k))
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	for _, d := range filepath.SplitList(strings.TrimSpace(string(out))) {
+		if filepath.Clean(d) == base {
+			return ""
+		}
+	}
+	line := fmt.Sprintf("export MANPATH=%q", base+":") // the empty entry keeps the system's pages
+	if cur := getenv("MANPATH"); cur != "" {
+		line = fmt.Sprintf("export MANPATH=%q", base+":"+cur)
+	}
+	return fmt.Sprintf("man does not search %s yet; add to your shell's profile:\n  %s\nor read a page with: man -l %s\n",
+		base, line, page)
 }
 
 // buildTime is the commit time of this build (vcs.time), else now: man

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,13 +11,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // commands lists every command a user can run (and root), hidden ones
@@ -106,14 +110,14 @@ func TestCompletionScripts(t *testing.T) {
 	// Worker ids complete from the registry, with state and manager; a
 	// missing registry is not created by a completion.
 	dir := shortDir(t)
-	in := cliIn{env: map[string]string{"PI_CODING_AGENT_DIR": dir}}
+	in := cliIn{env: map[string]string{"PI_CODING_AGENT_DIR": dir, "AGENT_INTERCOM_SESSION_ID": "operator-me"}}
 	p := intercom.NewPaths(dir)
 	comp, err := in.run(t, "__complete", "stop", "")
 	require.NoError(t, err)
 	require.NotContains(t, comp, "\t")
 	require.NoDirExists(t, p.OrchestratorDir())
 	fleettest.RecordWorkers(t, p, "operator-me", "w-alpha", "w-beta")
-	for _, verb := range []string{"stop", "status", "logs", "adopt", "renew", "forget"} {
+	for _, verb := range []string{"stop", "status", "logs", "renew"} {
 		comp, err = in.run(t, "__complete", verb, "")
 		require.NoError(t, err)
 		require.Contains(t, comp, "w-alpha\trunning, manager operator-me\n", verb)
@@ -128,6 +132,73 @@ func TestCompletionScripts(t *testing.T) {
 	comp, err = runCLI(t, "__complete", "intercom", "reply", "--which", "")
 	require.NoError(t, err)
 	require.Contains(t, comp, "oldest\nlatest\n")
+}
+
+// Each verb completes the workers it can act on, through the binary's
+// __complete: stop and renew the caller's live ones, forget its ended
+// ones, adopt other managers' live ones, status and logs all; send and ask
+// complete the sessions of a running broker (and start none), teams join
+// the named teams, spawn --permission its values (issue 22, finding 17).
+func TestCompletionOffersWhatEachVerbTakes(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	p := intercom.NewPaths(dir)
+	complete := func(args ...string) string {
+		t.Helper()
+		out, err := as(t, dir, "operator-me", append([]string{"__complete"}, args...)...).Output()
+		require.NoError(t, err, "%v", args)
+		return string(out)
+	}
+	ids := func(out string) []string {
+		var got []string
+		for _, line := range strings.Split(out, "\n") {
+			if line != "" && !strings.HasPrefix(line, ":") {
+				id, _, _ := strings.Cut(line, "\t")
+				got = append(got, id)
+			}
+		}
+		return got
+	}
+	fleettest.RecordWorkers(t, p, "operator-me", "w-mine")
+	fleettest.RecordWorkers(t, p, "someone-else", "w-theirs")
+	reg := fleettest.RecordWorkers(t, p, "operator-me", "w-done")
+	ws, err := reg.List(context.Background(), fleet.Filter{})
+	require.NoError(t, err)
+	for _, w := range ws {
+		if w.ID == "w-done" {
+			_, err := reg.Update(context.Background(), w.ID, w.RunID, func(r *fleet.Worker) error { r.State = fleet.StateExited; return nil })
+			require.NoError(t, err)
+		}
+	}
+	for verb, want := range map[string][]string{
+		"stop": {"w-mine"}, "renew": {"w-mine"}, "forget": {"w-done"}, "adopt": {"w-theirs"},
+		"status": {"w-done", "w-mine", "w-theirs"}, "logs": {"w-done", "w-mine", "w-theirs"},
+	} {
+		require.ElementsMatch(t, want, ids(complete(verb, "")), verb)
+	}
+
+	perm := ids(complete("spawn", "--permission", ""))
+	require.Subset(t, perm, []string{"read-only", "workspace-write", "full"})
+
+	require.Empty(t, ids(complete("teams", "join", "")), "no named teams yet")
+	_, _, err = teams.NewStore(p).Create(context.Background(), "billing", "operator-me")
+	require.NoError(t, err)
+	require.Equal(t, []string{"billing"}, ids(complete("teams", "join", "")))
+
+	require.Empty(t, ids(complete("intercom", "send", "")), "no broker runs")
+	require.NoFileExists(t, filepath.Join(dir, "intercom", "broker.pid"), "a completion starts no broker")
+	cmd := as(t, dir, "alpha", "intercom", "listen", "--json")
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_NAME=Reviewer")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool { return intercom.HolderAlive(p, "alpha") }, 10*time.Second, 10*time.Millisecond)
+	for _, verb := range []string{"send", "ask"} {
+		got := ids(complete("intercom", verb, ""))
+		require.Contains(t, got, "alpha", verb)
+		require.Contains(t, got, "Reviewer", verb)
+	}
+	require.Empty(t, ids(complete("intercom", "send", "alpha", "")), "the text is not completed")
 }
 
 func TestManPages(t *testing.T) {
@@ -145,7 +216,8 @@ func TestManPages(t *testing.T) {
 		page := filepath.Join(dir, strings.ReplaceAll(c.CommandPath(), " ", "-")+".1")
 		data, err := os.ReadFile(page)
 		require.NoError(t, err, "no man page for %q", c.CommandPath())
-		require.Contains(t, string(data), `.TH "AGENT-FLEET" "1"`)
+		title := strings.ToUpper(strings.ReplaceAll(c.CommandPath(), " ", "-"))
+		require.Contains(t, string(data), `.TH "`+title+`" "1"`, "each page is titled after its command")
 		require.Contains(t, string(data), ".SH EXAMPLE", page)
 	}
 	require.Contains(t, out, fmt.Sprintf("wrote %d man pages", n))
@@ -156,8 +228,38 @@ func TestManPages(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "agent-fleet-spawn")
+		require.Contains(t, string(out), "AGENT-FLEET-SPAWN(1)")
 		require.Contains(t, string(out), "EXAMPLE")
 	}
+}
+
+// Without a directory, man writes to ~/.local/share/man/man1 and says
+// how to make man search there when it does not; where MANPATH names
+// the directory, `man agent-fleet-spawn` finds the page.
+func TestManPagesWhereManFindsThem(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("manpath"); err != nil {
+		t.Skip("no man-db here:", err)
+	}
+	home := t.TempDir()
+	base := filepath.Join(home, ".local", "share", "man")
+	in := cliIn{env: map[string]string{"HOME": home, "MANPATH": "/usr/share/man", "PATH": "/usr/bin:/bin"}}
+	out, err := in.run(t, "man")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "man pages to "+filepath.Join(base, "man1")+"\n")
+	require.FileExists(t, filepath.Join(base, "man1", "agent-fleet-spawn.1"))
+	require.Contains(t, out, "man does not search "+base)
+	require.Contains(t, out, `export MANPATH="`+base+`:/usr/share/man"`)
+
+	in.env["MANPATH"] = base + ":"
+	out, err = in.run(t, "man")
+	require.NoError(t, err, out)
+	require.NotContains(t, out, "man does not search", "man searches it now")
+	cmd := exec.Command("man", "agent-fleet-spawn")
+	cmd.Env = append(os.Environ(), "MANPATH="+base+":", "MANPAGER=cat", "PAGER=cat", "MANWIDTH=100")
+	page, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", page)
+	require.Contains(t, string(page), "AGENT-FLEET-SPAWN(1)")
 }
 
 // Command-line mistakes exit 2, whichever layer catches them: cobra's

@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
@@ -26,12 +28,29 @@ const (
 	exitUnknown     = 8
 )
 
+// severity orders exit statuses from the most serious, for a command that
+// reports several outcomes (a stop of several workers): a cleanup that
+// could not be verified first, a wrong id last.
+var severity = []int{exitFailure, exitUnknown, exitUnavailable, exitUnsupported, exitConflict, exitAmbiguous, exitNotFound, exitUsage}
+
 // exitCode maps an error to the process exit code.
 func exitCode(err error) int {
 	var ue *factory.UsageError
+	var several *verbs.StopsError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &several):
+		worst := -1
+		for _, e := range several.Errs {
+			if i := slices.Index(severity, exitCode(e)); i >= 0 && (worst < 0 || i < worst) {
+				worst = i
+			}
+		}
+		if worst < 0 {
+			return exitFailure
+		}
+		return severity[worst]
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.Is(err, units.ErrUnsupported):
@@ -40,7 +59,8 @@ func exitCode(err error) int {
 		return exitUsage // an unknown --kind; cobra's missing required flags
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
 		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, intercom.ErrListening), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
-		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly):
+		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly),
+		errors.Is(err, fleet.ErrEnded):
 		return exitConflict
 	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge):
 		return exitUsage
@@ -49,7 +69,7 @@ func exitCode(err error) int {
 	case errors.Is(err, factory.ErrNoSystemd), errors.Is(err, units.ErrNoUserBus), errors.Is(err, units.ErrManagerUnreachable),
 		errors.Is(err, units.ErrTimeout):
 		return exitUnavailable
-	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget),
+	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget), errors.Is(err, intercom.ErrSocketPathTooLong),
 		errors.Is(err, intercom.ErrInvalidSessionID), errors.Is(err, wire.ErrInvalidScope):
 		return exitUsage
 	case errors.Is(err, intercom.ErrTargetNotFound), errors.Is(err, intercom.ErrNoPendingAsk):

@@ -93,11 +93,123 @@ func TestFleetCLI(t *testing.T) {
 func TestFleetCLIWithoutUserManager(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)
-	cmd := as(t, dir, "op", "list")
+	cmd := as(t, dir, "op", "stop", "w1")
 	cmd.Env = append(cmd.Env, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=")
 	out, err := cmd.CombinedOutput()
 	requireExit(t, err, exitUnavailable)
 	require.Contains(t, string(out), "dbus-launch", "a clear message about the missing user bus")
+}
+
+// Without a user bus (sudo -i, SSH without XDG_RUNTIME_DIR) the read-only
+// verbs still answer from the registry and the log files, with a warning
+// on stderr and liveState "unknown" in their JSON; verbs that act still
+// fail with exit 6.
+func TestReadOnlyVerbsWithoutUserManager(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() {
+		_, _ = fleetCLI(t, dir, "stop", "nobus")
+		stopBroker(t, dir)
+	})
+	out, err := fleetCLI(t, dir, "spawn", "--id", "nobus", "--", "sh", "-c", "echo from-the-worker; sleep 300")
+	require.NoError(t, err, "%s", out)
+	require.Eventually(t, func() bool {
+		out, err := fleetCLI(t, dir, "logs", "nobus")
+		return err == nil && strings.Contains(string(out), "from-the-worker")
+	}, 20*time.Second, 50*time.Millisecond)
+
+	noBus := func(args ...string) (string, string, error) {
+		cmd := as(t, dir, "operator-test", args...)
+		cmd.Env = append(cmd.Env, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	const warning = "no systemd user manager answers"
+	stdout, stderr, err := noBus("list", "--json")
+	require.NoError(t, err, "%s%s", stdout, stderr)
+	require.Contains(t, stderr, warning)
+	var list []output.Worker
+	require.NoError(t, json.Unmarshal([]byte(stdout), &list), stdout)
+	require.Len(t, list, 1)
+	require.Equal(t, "running", list[0].State, "the registry's last known state")
+	require.Equal(t, "unknown", list[0].LiveState)
+
+	stdout, stderr, err = noBus("list")
+	require.NoError(t, err, "%s%s", stdout, stderr)
+	require.Contains(t, stdout, "running (last known)")
+	require.Contains(t, stderr, warning)
+
+	stdout, stderr, err = noBus("status", "nobus", "--json")
+	require.NoError(t, err, "%s%s", stdout, stderr)
+	require.Contains(t, stderr, warning)
+	var st output.Status
+	require.NoError(t, json.Unmarshal([]byte(stdout), &st), stdout)
+	require.Equal(t, "unknown", st.UnitActive)
+	require.Equal(t, "unknown", st.Worker.LiveState)
+	stdout, _, err = noBus("status", "nobus")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "(state unknown)")
+
+	stdout, stderr, err = noBus("logs", "nobus", "--json")
+	require.NoError(t, err, "%s%s", stdout, stderr)
+	require.Contains(t, stderr, warning)
+	var logs struct {
+		Lines     []string `json:"lines"`
+		LiveState string   `json:"liveState"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &logs), stdout)
+	require.Contains(t, logs.Lines, "from-the-worker")
+	require.Equal(t, "unknown", logs.LiveState)
+
+	_, _, err = noBus("status", "nobody")
+	requireExit(t, err, exitNotFound)
+	for _, args := range [][]string{{"stop", "nobus"}, {"spawn", "--id", "nobus2", "--", "true"}, {"renew", "nobus"}} {
+		_, stderr, err := noBus(args...)
+		requireExit(t, err, exitUnavailable)
+		require.Contains(t, stderr, "dbus-launch", "%v: a clear message about the missing user bus", args)
+	}
+	stdout, stderr, err = noBus("list", "--json")
+	require.NoError(t, err, "%s%s", stdout, stderr)
+	require.Contains(t, stdout, `"state":"running"`, "the refused stop changed nothing")
+}
+
+// A command that fails at once is not reported running: spawn says it
+// started and has already exited, and exits 1; one that is not on the PATH
+// exits 3, as the help says. (A long grace, so that a slow machine sees
+// these commands end within it.)
+func TestSpawnOfACommandThatFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	env := []string{"AGENT_FLEET_READY_GRACE=1m", "PATH=" + os.Getenv("PATH")}
+	run := func(args ...string) (string, error) {
+		out, err := fleetAs(t, dir, "operator-test", env, args...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("spawn", "--id", "f1", "--", "false")
+	requireExit(t, err, exitFailure)
+	require.Contains(t, out, "started; it has already exited (exit 1)")
+	require.NotContains(t, out, "running")
+	out, err = run("spawn", "--id", "f3", "--json", "--", "sh", "-c", "exit 3")
+	requireExit(t, err, exitFailure)
+	var w output.Worker
+	require.NoError(t, json.Unmarshal([]byte(out[:strings.IndexByte(out, '\n')]), &w), out)
+	require.Equal(t, "exited", w.State, "--json prints the record beside the error")
+	require.Equal(t, 3, *w.ExitStatus)
+	out, err = run("spawn", "--id", "f0", "--", "true")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "exited (exit 0)")
+
+	_, err = run("spawn", "--id", "fx", "--", "no-such-command-here")
+	requireExit(t, err, exitNotFound)
+	help, err := run("spawn", "--help")
+	require.NoError(t, err, help)
+	require.Contains(t, help, "not executable is refused before anything starts\n(exit 3)")
+	require.NotContains(t, help, "cannot be executed\nis a failed spawn (exit 1")
 }
 
 // The agent_fleet MCP tool spawns, lists, reads and stops a worker owned by

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
@@ -21,20 +22,31 @@ func newFleetOptions(f *factory.Factory) fleetOptions { return fleetOptions{Fact
 // runFleetVerb runs a fleet verb as the CLI's caller, through the same
 // verbs.Run as agent_fleet, and prints its report: the JSON with --json
 // (also beside an error, when the verb has a record to show), else the
-// text.
+// text (beside an error only for a stop of several, a line per worker).
 func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
-	fe, err := o.Factory.Fleet(ctx)
+	open := o.Factory.Fleet
+	if verbs.ReadOnly(a.Action) {
+		open = o.Factory.ReadFleet // records and logs need no user manager
+	}
+	fe, err := open(ctx)
 	if err != nil {
 		return err
 	}
 	defer fe.Close()
+	if fe.Offline != nil && verbs.ReadOnly(a.Action) {
+		fmt.Fprintln(o.IO.Err, "agent-fleet:", verbs.OfflineWarning)
+	}
 	rep, err := verbs.Run(ctx, fe, a)
 	if err != nil {
-		if rep != nil && o.JSON {
+		_, several := rep.(output.StopsReport)
+		switch {
+		case rep != nil && o.JSON:
 			_ = output.PrintJSON(o.IO.Out, rep.JSON())
+		case several:
+			_ = output.Print(o.IO.Out, rep, false) // a line per worker, the failed ones too
 		}
 		return err
 	}

@@ -21,7 +21,7 @@ func newForgetCmd(f *factory.Factory, runF func(*forgetOptions) error) *cobra.Co
 		Use:     "forget ID --acknowledge",
 		Short:   "Delete the records of an ended worker",
 		Example: "  agent-fleet forget builder --acknowledge",
-		Args:    cobra.ExactArgs(1),
+		Args:    oneArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			if runF != nil {

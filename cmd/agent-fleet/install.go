@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
@@ -22,6 +23,68 @@ type installOptions struct {
 	IO      *factory.IOStreams
 	dryRun  bool
 	binary  string
+	JSON    bool
+}
+
+// installReport is what install or uninstall did, or with --dry-run would
+// do, as --json prints it.
+type installReport struct {
+	DryRun  bool   `json:"dryRun"`
+	UnitDir string `json:"unitDir"`
+	// Files are the unit files: change is create, update, unchanged or
+	// remove.
+	Files []unitFileChange `json:"files"`
+	// Units are the units started or stopped: state is listening (the
+	// broker socket), waiting (enabled; another broker serves the socket
+	// until it exits), active (the timer) or stopped.
+	Units []unitOutcome `json:"units"`
+}
+
+type unitFileChange struct {
+	Path   string `json:"path"`
+	Change string `json:"change"`
+}
+
+type unitOutcome struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// installOutput prints install's and uninstall's lines, or with --json
+// collects them into one report printed at the end.
+type installOutput struct {
+	s    *factory.IOStreams
+	json bool
+	rep  installReport
+}
+
+func newInstallOutput(opts *installOptions, dir string) *installOutput {
+	return &installOutput{s: opts.IO, json: opts.JSON, rep: installReport{DryRun: opts.dryRun, UnitDir: dir,
+		Files: []unitFileChange{}, Units: []unitOutcome{}}}
+}
+
+// say prints a line for people (nothing with --json).
+func (o *installOutput) say(format string, args ...any) {
+	if !o.json {
+		fmt.Fprintf(o.s.Out, format, args...)
+	}
+}
+
+func (o *installOutput) file(path, change string) {
+	o.rep.Files = append(o.rep.Files, unitFileChange{Path: path, Change: change})
+}
+
+func (o *installOutput) unit(name, state, detail string) {
+	o.rep.Units = append(o.rep.Units, unitOutcome{Name: name, State: state, Detail: detail})
+}
+
+// done prints the report with --json.
+func (o *installOutput) done() error {
+	if o.json {
+		return output.PrintJSON(o.s.Out, o.rep)
+	}
+	return nil
 }
 
 func newInstallCmd(f *factory.Factory, runF func(*installOptions) error) *cobra.Command {
@@ -66,6 +129,7 @@ Needs Linux with a systemd user manager (exit 5 elsewhere, 6 without one).`,
 	}
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "show what would be written and done, change nothing")
 	cmd.Flags().StringVar(&opts.binary, "binary", "", "the agent-fleet executable the units run (default: this one)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print what was (or would be) done as JSON")
 	return cmd
 }
 
@@ -89,6 +153,7 @@ before install. Workers and the agent directory are not touched.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "show what would be removed, change nothing")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print what was (or would be) done as JSON")
 	return cmd
 }
 
@@ -122,7 +187,6 @@ func installBinary(flag string) (string, error) {
 }
 
 func installRun(ctx context.Context, opts *installOptions) error {
-	s := opts.IO
 	if opts.Factory.GOOS != "linux" {
 		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
 	}
@@ -166,6 +230,7 @@ func installRun(ctx context.Context, opts *installOptions) error {
 			return err
 		}
 	}
+	o := newInstallOutput(opts, dir)
 	files := contribsystemd.Render(params)
 	verb := map[bool]string{true: "would ", false: ""}[opts.dryRun]
 	changed := map[string]bool{}
@@ -174,16 +239,19 @@ func installRun(ctx context.Context, opts *installOptions) error {
 		old, err := os.ReadFile(path)
 		switch {
 		case err == nil && bytes.Equal(old, files[name]):
-			fmt.Fprintf(s.Out, "%s: unchanged\n", path)
+			o.say("%s: unchanged\n", path)
+			o.file(path, "unchanged")
 			continue
 		case err == nil:
-			fmt.Fprintf(s.Out, "%s: %supdate\n", path, verb)
+			o.say("%s: %supdate\n", path, verb)
+			o.file(path, "update")
 		default:
-			fmt.Fprintf(s.Out, "%s: %screate\n", path, verb)
+			o.say("%s: %screate\n", path, verb)
+			o.file(path, "create")
 		}
 		changed[name] = true
 		if opts.dryRun {
-			fmt.Fprintf(s.Out, "---\n%s---\n", files[name])
+			o.say("---\n%s---\n", files[name])
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -194,9 +262,11 @@ func installRun(ctx context.Context, opts *installOptions) error {
 		}
 	}
 	if opts.dryRun {
-		fmt.Fprintf(s.Out, "Would reload the user manager, enable and start %s (listening on %s) and %s (runs %s cleanup --execute on %s every 5 min).\n",
+		o.say("Would reload the user manager, enable and start %s (listening on %s) and %s (runs %s cleanup --execute on %s every 5 min).\n",
 			contribsystemd.BrokerSocket, p.BrokerSocket(), contribsystemd.CleanupTimer, bin, p.AgentDir)
-		return nil
+		o.unit(contribsystemd.BrokerSocket, "listening", p.BrokerSocket())
+		o.unit(contribsystemd.CleanupTimer, "active", "every 5 min")
+		return o.done()
 	}
 	if err := m.Reload(ctx); err != nil {
 		return err
@@ -204,7 +274,7 @@ func installRun(ctx context.Context, opts *installOptions) error {
 	if err := m.EnableUnitFiles(ctx, contribsystemd.Enabled...); err != nil {
 		return err
 	}
-	if err := installBrokerSocket(ctx, s, m, p, changed); err != nil {
+	if err := installBrokerSocket(ctx, o, m, p, changed); err != nil {
 		return err
 	}
 	if changed[contribsystemd.CleanupTimer] || changed[contribsystemd.CleanupService] {
@@ -214,9 +284,10 @@ func installRun(ctx context.Context, opts *installOptions) error {
 	if err := m.StartUnit(ctx, contribsystemd.CleanupTimer); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Out, "%s: enabled and active (runs %s cleanup --execute on %s every 5 min)\n",
+	o.say("%s: enabled and active (runs %s cleanup --execute on %s every 5 min)\n",
 		contribsystemd.CleanupTimer, bin, p.AgentDir)
-	return nil
+	o.unit(contribsystemd.CleanupTimer, "active", "every 5 min")
+	return o.done()
 }
 
 // errUnitPath: the user manager does not read the unit directory install
@@ -259,7 +330,7 @@ func checkUnitPath(ctx context.Context, m *units.Systemd, dir string) error {
 // started: its sessions reconnect); a broker that serves the socket without
 // it (started on demand, or a TypeScript one) is never disturbed: the
 // enabled socket takes over once it exits, through the factory's broker starter.
-func installBrokerSocket(ctx context.Context, s *factory.IOStreams, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
+func installBrokerSocket(ctx context.Context, o *installOutput, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
 	sock, svc := contribsystemd.BrokerSocket, contribsystemd.BrokerService
 	st, err := m.Unit(ctx, sock)
 	if err != nil {
@@ -278,7 +349,7 @@ func installBrokerSocket(ctx context.Context, s *factory.IOStreams, m *units.Sys
 				return err
 			}
 		case changed[svc] && svcState.Running():
-			fmt.Fprintf(s.Out, "%s: the running broker (pid %d) keeps its old settings until it exits; the next activation uses the new ones\n",
+			o.say("%s: the running broker (pid %d) keeps its old settings until it exits; the next activation uses the new ones\n",
 				svc, svcState.MainPID)
 		}
 	}
@@ -290,13 +361,14 @@ func installBrokerSocket(ctx context.Context, s *factory.IOStreams, m *units.Sys
 			who := "an incompatible broker (" + detail + ")"
 			if h == intercom.Compatible {
 				if stats, err := (&intercom.LocalAPIClient{Path: p.LocalAPISocket()}).Stats(ctx); err == nil {
-					who = fmt.Sprintf("agent-fleet's broker (pid %d, %s)", stats.PID, intercom.CountSessions(stats.Sessions))
+					who = fmt.Sprintf("agent-fleet's broker (pid %d, %s)", stats.PID, output.Plural(stats.Sessions, "session"))
 				} else {
 					who = "a compatible broker without agent-fleet's local API (a TypeScript adapter's)"
 				}
 			}
-			fmt.Fprintf(s.Out, "%s: enabled; not started yet because %s serves %s: the socket takes over when it exits (5 s after its last session leaves), when the next client starts a broker\n",
+			o.say("%s: enabled; not started yet because %s serves %s: the socket takes over when it exits (5 s after its last session leaves), when the next client starts a broker\n",
 				sock, who, p.BrokerSocket())
+			o.unit(sock, "waiting", who+" serves "+p.BrokerSocket())
 			return nil
 		}
 		_ = m.ResetFailed(ctx, svc)
@@ -305,12 +377,12 @@ func installBrokerSocket(ctx context.Context, s *factory.IOStreams, m *units.Sys
 			return fmt.Errorf("start %s: %w", sock, err)
 		}
 	}
-	fmt.Fprintf(s.Out, "%s: enabled and listening on %s (the broker starts on the first connection)\n", sock, p.BrokerSocket())
+	o.say("%s: enabled and listening on %s (the broker starts on the first connection)\n", sock, p.BrokerSocket())
+	o.unit(sock, "listening", p.BrokerSocket())
 	return nil
 }
 
 func uninstallRun(ctx context.Context, opts *installOptions) error {
-	s := opts.IO
 	if opts.Factory.GOOS != "linux" {
 		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
 	}
@@ -318,6 +390,7 @@ func uninstallRun(ctx context.Context, opts *installOptions) error {
 	if err != nil {
 		return err
 	}
+	o := newInstallOutput(opts, dir)
 	var present []string
 	for _, name := range contribsystemd.Names {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
@@ -325,16 +398,22 @@ func uninstallRun(ctx context.Context, opts *installOptions) error {
 		}
 	}
 	if len(present) == 0 {
-		fmt.Fprintf(s.Out, "agent-fleet's units are not installed in %s.\n", dir)
-		return nil
+		o.say("agent-fleet's units are not installed in %s.\n", dir)
+		return o.done()
 	}
 	// Socket before service: a connection in between would start the
 	// broker again. Timer before the janitor it runs.
 	stopOrder := []string{contribsystemd.BrokerSocket, contribsystemd.BrokerService, contribsystemd.CleanupTimer, contribsystemd.CleanupService}
 	if opts.dryRun {
-		fmt.Fprintf(s.Out, "Would stop %s, disable %s, remove:\n  %s\nand reload the user manager.\n",
+		o.say("Would stop %s, disable %s, remove:\n  %s\nand reload the user manager.\n",
 			strings.Join(stopOrder, ", "), strings.Join(contribsystemd.Enabled, " and "), strings.Join(present, "\n  "))
-		return nil
+		for _, name := range stopOrder {
+			o.unit(name, "stopped", "")
+		}
+		for _, path := range present {
+			o.file(path, "remove")
+		}
+		return o.done()
 	}
 	m, err := connectManager(ctx)
 	if err != nil {
@@ -345,7 +424,8 @@ func uninstallRun(ctx context.Context, opts *installOptions) error {
 		if err := m.StopUnit(ctx, name); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
 			return err
 		}
-		fmt.Fprintf(s.Out, "stopped %s\n", name)
+		o.say("stopped %s\n", name)
+		o.unit(name, "stopped", "")
 	}
 	if err := m.DisableUnitFiles(ctx, contribsystemd.Enabled...); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
 		return err
@@ -354,7 +434,8 @@ func uninstallRun(ctx context.Context, opts *installOptions) error {
 		if err := os.Remove(path); err != nil {
 			return err
 		}
-		fmt.Fprintf(s.Out, "removed %s\n", path)
+		o.say("removed %s\n", path)
+		o.file(path, "remove")
 	}
 	if err := m.Reload(ctx); err != nil {
 		return err
@@ -362,7 +443,7 @@ func uninstallRun(ctx context.Context, opts *installOptions) error {
 	for _, name := range stopOrder {
 		_ = m.ResetFailed(ctx, name) // leave no failed unit behind
 	}
-	return nil
+	return o.done()
 }
 
 // writeUnitFile writes a unit file atomically, 0644 as systemctl does.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -201,7 +200,7 @@ func newSetSummaryCmd(f *factory.Factory, runF func(*setSummaryOptions) error) *
 		Long: `Publish a short status (at most 400 characters) for others to see. It lasts
 while your session is registered: use it from a session holder (listen, mcp).`,
 		Example: `  agent-fleet intercom set-summary "refactoring the parser"`,
-		Args:    cobra.MaximumNArgs(1),
+		Args:    optionalArg("text"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text, err := messageText(f.IO.In, args, 0)
 			if err != nil {
@@ -214,7 +213,17 @@ while your session is registered: use it from a session holder (listen, mcp).`,
 			return setSummaryRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"ok", "summary", "held"} as JSON`)
 	return cmd
+}
+
+// summaryResult is set-summary's outcome as --json prints it: the summary
+// published, and whether a session holder keeps it (else it ended with the
+// command's registration).
+type summaryResult struct {
+	OK      bool   `json:"ok"`
+	Summary string `json:"summary"`
+	Held    bool   `json:"held"`
 }
 
 func setSummaryRun(ctx context.Context, opts *setSummaryOptions) error {
@@ -226,11 +235,10 @@ func setSummaryRun(ctx context.Context, opts *setSummaryOptions) error {
 	if err := o.Ops.SetSummary(ctx, opts.Text); err != nil {
 		return err
 	}
+	text := "Summary updated."
 	if !o.Holder {
 		// Published, but gone with this command's registration.
-		fmt.Fprintln(opts.IO.Out, "Summary published for this command's registration only: no session holder runs for your id, so it ends now. Run it while agent-fleet intercom listen (or agent-fleet mcp) holds your session.")
-		return nil
+		text = "Summary published for this command's registration only: no session holder runs for your id, so it ends now. Run it while agent-fleet intercom listen (or agent-fleet mcp) holds your session."
 	}
-	fmt.Fprintln(opts.IO.Out, "Summary updated.")
-	return nil
+	return output.Show(opts.IO.Out, opts.JSON, summaryResult{OK: true, Summary: opts.Text, Held: o.Holder}, text)
 }

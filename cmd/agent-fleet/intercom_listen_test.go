@@ -79,7 +79,13 @@ func TestIntercomListenTwiceAndAfterKill(t *testing.T) {
 	require.Contains(t, second.stderr.String(),
 		fmt.Sprintf(`session "alpha" is already being listened to by pid %d`, first.cmd.Process.Pid))
 	require.NotContains(t, second.stderr.String(), "Listening as")
-	require.Empty(t, second.stdout.String())
+	var refusal struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(second.stdout.String()), &refusal), "--json prints only the error object: %s", second.stdout.String())
+	require.False(t, refusal.OK)
+	require.Contains(t, refusal.Error, `session "alpha" is already being listened to by pid`)
 
 	out, err := as(t, dir, "beta", "intercom", "send", "alpha", "one").CombinedOutput()
 	require.NoError(t, err, "%s", out)

@@ -31,7 +31,7 @@ message is kept in your durable outbox until then; if the outcome cannot be
 known (exit 8), it is retried from the outbox on your next registration.`,
 		Example: `  agent-fleet intercom send alpha "tests pass on main"
   git diff | agent-fleet intercom send alpha - --attach-snippet fix.go=fix.go`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: targetAndText,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text, err := messageBody(f.IO.In, args, 1)
 			if err != nil {
@@ -104,7 +104,7 @@ session is held (listen, mcp), a late reply lands in the holder: see
 "agent-fleet intercom pending".`,
 		Example: `  agent-fleet intercom ask alpha "is the migration done?"
   agent-fleet intercom ask alpha "ok to deploy?" --timeout 30s --json`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: targetAndText,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text, err := messageBody(f.IO.In, args, 1)
 			if err != nil {
@@ -188,7 +188,7 @@ with the sender (--to) and, for several asks of one sender, --which.`,
 		Example: `  agent-fleet intercom reply "yes, go ahead"
   agent-fleet intercom reply --ask-id ask-3Jc… "done"
   agent-fleet intercom reply --to beta --which oldest "first answer"`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg("text"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text, err := messageBody(f.IO.In, args, 0)
 			if err != nil {

@@ -410,3 +410,23 @@ func TestIntercomRefusesEmptyMessages(t *testing.T) {
 		require.NotEmpty(t, strings.TrimSpace(m.Text), "nothing empty reached alpha: %+v", m)
 	}
 }
+
+// An agent directory so deep that broker.sock exceeds the kernel's socket
+// path limit is refused at once, naming the path and the limit, instead of
+// starting a broker that cannot bind and waiting for it (issue 22,
+// finding 15).
+func TestSocketPathTooLongIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(shortDir(t), strings.Repeat("d", 50), strings.Repeat("e", 50))
+	sock := filepath.Join(dir, "intercom", "broker.sock")
+	require.Greater(t, len(sock), intercom.MaxSocketPathBytes)
+	for _, args := range [][]string{{"intercom", "send", "alpha", "hi"}, {"intercom", "list"}} {
+		out, err := as(t, dir, "beta", args...).CombinedOutput()
+		requireExit(t, err, exitUsage)
+		require.Contains(t, string(out), "socket path too long: "+sock, "%v", args)
+		require.Contains(t, string(out), fmt.Sprintf("the limit is %d", intercom.MaxSocketPathBytes), "%v", args)
+		require.Contains(t, string(out), "PI_CODING_AGENT_DIR", "%v", args)
+		require.NotContains(t, string(out), "did not answer", "%v: no broker was started", args)
+		require.NoFileExists(t, filepath.Join(dir, "intercom", "broker.log"), "no broker was started")
+	}
+}

@@ -21,7 +21,7 @@ func newLogsCmd(f *factory.Factory, runF func(*logsOptions) error) *cobra.Comman
 		Use:     "logs ID",
 		Short:   "Print a worker's last log lines",
 		Example: "  agent-fleet logs tests -n 100\n  agent-fleet logs tests --json",
-		Args:    cobra.ExactArgs(1),
+		Args:    oneArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			if opts.Lines < 1 {

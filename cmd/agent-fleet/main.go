@@ -26,7 +26,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	f := factory.New(factory.System(), factory.BuildVersion(version))
 	f.ChildEnv = childEnv
-	err := newRootCmd(f).ExecuteContext(ctx)
+	err := execCLI(ctx, f, os.Args[1:])
 	stop()
 	// Commands close the registries they open before they return: Close
 	// waits for the workers.json view of their writes, so os.Exit loses none.

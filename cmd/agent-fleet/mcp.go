@@ -24,13 +24,20 @@ session at once (so the agent is visible before its first tool call), keeps
 it registered across broker restarts, and holds it: agent-fleet intercom
 commands under the same id act through this process.
 
-Identity: CLAUDE_INTERCOM_SESSION_ID or CODEX_INTERCOM_SESSION_ID (by
---harness), else AGENT_INTERCOM_SESSION_ID, else a fresh
-<harness>-<pid>-<hash of cwd> so two unconfigured agents never merge. Give each
-agent session its own id. If another process already holds the id, this
+Identity: CLAUDE_INTERCOM_SESSION_ID, CODEX_INTERCOM_SESSION_ID or
+PI_INTERCOM_SESSION_ID (by --harness), else AGENT_INTERCOM_SESSION_ID, else a
+fresh <harness>-<pid>-<hash of cwd> so two unconfigured agents never merge.
+Give each agent session its own id in the environment the agent starts from;
+never write one fixed id into a shared configuration (every agent using it
+would claim the same session). If another process already holds the id, this
 server acts through it. stdout carries only MCP frames; logs go to stderr.`,
-		Example: `  claude mcp add agent-fleet -e AGENT_INTERCOM_SESSION_ID=reviewer -- agent-fleet mcp --harness claude
-  npx @modelcontextprotocol/inspector --cli agent-fleet mcp --method tools/list`,
+		Example: `  # register the server once, with no id in its configuration ...
+  claude mcp add agent-fleet -s local -- agent-fleet mcp --harness claude
+  # ... then start each session with an id of its own
+  AGENT_INTERCOM_SESSION_ID=reviewer claude
+  AGENT_INTERCOM_SESSION_ID=builder claude
+  # check a server by hand
+  npx @modelcontextprotocol/inspector@2.3.0 --cli agent-fleet mcp -e AGENT_INTERCOM_SESSION_ID=probe --method tools/list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {

@@ -85,9 +85,16 @@ func TestOwnershipCLI(t *testing.T) {
 	// fleet.db deleted under running workers: list --all rebuilds their
 	// records, with the adoption kept.
 	reg := fleet.RegistryPath(intercom.NewPaths(dir))
+	removed := time.Now()
 	require.NoError(t, os.Remove(reg))
 	live, stderr := listAll(t, dir, "agent-m2", env)
 	require.Contains(t, stderr, "rebuilt the record of live worker own-a")
+	require.Equal(t, 1, strings.Count(stderr, "own-a"), "each recovery is reported once: %s", stderr)
+	require.Len(t, live["own-a"].Command, 2, "the command comes back from the unit")
+	require.Equal(t, "sleep", filepath.Base(live["own-a"].Command[0]))
+	started, err := time.Parse(time.RFC3339Nano, live["own-a"].CreatedAt)
+	require.NoError(t, err)
+	require.True(t, started.Before(removed), "its start comes back from the unit, not the rebuild: %s", started)
 	require.Equal(t, "agent-m1", live["own-a"].Manager)
 	require.Equal(t, "agent-m2", live["own-b"].Manager, "adoptions survive a lost registry")
 	require.Equal(t, "agent-m1", live["own-b"].FirstManager)
@@ -122,13 +129,54 @@ func TestOwnershipCLI(t *testing.T) {
 	require.NoError(t, err, out)
 	out, err = run("agent-m1", "forget", "own-a", "--acknowledge")
 	require.NoError(t, err, out)
-	require.Contains(t, out, "Forgot 1 ended records")
+	require.Contains(t, out, "Forgot 1 ended record of")
 	out, err = run("agent-m1", "status", "own-a")
 	requireExit(t, err, exitNotFound)
 	out, err = run("agent-m2", "prune", "--acknowledge")
 	require.NoError(t, err, out)
 	out, err = run("agent-m2", "stop", "own-b")
 	require.NoError(t, err, out)
+}
+
+// A person who adopts an agent's worker manages it as they manage their
+// own: without an idle lease (README "Ownership and leases"). A worker that
+// has ended cannot be adopted, and the refusal says so plainly (exit 4).
+func TestAdoptAsAPersonDropsTheLeaseAndEndedWorkersAreRefused(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	run := func(id string, args ...string) (string, error) {
+		out, err := fleetAs(t, dir, id, nil, args...).CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		_, _ = run("operator-pat", "stop", "ad-w1")
+		_, _ = run("agent-m1", "stop", "ad-w1")
+		stopBroker(t, dir)
+	})
+	out, err := run("agent-m1", "spawn", "--id", "ad-w1", "--json", "--", "sleep", "300")
+	require.NoError(t, err, out)
+	var w output.Worker
+	require.NoError(t, json.Unmarshal([]byte(out), &w), out)
+	require.NotEmpty(t, w.LeaseDeadline, "an agent's worker has an idle lease")
+
+	out, err = run("operator-pat", "adopt", "ad-w1")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "You now manage ad-w1 (run "+w.RunID+"); it has no idle lease.")
+	out, err = run("operator-pat", "status", "ad-w1", "--json")
+	require.NoError(t, err, out)
+	var st output.Status
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	require.Equal(t, "operator-pat", st.Worker.Manager)
+	require.Empty(t, st.Worker.LeaseDeadline, "a person's workers have no idle lease")
+	require.Zero(t, st.Worker.LeaseSeconds)
+
+	out, err = run("operator-pat", "stop", "ad-w1")
+	require.NoError(t, err, out)
+	out, err = run("agent-m1", "adopt", "ad-w1")
+	requireExit(t, err, exitConflict)
+	require.Contains(t, out, "ad-w1 was stopped; nothing to adopt (forget it with agent-fleet forget ad-w1 --acknowledge)")
+	require.NotContains(t, out, "not found")
 }
 
 // Two janitors at once: one acts, the other says one is in progress.
@@ -270,7 +318,7 @@ func TestMCPFleetOwnershipActions(t *testing.T) {
 	require.Contains(t, r.Text, "--acknowledge")
 	r = call(map[string]any{"action": "forget", "id": "handed", "acknowledge": true})
 	require.False(t, r.IsError, r.Text)
-	require.Equal(t, "Forgot 1 ended records of handed.", r.Text)
+	require.Equal(t, "Forgot 1 ended record of handed.", r.Text)
 	r = call(map[string]any{"action": "prune", "acknowledge": true})
 	require.False(t, r.IsError, r.Text)
 }

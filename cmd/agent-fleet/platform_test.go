@@ -56,9 +56,7 @@ func (c cliIn) factory(io *factory.IOStreams) *factory.Factory {
 func (c cliIn) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	root := newRootCmd(c.factory(&factory.IOStreams{In: bytes.NewReader(nil), Out: &out, Err: &out}))
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
+	err := execCLI(context.Background(), c.factory(&factory.IOStreams{In: bytes.NewReader(nil), Out: &out, Err: &out}), args)
 	return out.String(), err
 }
 

@@ -20,7 +20,7 @@ func newRenewCmd(f *factory.Factory, runF func(*renewOptions) error) *cobra.Comm
 		Use:     "renew [ID]",
 		Short:   "Give a worker (or all yours) a fresh idle lease",
 		Example: "  agent-fleet renew builder\n  agent-fleet renew",
-		Args:    cobra.MaximumNArgs(1),
+		Args:    optionalArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.ID = args[0]

@@ -1,13 +1,58 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 )
+
+// execCLI runs agent-fleet with args over f, as main does. A command that
+// fails under --json without having printed anything on stdout prints the
+// error object there, {"ok": false, "error": "…"} — what agent_fleet's
+// structuredContent holds for a failure — so a script reading stdout
+// always gets JSON; the message still goes to stderr and the exit status
+// is the error's.
+func execCLI(ctx context.Context, f *factory.Factory, args []string) error {
+	out := &watchedWriter{w: f.IO.Out}
+	f.IO = &factory.IOStreams{In: f.IO.In, Out: out, Err: f.IO.Err}
+	root := newRootCmd(f)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && wantsJSON(cmd) && !out.wrote.Load() {
+		_ = output.PrintJSON(out, output.Failure(err))
+	}
+	return err
+}
+
+// wantsJSON reports whether cmd was given --json.
+func wantsJSON(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	fl := cmd.Flags().Lookup("json")
+	return fl != nil && fl.Changed && fl.Value.String() == "true"
+}
+
+// watchedWriter is a writer that remembers whether anything was written.
+type watchedWriter struct {
+	w     io.Writer
+	wrote atomic.Bool
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		w.wrote.Store(true)
+	}
+	return w.w.Write(p)
+}
 
 // newRootCmd is the whole command tree over f.
 func newRootCmd(f *factory.Factory) *cobra.Command {
@@ -38,7 +83,7 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 		newSpawnCmd(f, nil), newListCmd(f, nil), newStatusCmd(f, nil), newStopCmd(f, nil), newLogsCmd(f, nil),
 		newWorkerShimCmd(f), newDoctorCmd(f, nil), newCapabilitiesCmd(f, nil),
 		newAdoptCmd(f, nil), newRenewCmd(f, nil), newForgetCmd(f, nil), newPruneCmd(f, nil), newCleanupCmd(f, nil),
-		newInstallCmd(f, nil), newUninstallCmd(f, nil))
+		newInstallCmd(f, nil), newUninstallCmd(f, nil), newUserManagerCmd(f))
 	root.AddCommand(newDemoCmd(f, nil), newBenchCmd(f))
 	root.AddCommand(newTeamCmd(f, nil), newTeamsCmd(f))
 	root.AddCommand(newManCmd(f))
@@ -71,12 +116,20 @@ func strictHelp(root *cobra.Command) {
 
 // usageArgs makes cobra's argument errors usage errors (exit 2), and makes
 // a command that only groups others refuse an unknown subcommand (cobra
-// would print its help and exit 0) while still printing its help alone.
+// would print its help and exit 0), with cobra's "Did you mean this?"
+// suggestions, while still printing its help alone.
 func usageArgs(c *cobra.Command) {
 	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+				msg := fmt.Sprintf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+				if cmd.SuggestionsMinimumDistance <= 0 {
+					cmd.SuggestionsMinimumDistance = 2 // cobra's own default for its unknown-command error
+				}
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+				}
+				return errors.New(msg)
 			}
 			return nil
 		}

@@ -23,11 +23,15 @@ func newSpawnCmd(f *factory.Factory, runF func(*spawnOptions) error) *cobra.Comm
 agent-fleet's worker shim, which holds the worker's intercom session (its id
 is the worker id). You become the worker's manager.
 
---kind exec (the default) runs CMD. spawn returns once the command was
-executed and the session is registered; a command that cannot be executed
-is a failed spawn (exit 1, with its exit status and last log lines), and so
-is one seen to exit non-zero by then (one that exits a moment later is a
-worker that exited: status shows how). CMD is resolved with your PATH.
+--kind exec (the default) runs CMD, resolved with your PATH. A command that
+is not on your PATH or not executable is refused before anything starts
+(exit 3). spawn returns once the session is registered and the command has
+run for a readiness grace (250ms; AGENT_FLEET_READY_GRACE sets it), and says
+what is known then: running; or, for a command that ended within the grace,
+"started; it has already exited (exit N)" with exit status 1 (a clean exit
+is a worker that exited, status 0). One that cannot be executed after all
+(a missing interpreter) is a failed spawn, exit 1, with its last log lines;
+one that ends after the grace is a worker that exited: status shows how.
 
 --kind claude, codex, opencode or pi runs a coding agent as a coworker: one
 non-interactive turn of the harness for --task, then one turn per batch of

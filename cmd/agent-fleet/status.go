@@ -20,7 +20,7 @@ func newStatusCmd(f *factory.Factory, runF func(*statusOptions) error) *cobra.Co
 		Use:     "status ID",
 		Short:   "Show a worker's state, unit, cgroup and processes",
 		Example: "  agent-fleet status tests --json",
-		Args:    cobra.ExactArgs(1),
+		Args:    oneArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			if runF != nil {

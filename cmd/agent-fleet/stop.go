@@ -2,41 +2,93 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
+	"github.com/agent-fleet/agent-fleet/fleet"
 )
 
 type stopOptions struct {
 	fleetOptions
-	ID string
+	IDs     []string
+	All     bool
+	Timeout time.Duration
+	Kill    bool
 }
 
 func newStopCmd(f *factory.Factory, runF func(*stopOptions) error) *cobra.Command {
 	opts := &stopOptions{fleetOptions: newFleetOptions(f)}
 	cmd := &cobra.Command{
-		Use:   "stop ID",
-		Short: "Stop a worker and prove that nothing it started survives",
-		Long: `Stop the worker's unit (SIGTERM, then SIGKILL to its whole cgroup), wait
-until it is inactive, read its cgroup, SIGKILL anything left, and read it
-again: the stop succeeds only when the cgroup is empty. Processes that could
-not be killed are reported (exit 1).`,
-		Example: "  agent-fleet stop tests",
-		Args:    cobra.ExactArgs(1),
+		Use:   "stop ID... | --all",
+		Short: "Stop workers and prove that nothing they started survives",
+		Long: `Stop each worker: SIGTERM to every process of its unit, SIGKILL to the whole
+cgroup once --timeout has passed (10s by default; --kill: at once), wait
+until the unit is inactive, read its cgroup, SIGKILL anything left, and read
+it again: a stop succeeds only when the cgroup is empty. Processes that
+could not be killed are reported (exit 1). On a terminal, each signal is
+shown on stderr as it is sent.
+
+Several ids (or --all: every live worker of yours) are stopped at once and
+each is reported; the exit status is then the most serious of their
+failures: 1 (a cleanup could not be verified) before 6 (no user manager),
+4 (not yours), 3 (not found) and 2 (not an id); 0 when every one stopped or
+had already ended. With one id, --json prints that stop's object; with
+several or --all, an array of them, each with its "id", "ok" and, when it
+failed, "error".`,
+		Example: "  agent-fleet stop tests\n  agent-fleet stop w1 w2 --timeout 30s\n  agent-fleet stop --all --kill",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.ID = args[0]
+			opts.IDs = args
+			switch {
+			case !opts.All && len(args) == 0:
+				return argsError(cmd, "needs a worker ID, or --all")
+			case opts.All && len(args) > 0:
+				return argsError(cmd, "takes worker IDs or --all, not both")
+			}
+			if opts.Timeout < 0 {
+				return factory.Usagef("--timeout must not be negative")
+			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return stopRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.All, "all", false, "every live worker of yours")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, fmt.Sprintf("how long a worker has between SIGTERM and SIGKILL (default %s)", fleet.DefaultStopTimeout))
+	cmd.Flags().BoolVar(&opts.Kill, "kill", false, "SIGKILL at once, without SIGTERM first")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
 func stopRun(ctx context.Context, opts *stopOptions) error {
-	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "stop", ID: opts.ID})
+	a := verbs.Args{Action: "stop", All: opts.All, Timeout: opts.Timeout, Kill: opts.Kill}
+	if len(opts.IDs) == 1 {
+		a.ID = opts.IDs[0]
+	} else {
+		a.IDs = opts.IDs
+	}
+	if isTerminal(opts.IO.Err) {
+		var mu sync.Mutex
+		a.StopProgress = func(st fleet.StopStep) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintln(opts.IO.Err, output.StopStepText(st))
+		}
+	}
+	return runFleetVerb(ctx, opts.fleetOptions, a)
+}
+
+// isTerminal reports whether w is a terminal (progress is for people
+// watching, not for logs or pipes).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -60,8 +60,8 @@ func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
 	s, _, _ := testStreams()
 	call := mcptest.Caller(t, mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: in.factory(s), Caller: "cmp-boss"})))
 	t.Cleanup(func() {
-		for _, id := range []string{"cmp-a", "cmp-b"} {
-			_, _ = in.run(t, "stop", id)
+		for _, id := range []string{"cmp-a", "cmp-b", "cmp-c", "cmp-d", "cmp-e", "cmp-f"} {
+			_, _ = in.run(t, "stop", id, "--kill")
 		}
 	})
 	tool := func(args map[string]any) any {
@@ -122,6 +122,41 @@ func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
 	same("stop", alike(stoppedByCLI), alike(stoppedByTool))
 	same("forget", cli("forget", "cmp-b", "--acknowledge"), tool(map[string]any{"action": "forget", "id": "cmp-a", "acknowledge": true}))
 	same("prune", cli("prune", "--acknowledge"), tool(map[string]any{"action": "prune", "acknowledge": true}))
+
+	// A stop of several ids (one unknown) with a timeout, and of all
+	// one's workers with --kill: each reported, the same on both surfaces
+	// but for the worker ids.
+	cliFails := func(args ...string) any {
+		t.Helper()
+		out, err := in.run(t, append(args, "--json")...)
+		require.Error(t, err, "%v: %s", args, out)
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(out), &v), "%v: %s", args, out)
+		return v
+	}
+	noIDs := func(v any) any {
+		out := slices.Clone(v.([]any))
+		for i, o := range out {
+			o := maps.Clone(o.(map[string]any))
+			delete(o, "id")
+			out[i] = alike(o)
+		}
+		return out
+	}
+	stops := func(v any) any { return v.(map[string]any)["stops"] }
+	cli("spawn", "--id", "cmp-c", "--", "sleep", "300")
+	tool(map[string]any{"action": "spawn", "id": "cmp-d", "command": []any{"sleep", "300"}})
+	byCLI = cliFails("stop", "cmp-c", "cmp-nobody", "--timeout", "5s")
+	r := call("agent_fleet", map[string]any{"action": "stop", "ids": []any{"cmp-d", "cmp-nobody"}, "timeout": "5s"})
+	require.True(t, r.IsError, r.Text)
+	same("stop", noIDs(byCLI), noIDs(stops(r.Structured["result"])))
+	require.Len(t, byCLI, 2)
+	cli("spawn", "--id", "cmp-e", "--", "sleep", "300")
+	byCLI = cli("stop", "--all", "--kill")
+	tool(map[string]any{"action": "spawn", "id": "cmp-f", "command": []any{"sleep", "300"}})
+	byTool = tool(map[string]any{"action": "stop", "all": true, "kill": true})
+	require.Len(t, byCLI, 1, "cmp-e alone was live")
+	same("stop", noIDs(byCLI), noIDs(stops(byTool)))
 
 	var missing []string
 	for _, a := range verbs.Actions {

@@ -221,3 +221,43 @@ func TestMCPJoinWithRealProcesses(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "- crew (manager: mcp-lead) [joined]")
 }
+
+// A broken TmuxDeck manifest is refused with the adapters' code and a hint
+// naming the rule, never a value from the file (issue 22, finding 7).
+func TestTeamManifestErrorsSayWhichRule(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	teamDir := filepath.Join(dir, "tmuxdeck")
+	require.NoError(t, os.Mkdir(teamDir, 0o700))
+	const lead = "tmuxdeck-c8f1e03a-9b4d-4c7e-81f6-a8b0c3d5e7f9"
+	valid := `{"version":"tmuxdeck.team.v1","backend":"tmuxdeck","runId":"team_1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6",` +
+		`"leadId":"` + lead + `","members":[{"sessionId":"` + lead + `","role":"lead"}],"createdAt":1723680000000,"capabilities":[]}`
+	write := func(name, data string, mode os.FileMode) string {
+		p := filepath.Join(teamDir, name)
+		require.NoError(t, os.WriteFile(p, []byte(data), 0o600))
+		require.NoError(t, os.Chmod(p, mode))
+		return p
+	}
+	for _, c := range []struct {
+		path, self, want string
+	}{
+		{write("open.json", valid, 0o644), lead, "ERR_TEAM_MANIFEST_UNAVAILABLE: the manifest must be mode 0600 and owned by you"},
+		{write("team.json", valid, 0o600), "someone-else", "ERR_TEAM_MANIFEST_INVALID: the manifest lists no member with this session id"},
+		{write("old.json", strings.Replace(valid, "team.v1", "team.v0", 1), 0o600), lead, `ERR_TEAM_MANIFEST_INVALID: version must be "tmuxdeck.team.v1"`},
+		{"team.json", lead, "ERR_TEAM_MANIFEST_INVALID: the manifest path must be absolute"},
+	} {
+		cmd := as(t, dir, c.self, "team")
+		cmd.Env = append(cmd.Env, "AGENT_INTERCOM_TEAM_MANIFEST="+c.path)
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, "%s", out)
+		require.Contains(t, string(out), c.want)
+		require.NotContains(t, string(out), teamDir, "no path in the error")
+		require.NotContains(t, string(out), "team.v0", "no value in the error")
+	}
+	cmd := as(t, dir, lead, "team")
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_TEAM_MANIFEST="+filepath.Join(teamDir, "team.json"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "You: "+lead+" [manager]")
+}

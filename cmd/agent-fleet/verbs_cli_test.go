@@ -61,6 +61,14 @@ func TestFleetVerbFlagsFillTheirOptions(t *testing.T) {
 	require.NoError(t, execute(newPruneCmd(f, func(o *pruneOptions) error { prune = o; return nil }), "--acknowledge", "--older-than", "1h", "--all"))
 	require.True(t, prune.Acknowledge && prune.All)
 	require.Equal(t, time.Hour, prune.OlderThan)
+	var stop *stopOptions
+	require.NoError(t, execute(newStopCmd(f, func(o *stopOptions) error { stop = o; return nil }), "w1", "w2", "--timeout", "3s", "--json"))
+	require.Equal(t, []string{"w1", "w2"}, stop.IDs)
+	require.Equal(t, 3*time.Second, stop.Timeout)
+	require.True(t, stop.JSON)
+	require.NoError(t, execute(newStopCmd(f, func(o *stopOptions) error { stop = o; return nil }), "--all", "--kill"))
+	require.True(t, stop.All && stop.Kill)
+	require.Empty(t, stop.IDs)
 	var cleanup *cleanupOptions
 	require.NoError(t, execute(newCleanupCmd(f, func(o *cleanupOptions) error { cleanup = o; return nil }), "--execute"))
 	require.True(t, cleanup.Execute)

@@ -21,8 +21,9 @@ const TurnBackoffEnv = "AGENT_FLEET_TURN_BACKOFF"
 // (docs/architecture.md "Workers"); fleet starts it, people never do.
 func newWorkerShimCmd(f *factory.Factory) *cobra.Command {
 	var id, run, kind string
+	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:    "worker-shim --id ID --run RUN [--kind KIND] -- CMD ARGS…",
+		Use:    "worker-shim --id ID --run RUN [--kind KIND] [--ready-grace D] -- CMD ARGS…",
 		Short:  "Run a worker's command as its unit's main process (internal)",
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
@@ -37,7 +38,7 @@ func newWorkerShimCmd(f *factory.Factory) *cobra.Command {
 			cfg := shim.Config{
 				Paths: p, WorkerID: id, RunID: run, Command: args, Kind: kind,
 				Start: f.BrokerStarter(), Logger: f.Logger("warn"),
-				Stdout: f.IO.Out, Stderr: f.IO.Err,
+				Stdout: f.IO.Out, Stderr: f.IO.Err, ReadyGrace: grace,
 			}
 			if harness.IsKind(kind) {
 				exe, err := f.Exe()
@@ -64,5 +65,6 @@ func newWorkerShimCmd(f *factory.Factory) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "worker id")
 	cmd.Flags().StringVar(&run, "run", "", "run id")
 	cmd.Flags().StringVar(&kind, "kind", "exec", "worker kind")
+	cmd.Flags().DurationVar(&grace, "ready-grace", 0, "how long the command must run before READY (0: the default)")
 	return cmd
 }

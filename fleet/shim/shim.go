@@ -40,6 +40,10 @@ type Config struct {
 	// TurnBackoff is the wait after a failed turn, doubling per failure in
 	// a row up to 5 min; 0 is 5 s.
 	TurnBackoff time.Duration
+	// ReadyGrace is how long an exec worker's command must run before
+	// READY; one that ends within it has its exit recorded first, so the
+	// spawn reads how it ended. 0 is fleet.DefaultReadyGrace.
+	ReadyGrace time.Duration
 }
 
 // Exit statuses of the shim itself, when the workload never ran.

@@ -57,8 +57,15 @@ func Run(ctx context.Context, cfg Config) int {
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, w.signals()...)
 	defer signal.Stop(sig)
+	recorded := false
 	switch err := w.start(ctx, sig); {
 	case err == nil:
+		if ew, ok := w.(*execWorkload); ok && ew.endedWithin(readyGrace(cfg.ReadyGrace)) {
+			// It ended at once: recorded before READY, the spawn that
+			// READY releases reads how.
+			recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, w.wait(), log)
+			recorded = true
+		}
 		if err := notifyReady(); err != nil {
 			log.Warn("sd_notify READY failed", "err", err)
 		}
@@ -66,8 +73,17 @@ func Run(ctx context.Context, cfg Config) int {
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
 	}
 	end := w.wait()
-	recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, log)
+	if !recorded {
+		recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, log)
+	}
 	return end.code
+}
+
+func readyGrace(d time.Duration) time.Duration {
+	if d <= 0 {
+		return fleet.DefaultReadyGrace
+	}
+	return d
 }
 
 // held is what the shim holds for its workload: the registry (opened when

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // workload is what a worker unit runs under its shim: the worker's command
@@ -97,6 +98,19 @@ func (w *execWorkload) start(_ context.Context, sig <-chan os.Signal) error {
 		}
 	}()
 	return nil
+}
+
+// endedWithin waits up to d for the command to end and reports whether
+// it did.
+func (w *execWorkload) endedWithin(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (w *execWorkload) wait() ending {

@@ -5,8 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/google/uuid"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // delivery is one accepted message waiting for the recipient's

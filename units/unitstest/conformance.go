@@ -94,6 +94,25 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 		require.ErrorIs(t, err, units.ErrUnitNotFound)
 	})
 
+	t.Run("ServiceCommand", func(t *testing.T) {
+		t.Parallel()
+		m, ctx := newManager(t), ctxFor(t)
+		name := UnitName(conformancePrefix)
+		before := time.Now().Add(-time.Second) // clocks in µs; systemd's may lag ours a little
+		dir := t.TempDir()
+		_, err := start(t, m, units.ServiceSpec{Name: name, Argv: []string{sleep, "300", "1"}, WorkingDirectory: dir})
+		require.NoError(t, err)
+		ex, err := m.ServiceCommand(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, []string{sleep, "300", "1"}, ex.Argv)
+		require.Equal(t, dir, ex.WorkingDirectory)
+		require.True(t, ex.StartedAt.After(before), "started at %s", ex.StartedAt)
+		require.False(t, ex.StartedAt.After(time.Now()), "started at %s", ex.StartedAt)
+		require.NoError(t, m.StopUnit(ctx, name))
+		_, err = m.ServiceCommand(ctx, name)
+		require.ErrorIs(t, err, units.ErrUnitNotFound)
+	})
+
 	t.Run("Exit3KeptUntilReset", func(t *testing.T) {
 		t.Parallel()
 		m, ctx := newManager(t), ctxFor(t)

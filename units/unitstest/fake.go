@@ -87,8 +87,9 @@ type Fake struct {
 }
 
 type fakeUnit struct {
-	spec  units.ServiceSpec
-	state units.UnitState
+	spec      units.ServiceSpec
+	state     units.UnitState
+	startedAt time.Time // the main process's start, in µs as systemd keeps it
 }
 
 var _ units.Manager = (*Fake)(nil)
@@ -179,7 +180,7 @@ func (f *Fake) StartService(ctx context.Context, spec units.ServiceSpec) (units.
 		Name: spec.Name, LoadState: "loaded", ActiveState: "active", SubState: "running", Result: "success",
 		MainPID: f.nextPID, ControlGroup: slicePath(spec.Slice) + "/" + spec.Name,
 		InvocationID: randomHex(16), Description: spec.Description,
-	}}
+	}, startedAt: time.Now().Truncate(time.Microsecond)}
 	f.units[spec.Name] = u
 	for _, out := range []string{string(spec.Stdout), string(spec.Stderr)} {
 		// systemd opens append: files as it starts the main process.
@@ -314,6 +315,20 @@ func (f *Fake) ServiceEnvironment(ctx context.Context, name string) ([]string, e
 		return nil, fmt.Errorf("read the environment of %s: %w", name, units.ErrUnitNotFound)
 	}
 	return slices.Clone(u.spec.Env), nil
+}
+
+// ServiceCommand implements units.Manager: the spec's argv and working
+// directory, and when the unit started.
+func (f *Fake) ServiceCommand(ctx context.Context, name string) (units.ServiceCommand, error) {
+	if err := f.enter(ctx, "read the command of "+name); err != nil {
+		return units.ServiceCommand{}, err
+	}
+	defer f.mu.Unlock()
+	u, ok := f.units[name]
+	if !ok || f.stateLocked(name).Gone() {
+		return units.ServiceCommand{}, fmt.Errorf("read the command of %s: %w", name, units.ErrUnitNotFound)
+	}
+	return units.ServiceCommand{Argv: slices.Clone(u.spec.Argv), WorkingDirectory: u.spec.WorkingDirectory, StartedAt: u.startedAt}, nil
 }
 
 // ListUnits implements units.Manager (patterns are path.Match globs).
@@ -509,6 +524,14 @@ func (c *fakeConn) ServiceEnvironment(ctx context.Context, name string) ([]strin
 		return nil, err
 	}
 	return c.Fake.ServiceEnvironment(ctx, name)
+}
+
+// ServiceCommand implements units.Manager.
+func (c *fakeConn) ServiceCommand(ctx context.Context, name string) (units.ServiceCommand, error) {
+	if err := c.check("read the command of " + name); err != nil {
+		return units.ServiceCommand{}, err
+	}
+	return c.Fake.ServiceCommand(ctx, name)
 }
 
 // Version implements units.Manager.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -235,7 +236,7 @@ func runFleetDemo(ctx context.Context, f *factory.Factory, n *narrator, sb *fact
 		for _, p := range st.Processes {
 			procs = append(procs, fmt.Sprintf("%d %s", p.PID, p.Name))
 		}
-		n.say("  %d processes: %s", st.ProcessCount, strings.Join(procs, ", "))
+		n.say("  %s: %s", output.Plural(st.ProcessCount, "process"), strings.Join(procs, ", "))
 	}
 
 	n.title("What they said (`agent-fleet logs`)")

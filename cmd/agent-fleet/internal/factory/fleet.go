@@ -21,6 +21,11 @@ type FleetEnv struct {
 	Registry *fleet.Registry
 	Units    units.Manager
 	Fleet    *fleet.Fleet
+	// Offline is why no user manager answered when the fleet was opened
+	// for reading (ReadFleet, ReadFleetAs); nil when one did. The records
+	// are then the registry's: whether live workers still run is unknown,
+	// and every call to Units fails with Offline.
+	Offline error
 }
 
 // Close closes the registry (waiting for its views) and the connection.
@@ -44,10 +49,30 @@ func (f *Factory) Fleet(ctx context.Context) (*FleetEnv, error) {
 	return f.FleetAs(ctx, p, id.SessionID)
 }
 
+// ReadFleet is Fleet for verbs that only read (list, status, logs): when
+// no user manager answers it opens the registry all the same, with
+// FleetEnv.Offline saying why, instead of failing.
+func (f *Factory) ReadFleet(ctx context.Context) (*FleetEnv, error) {
+	p, id, err := f.Identity()
+	if err != nil {
+		return nil, err
+	}
+	return f.ReadFleetAs(ctx, p, id.SessionID)
+}
+
 // FleetAs is Fleet for a given caller (the MCP server's session). Off
 // Linux it fails with units.ErrUnsupported before touching anything; a
 // user manager that cannot be reached is ErrNoSystemd (exit 6).
 func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) (*FleetEnv, error) {
+	return f.openFleet(ctx, p, caller, false)
+}
+
+// ReadFleetAs is ReadFleet for a given caller.
+func (f *Factory) ReadFleetAs(ctx context.Context, p intercom.Paths, caller string) (*FleetEnv, error) {
+	return f.openFleet(ctx, p, caller, true)
+}
+
+func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string, reading bool) (*FleetEnv, error) {
 	if err := f.RequireWorkerPlatform(); err != nil {
 		return nil, err
 	}
@@ -56,7 +81,10 @@ func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) 
 		return nil, err
 	}
 	m, err := f.connectUnits(ctx)
-	if err != nil {
+	switch {
+	case err != nil && reading && errors.Is(err, ErrNoSystemd):
+		m, env.Offline = offlineUnits{err: err}, err
+	case err != nil:
 		return nil, err
 	}
 	env.Units = m
@@ -79,8 +107,14 @@ func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) 
 		env.Close()
 		return nil, err
 	}
+	grace, err := envDuration(f.Env, EnvReadyGrace)
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
 	env.Fleet, err = fleet.New(fleet.Config{
-		Paths: p, Registry: env.Registry, Units: m, Caller: caller, CallerEnv: f.Env,
+		ReadyGrace: grace,
+		Paths:      p, Registry: env.Registry, Units: m, Caller: caller, CallerEnv: f.Env,
 		Shim: []string{exe, "worker-shim"}, ShimEnv: f.ChildEnv,
 		Journal: f.Journald(),
 		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
@@ -92,6 +126,9 @@ func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) 
 		env.Close()
 		return nil, err
 	}
+	if env.Offline != nil {
+		return env, nil // nothing to reconcile with
+	}
 	// State comes from systemd plus the registry: attribute units the
 	// registry does not know (a lost registry is rebuilt here).
 	if rep, err := env.Fleet.Reconcile(ctx); err == nil {
@@ -101,6 +138,11 @@ func (f *Factory) FleetAs(ctx context.Context, p intercom.Paths, caller string) 
 	}
 	return env, nil
 }
+
+// EnvReadyGrace sets how long an exec worker's command must run before
+// spawn calls it running (a Go duration; fleet.DefaultReadyGrace, 250ms,
+// when unset).
+const EnvReadyGrace = "AGENT_FLEET_READY_GRACE"
 
 // connectUnits reaches the user manager within 10 s (operations then
 // default to 30 s each).

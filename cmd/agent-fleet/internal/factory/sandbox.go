@@ -273,11 +273,11 @@ func (sb *Sandbox) StopWorkers(ctx context.Context, say func(format string, args
 		case perr != nil:
 			errs = append(errs, fmt.Errorf("read the cgroup of %s: %w", w.ID, perr))
 		case len(pids) > 0:
-			errs = append(errs, fmt.Errorf("%s: %d processes are still in %s: %v", w.ID, len(pids), cgroup, pids))
+			errs = append(errs, fmt.Errorf("%s: processes are still in %s: %v", w.ID, cgroup, pids))
 		case !res.AlreadyEnded:
 			killed := ""
 			if len(res.Killed) > 0 {
-				killed = fmt.Sprintf("; %d processes outlived the unit's stop and were killed through the cgroup", len(res.Killed))
+				killed = fmt.Sprintf("; processes %v outlived the unit's stop and were killed through the cgroup", res.Killed)
 			}
 			say("Stopped %s in %s: state %s, unit inactive%s.", w.ID, took, res.Worker.State, killed)
 			say("  cgroup %s: 0 processes — verified empty.", cgroup)

@@ -23,7 +23,7 @@ func addFleetTool(server *mcp.Server, f *factory.Factory, caller string) {
 // fleetToolDescription is agent_fleet's description; off Linux it says
 // first that only doctor and capabilities work there.
 func fleetToolDescription(f *factory.Factory) string {
-	d := "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives), logs, adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and a worker's messages to you keep its idle lease alive."
+	d := "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives; ids for several at once, all=true for every live worker of yours, timeout for the SIGTERM→SIGKILL grace, kill=true for SIGKILL at once), logs, adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and a worker's messages to you keep its idle lease alive."
 	if f.GOOS != "linux" {
 		d = "Unavailable on this host (" + f.GOOS + ") except doctor and capabilities: " + fleet.BrokerOnlyNote + ". " + d
 	}
@@ -51,7 +51,11 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	if err != nil {
 		return fleetFailure(nil, err)
 	}
-	fe, err := f.FleetAs(ctx, p, caller)
+	open := f.FleetAs
+	if verbs.ReadOnly(a.Action) {
+		open = f.ReadFleetAs // records and logs need no user manager
+	}
+	fe, err := open(ctx, p, caller)
 	if err != nil {
 		return fleetFailure(nil, err)
 	}

@@ -1,12 +1,16 @@
 package mcpserver
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
 	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // agent_fleet in process, on the fake user manager: the verbs' reports as
@@ -68,4 +72,34 @@ func TestAgentFleetOnTheFake(t *testing.T) {
 	r = fleet(map[string]any{"action": "forget", "id": "w1", "acknowledge": true})
 	require.False(t, r.IsError, r.Text)
 	require.EqualValues(t, 1, r.Structured["deleted"])
+}
+
+// Without a user manager, agent_fleet's read-only actions answer from the
+// registry and say that live states are unknown; the others fail.
+func TestAgentFleetWithoutUserManager(t *testing.T) {
+	t.Parallel()
+	e := fleettest.New(t, "boss")
+	f := testFactory()
+	f.Getenv, f.ConnectUnits = e.Getenv, e.Connect
+	call := mcptest.Caller(t, mcptest.Connect(t, New(nil, Options{Fleet: f, Caller: "boss"})))
+	fleet := func(args map[string]any) mcptest.Result { t.Helper(); return call("agent_fleet", args) }
+	r := fleet(map[string]any{"action": "spawn", "id": "w1", "command": []any{"sleep", "300"}})
+	require.False(t, r.IsError, r.Text)
+
+	f.ConnectUnits = func(context.Context) (units.Manager, error) {
+		return nil, fmt.Errorf("%w: no user D-Bus bus", factory.ErrNoSystemd)
+	}
+	r = fleet(map[string]any{"action": "list"})
+	require.False(t, r.IsError, r.Text)
+	require.Contains(t, r.Text, "whether live workers still run is unknown")
+	require.Contains(t, r.Text, "- w1 [running]")
+	ws, _ := r.Structured["workers"].([]any)
+	require.Len(t, ws, 1)
+	require.Equal(t, "unknown", ws[0].(map[string]any)["liveState"])
+	r = fleet(map[string]any{"action": "status", "id": "w1"})
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "unknown", r.Structured["unitActiveState"])
+	r = fleet(map[string]any{"action": "stop", "id": "w1"})
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "systemd user manager unavailable")
 }

@@ -45,13 +45,24 @@ func HarnessSpawnNote(w *fleet.Worker) string {
 type WorkersReport struct {
 	Verb string // "list", "adopt" or "renew"
 	WS   []*fleet.Worker
+	// Others is, for a list of the caller's own workers that came out
+	// empty, how many records other managers have: what list --all shows.
+	Others int
+	// LiveUnknown: no user manager answered; live states are the
+	// registry's last known (each live worker's liveState is "unknown").
+	LiveUnknown bool
 }
 
 // JSON implements Report: an array of workers.
-func (r WorkersReport) JSON() any { return ViewWorkers(r.WS) }
+func (r WorkersReport) JSON() any { return viewWorkersUnknown(r.WS, r.LiveUnknown) }
 
 // Structured implements Report: the array under "workers".
-func (r WorkersReport) Structured() any { return map[string]any{"workers": ViewWorkers(r.WS)} }
+func (r WorkersReport) Structured() any {
+	return map[string]any{"workers": viewWorkersUnknown(r.WS, r.LiveUnknown)}
+}
+
+// unknownNote is what a model is told when no user manager answered.
+const unknownNote = "No systemd user manager answers: these are the registry's last known states, and whether live workers still run is unknown."
 
 // Text implements Report.
 func (r WorkersReport) Text(s Surface) string {
@@ -61,14 +72,27 @@ func (r WorkersReport) Text(s Surface) string {
 	case "renew":
 		return renewText(r.WS, s)
 	}
+	if len(r.WS) == 0 && r.Others > 0 {
+		if s == Tool {
+			return fmt.Sprintf("You have no workers (%s of other managers: list with all: true shows them).", plural(r.Others, "worker"))
+		}
+		return fmt.Sprintf("No workers of yours (%d of other managers: list --all).", r.Others)
+	}
 	if s == Tool {
+		if r.LiveUnknown {
+			return unknownNote + "\n" + workerLines(r.WS)
+		}
 		return workerLines(r.WS)
 	}
-	return WorkersTable(r.WS)
+	return workersTable(r.WS, r.LiveUnknown)
 }
 
 // WorkersTable is list's table for people.
-func WorkersTable(ws []*fleet.Worker) string {
+func WorkersTable(ws []*fleet.Worker) string { return workersTable(ws, false) }
+
+// workersTable is list's table; with unknown, live states read "running
+// (last known)".
+func workersTable(ws []*fleet.Worker, unknown bool) string {
 	if len(ws) == 0 {
 		return "No workers."
 	}
@@ -81,16 +105,22 @@ func WorkersTable(ws []*fleet.Worker) string {
 		if harness.IsKind(w.Kind) && w.State.Live() && w.StateReason != "" {
 			state += " (" + reasonText(w.StateReason) + ")"
 		}
+		if unknown && w.State.Live() {
+			state += " (last known)"
+		}
 		lease := "-"
 		if !w.LeaseDeadline.IsZero() && w.State.Live() {
-			lease = "until " + w.LeaseDeadline.Local().Format("15:04:05")
+			lease = Span(w.LeaseDeadline.Sub(now)) + " left"
+			if w.LeaseDeadline.Before(now) {
+				lease = "expired " + Span(now.Sub(w.LeaseDeadline)) + " ago"
+			}
 		}
 		role := w.Role
 		if role == "" {
 			role = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.RunID, state, role, w.Manager,
-			now.Sub(w.CreatedAt).Round(time.Second), lease, WorkerCommand(w))
+			Span(now.Sub(w.CreatedAt)), lease, WorkerCommand(w))
 	}
 	tw.Flush()
 	return strings.TrimRight(b.String(), "\n")
@@ -118,13 +148,23 @@ func adoptText(ws []*fleet.Worker, s Surface) string {
 	}
 	if s == Tool {
 		ids := make([]string, len(ws))
+		leased := false
 		for i, w := range ws {
 			ids[i] = w.ID
+			leased = leased || !w.LeaseDeadline.IsZero()
 		}
-		return "You now manage " + strings.Join(ids, ", ") + "; leases renewed. Their messages now reach you."
+		t := "You now manage " + strings.Join(ids, ", ")
+		if leased {
+			t += "; leases renewed"
+		}
+		return t + ". Their messages now reach you."
 	}
 	lines := make([]string, len(ws))
 	for i, w := range ws {
+		if w.LeaseDeadline.IsZero() {
+			lines[i] = fmt.Sprintf("You now manage %s (run %s); it has no idle lease.", w.ID, w.RunID)
+			continue
+		}
 		lines[i] = fmt.Sprintf("You now manage %s (run %s); its lease is renewed.", w.ID, w.RunID)
 	}
 	return strings.Join(lines, "\n")
@@ -135,7 +175,7 @@ func renewText(ws []*fleet.Worker, s Surface) string {
 		if s == Tool {
 			return "You have no live workers."
 		}
-		return ""
+		return "No live workers of yours to renew."
 	}
 	lines := make([]string, len(ws))
 	for i, w := range ws {
@@ -143,11 +183,11 @@ func renewText(ws []*fleet.Worker, s Surface) string {
 		case s == Tool && w.LeaseDeadline.IsZero():
 			lines[i] = fmt.Sprintf("%s has no idle lease.", w.ID)
 		case s == Tool:
-			lines[i] = fmt.Sprintf("%s renewed until %s.", w.ID, w.LeaseDeadline.UTC().Format(time.RFC3339))
+			lines[i] = fmt.Sprintf("%s renewed until %s.", w.ID, toolTime(w.LeaseDeadline))
 		case w.LeaseDeadline.IsZero():
 			lines[i] = fmt.Sprintf("Renewed %s (it has no idle lease).", w.ID)
 		default:
-			lines[i] = fmt.Sprintf("Renewed %s until %s.", w.ID, w.LeaseDeadline.Local().Format(time.RFC3339))
+			lines[i] = fmt.Sprintf("Renewed %s until %s.", w.ID, HumanWhen(w.LeaseDeadline, time.Now()))
 		}
 	}
 	return strings.Join(lines, "\n")
@@ -196,23 +236,114 @@ func (r StopReport) Text(Surface) string {
 	case r.Res.AlreadyEnded:
 		return fmt.Sprintf("Worker %s had already ended (%s).", w.ID, w.State)
 	case len(r.Res.Killed) > 0:
-		return fmt.Sprintf("Stopped %s; %d processes outlived the stop and were killed; its cgroup is empty.", w.ID, len(r.Res.Killed))
+		return fmt.Sprintf("Stopped %s; %s outlived the stop and %s killed; its cgroup is empty.", w.ID,
+			plural(len(r.Res.Killed), "process"), wasWere(len(r.Res.Killed)))
 	default:
 		return fmt.Sprintf("Stopped %s; its cgroup is empty.", w.ID)
 	}
 }
 
+// StopItem is one worker's stop among several: what the stop did, why it
+// failed, or both (a stop whose cleanup could not be verified).
+type StopItem struct {
+	ID  string
+	Res *fleet.StopResult
+	Err error
+}
+
+// StopOutcome is one worker's part of a stop of several as --json prints
+// it: its id, ok, the error when it failed, and the stop's view when there
+// was a worker to stop.
+type StopOutcome struct {
+	ID    string `json:"id"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	*Stop
+}
+
+// StopsReport is a stop of several workers (ids or all), each reported.
+type StopsReport struct{ Stops []StopItem }
+
+// JSON implements Report: one StopOutcome per worker, in the order given.
+func (r StopsReport) JSON() any {
+	out := make([]StopOutcome, len(r.Stops))
+	for i, it := range r.Stops {
+		out[i] = StopOutcome{ID: it.ID, OK: it.Err == nil}
+		if it.Err != nil {
+			out[i].Error = it.Err.Error()
+		}
+		if it.Res != nil {
+			v := ViewStop(it.Res)
+			out[i].Stop = &v
+		}
+	}
+	return out
+}
+
+// Structured implements Report: the outcomes under "stops".
+func (r StopsReport) Structured() any { return map[string]any{"stops": r.JSON()} }
+
+// Text implements Report: a line per worker.
+func (r StopsReport) Text(s Surface) string {
+	if len(r.Stops) == 0 {
+		if s == Tool {
+			return "You have no live workers to stop."
+		}
+		return "No live workers of yours to stop."
+	}
+	lines := make([]string, len(r.Stops))
+	for i, it := range r.Stops {
+		switch {
+		case it.Err != nil:
+			lines[i] = fmt.Sprintf("Not stopped: %v", it.Err)
+		default:
+			lines[i] = StopReport{Res: it.Res}.Text(s)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// StopStepText is a signal a stop sent, for a person watching it on a
+// terminal: "w1: SIGTERM sent; SIGKILL in 10 s".
+func StopStepText(st fleet.StopStep) string {
+	switch {
+	case st.Signal == "SIGTERM":
+		return fmt.Sprintf("%s: SIGTERM sent; SIGKILL in %s", st.ID, seconds(st.Grace))
+	case st.Grace > 0:
+		return fmt.Sprintf("%s: still running %s after SIGTERM; SIGKILL sent", st.ID, seconds(st.Grace))
+	default:
+		return fmt.Sprintf("%s: SIGKILL sent", st.ID)
+	}
+}
+
+// seconds is d for people: "8 s" when whole seconds, else Go's form.
+func seconds(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return d.String()
+}
+
 // LogsReport is a worker's last log lines.
-type LogsReport struct{ Lines []string }
+type LogsReport struct {
+	Lines []string
+	// LiveUnknown: no user manager answered (the lines are read all the
+	// same; whether the worker still writes them is unknown).
+	LiveUnknown bool
+}
 
 // JSON implements Report.
 func (r LogsReport) JSON() any { return r.Structured() }
 
-// Structured implements Report: {"lines": […]}.
+// Structured implements Report: {"lines": […]}, and "liveState":
+// "unknown" when no user manager answered.
 func (r LogsReport) Structured() any {
 	lines := r.Lines
 	if lines == nil {
 		lines = []string{}
+	}
+	if r.LiveUnknown {
+		return map[string]any{"lines": lines, "liveState": LiveUnknown}
 	}
 	return map[string]any{"lines": lines}
 }
@@ -235,9 +366,9 @@ func (r DeletedReport) Structured() any { return map[string]any{"deleted": r.Del
 // Text implements Report.
 func (r DeletedReport) Text(Surface) string {
 	if r.ID != "" {
-		return fmt.Sprintf("Forgot %d ended records of %s.", r.Deleted, r.ID)
+		return fmt.Sprintf("Forgot %s of %s.", plural(r.Deleted, "ended record"), r.ID)
 	}
-	return fmt.Sprintf("Pruned %d ended records.", r.Deleted)
+	return fmt.Sprintf("Pruned %s.", plural(r.Deleted, "ended record"))
 }
 
 // CleanupReport is a janitor run's outcome; Skipped when another process

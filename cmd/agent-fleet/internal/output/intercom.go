@@ -178,7 +178,7 @@ const messageIndent = "  "
 // the time and sender (and how to answer an ask), then the text, each of
 // its lines indented, control characters escaped (Block).
 func MessageText(m *intercom.MessageView) string {
-	at := time.UnixMilli(int64(m.ReceivedAt)).Format("15:04:05")
+	at := HumanTime(time.UnixMilli(int64(m.ReceivedAt)))
 	head := fmt.Sprintf("[%s] %s", at, SenderLabel(m.From))
 	switch {
 	case m.ExpectsReply:

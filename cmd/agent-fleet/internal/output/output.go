@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Surface is who reads a text.
@@ -67,7 +68,18 @@ func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}
+	if strings.HasSuffix(what, "s") {
+		return fmt.Sprintf("%d %ses", n, what) // process, processes
+	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// wasWere is the verb that agrees with n things.
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }
 
 // Plural is "1 message", "2 messages".
@@ -81,4 +93,25 @@ func Show(w io.Writer, asJSON bool, v any, text string) error {
 	}
 	_, err := fmt.Fprintln(w, text)
 	return err
+}
+
+// ShellQuote quotes s for a POSIX shell when it needs it: a word of only
+// safe characters stays as it is, anything else is put in single quotes
+// (a ' inside becomes '\”), so what is printed can be pasted back.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ShellJoin is a command line with each argument shell-quoted as needed.
+func ShellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = ShellQuote(a)
+	}
+	return strings.Join(q, " ")
 }

@@ -32,14 +32,27 @@ type Process struct {
 	Name string `json:"name"`
 }
 
-// StatusReport is a status verb's outcome.
-type StatusReport struct{ St *fleet.Status }
+// StatusReport is a status verb's outcome. LiveUnknown: no user manager
+// answered, so the unit's state is unknown ("unknown" in
+// unitActiveState, and liveState "unknown" on a live worker).
+type StatusReport struct {
+	St          *fleet.Status
+	LiveUnknown bool
+}
 
 // ViewStatus is st's JSON view.
-func ViewStatus(st *fleet.Status) Status {
+func ViewStatus(st *fleet.Status) Status { return viewStatus(st, false) }
+
+func viewStatus(st *fleet.Status, unknown bool) Status {
 	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
 		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: st.Turns}
-	if st.Unit.Gone() {
+	switch {
+	case unknown:
+		v.UnitActive, v.UnitSub = LiveUnknown, ""
+		if st.Worker.State.Live() {
+			v.Worker.LiveState = LiveUnknown
+		}
+	case st.Unit.Gone():
 		v.UnitActive = "not-loaded"
 	}
 	for _, p := range st.Processes {
@@ -49,17 +62,21 @@ func ViewStatus(st *fleet.Status) Status {
 }
 
 // JSON implements Report.
-func (r StatusReport) JSON() any { return ViewStatus(r.St) }
+func (r StatusReport) JSON() any { return viewStatus(r.St, r.LiveUnknown) }
 
 // Structured implements Report.
-func (r StatusReport) Structured() any { return ViewStatus(r.St) }
+func (r StatusReport) Structured() any { return viewStatus(r.St, r.LiveUnknown) }
 
 // Text implements Report: the same lines on both surfaces.
-func (r StatusReport) Text(Surface) string { return WorkerStatusText(r.St) }
+func (r StatusReport) Text(Surface) string { return statusText(r.St, r.LiveUnknown) }
 
 // WorkerStatusText shows one worker for people: state, turns, manager, lease,
 // unit, cgroup, command, log, error and processes, one line each.
-func WorkerStatusText(st *fleet.Status) string {
+func WorkerStatusText(st *fleet.Status) string { return statusText(st, false) }
+
+// statusText is WorkerStatusText; with unknown, the state is the last
+// known one and the unit's state is unknown.
+func statusText(st *fleet.Status, unknown bool) string {
 	var b strings.Builder
 	w := st.Worker
 	fmt.Fprintf(&b, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
@@ -70,17 +87,25 @@ func WorkerStatusText(st *fleet.Status) string {
 	if w.StopReason != "" {
 		state += ", stop: " + reasonText(w.StopReason)
 	}
+	if unknown && w.State.Live() {
+		state += " (last known: no user manager answers)"
+	}
 	fmt.Fprintf(&b, "  state:    %s\n", state)
+	writeTimes(&b, w, time.Now())
 	writeTurns(&b, w, st.Turns)
 	fmt.Fprintf(&b, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
 	if l := LeaseText(st); l != "" {
 		fmt.Fprintf(&b, "  lease:    %s\n", l)
 	}
-	fmt.Fprintf(&b, "  unit:     %s (%s)\n", w.Unit, unitText(st))
+	unit := unitText(st)
+	if unknown {
+		unit = "state unknown"
+	}
+	fmt.Fprintf(&b, "  unit:     %s (%s)\n", w.Unit, unit)
 	if w.ControlGroup != "" {
 		fmt.Fprintf(&b, "  cgroup:   %s\n", w.ControlGroup)
 	}
-	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", strings.Join(w.Command, " "), w.Cwd)
+	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), w.Cwd)
 	if w.LogPath != "" {
 		fmt.Fprintf(&b, "  log:      %s\n", w.LogPath)
 	}
@@ -99,6 +124,25 @@ func WorkerStatusText(st *fleet.Status) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// writeTimes shows when a worker started and, once it ended, when and
+// after how long; while it runs, for how long it has.
+func writeTimes(b *strings.Builder, w *fleet.Worker, now time.Time) {
+	started := w.ReadyAt
+	if started.IsZero() {
+		started = w.CreatedAt
+	}
+	if started.IsZero() {
+		return
+	}
+	fmt.Fprintf(b, "  started:  %s\n", HumanWhen(started, now))
+	switch {
+	case !w.EndedAt.IsZero():
+		fmt.Fprintf(b, "  ended:    %s, ran %s\n", HumanWhen(w.EndedAt, now), Span(w.EndedAt.Sub(started)))
+	case w.State.Live():
+		fmt.Fprintf(b, "  running:  for %s\n", Span(now.Sub(started)))
+	}
+}
+
 // LeaseText describes a live worker's idle lease for people ("" once it
 // ended).
 func LeaseText(st *fleet.Status) string {
@@ -109,12 +153,13 @@ func LeaseText(st *fleet.Status) string {
 	if w.LeaseDeadline.IsZero() {
 		return "none (no idle expiry)"
 	}
-	t := fmt.Sprintf("%s idle lease, until %s", w.LeaseDuration, w.LeaseDeadline.Local().Format(time.RFC3339))
+	now := time.Now()
+	t := fmt.Sprintf("%s idle lease, until %s", Span(w.LeaseDuration), HumanWhen(w.LeaseDeadline, now))
 	if !w.LastActivity.IsZero() {
-		t += ", last activity " + w.LastActivity.Local().Format(time.RFC3339)
+		t += ", last activity " + HumanWhen(w.LastActivity, now)
 	}
 	if w.CheckpointAttempts > 0 {
-		t += fmt.Sprintf(", %d checkpoint(s) sent, stop at %s", w.CheckpointAttempts, w.GraceDeadline.Local().Format(time.RFC3339))
+		t += fmt.Sprintf(", %s sent, stop at %s", plural(w.CheckpointAttempts, "checkpoint"), HumanWhen(w.GraceDeadline, now))
 	}
 	switch st.LeaseActivity {
 	case fleet.ActivityVerified:
@@ -144,14 +189,14 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	}
 	fmt.Fprintf(b, "  harness:  %s, %s; %s, %d failed\n", t.Kind, conv, plural(t.Turns, "turn"), t.Failures)
 	if c := t.Current; c != nil {
-		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), c.StartedAt.Local().Format(time.TimeOnly))
+		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), HumanWhen(c.StartedAt, time.Now()))
 	}
 	if l := t.Last; l != nil {
 		how := "ok"
 		if !l.OK {
 			how = "failed: " + l.Error
 		}
-		fmt.Fprintf(b, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), l.EndedAt.Local().Format(time.TimeOnly),
+		fmt.Fprintf(b, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), HumanWhen(l.EndedAt, time.Now()),
 			l.EndedAt.Sub(l.StartedAt).Round(100*time.Millisecond), how)
 		if !l.OK {
 			for _, line := range l.ErrorLines[max(0, len(l.ErrorLines)-5):] {
@@ -177,15 +222,15 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	}
 	if len(t.Held) > 0 {
 		h := t.Held[0]
-		what := map[bool]string{true: "message", false: "messages"}[len(t.Held) == 1]
+		what := plural(len(t.Held), "message")
 		if w.State.Live() {
-			fmt.Fprintf(b, "  held:     %d %s for %s since %s (not connected): sent when it connects\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+			fmt.Fprintf(b, "  held:     %s for %s since %s (not connected): sent when it connects\n", what, h.To, HumanTime(h.HeldAt))
 		} else {
-			fmt.Fprintf(b, "  unsent:   %d %s held for %s since %s were never delivered: the worker ended first (logs has every turn's output)\n", len(t.Held), what, h.To, h.HeldAt.Local().Format(time.TimeOnly))
+			fmt.Fprintf(b, "  unsent:   %s held for %s since %s %s never delivered: the worker ended first (logs has every turn's output)\n", what, h.To, HumanTime(h.HeldAt), wasWere(len(t.Held)))
 		}
 	}
 	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
-		fmt.Fprintf(b, "  backoff:  %d failed turns in a row; no turn before %s\n", t.Consecutive, t.NextTurnAt.Local().Format(time.TimeOnly))
+		fmt.Fprintf(b, "  backoff:  %s in a row; no turn before %s\n", plural(t.Consecutive, "failed turn"), HumanWhen(t.NextTurnAt, time.Now()))
 	}
 }
 
@@ -193,8 +238,5 @@ func turnReason(r *harness.TurnRecord) string {
 	if r.Reason == "task" {
 		return "task"
 	}
-	if r.Messages == 1 {
-		return "1 message"
-	}
-	return fmt.Sprintf("%d messages", r.Messages)
+	return plural(r.Messages, "message")
 }

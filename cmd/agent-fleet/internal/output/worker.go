@@ -12,6 +12,10 @@ import (
 // Worker is a worker record as --json prints it and agent_fleet returns
 // it: one incarnation (id + run) with its unit, state, manager, lease and
 // how it ended. Times are RFC 3339 in UTC; durations are whole seconds.
+// How it ended: exitCode is the status as a shell reports it (the exit
+// status, or 128 + the signal that killed it), exitKind is "exited",
+// "killed" or "dumped" (systemd's ExecMainCode), and exitStatus is the exit
+// status or the signal number (systemd's ExecMainStatus).
 type Worker struct {
 	ID            string   `json:"id"`
 	RunID         string   `json:"runId"`
@@ -37,11 +41,32 @@ type Worker struct {
 	CreatedAt     string   `json:"createdAt"`
 	ReadyAt       string   `json:"readyAt,omitempty"`
 	EndedAt       string   `json:"endedAt,omitempty"`
-	ExitCode      string   `json:"exitCode,omitempty"`
+	ExitCode      *int     `json:"exitCode,omitempty"`
+	ExitKind      string   `json:"exitKind,omitempty"`
 	ExitStatus    *int     `json:"exitStatus,omitempty"`
 	LastError     string   `json:"lastError,omitempty"`
 	StopReason    string   `json:"stopReason,omitempty"`
 	LogPath       string   `json:"logPath,omitempty"`
+	// LiveState is "unknown" when no user manager answered and State is
+	// the registry's last known live state (the worker may have ended);
+	// omitted when systemd was asked, and for ended workers.
+	LiveState string `json:"liveState,omitempty"`
+}
+
+// LiveUnknown is Worker.LiveState (and Status.UnitActive) when no user
+// manager answered.
+const LiveUnknown = "unknown"
+
+// viewWorkersUnknown is ViewWorkers with each live worker's state marked
+// unknown (no user manager answered).
+func viewWorkersUnknown(ws []*fleet.Worker, unknown bool) []Worker {
+	out := ViewWorkers(ws)
+	for i, w := range ws {
+		if unknown && w.State.Live() {
+			out[i].LiveState = LiveUnknown
+		}
+	}
+	return out
 }
 
 // Stamp is t in RFC 3339 (UTC, nanoseconds), "" for the zero time.
@@ -61,8 +86,11 @@ func ViewWorker(w *fleet.Worker) Worker {
 		Checkpoints: w.CheckpointAttempts, GraceDeadline: Stamp(w.GraceDeadline), CreatedAt: Stamp(w.CreatedAt), ReadyAt: Stamp(w.ReadyAt), EndedAt: Stamp(w.EndedAt),
 		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath}
 	if w.HasExit {
-		status := w.ExitStatus
-		v.ExitCode, v.ExitStatus = w.ExitCode, &status
+		status, code := w.ExitStatus, w.ExitStatus
+		if w.ExitCode != "exited" {
+			code = 128 + w.ExitStatus // killed or dumped by that signal
+		}
+		v.ExitCode, v.ExitKind, v.ExitStatus = &code, w.ExitCode, &status
 	}
 	return v
 }
@@ -109,9 +137,9 @@ func WorkerCommand(w *fleet.Worker) string {
 	return ShortCommand(w.Command)
 }
 
-// ShortCommand is argv joined, cut to 40 characters.
+// ShortCommand is argv shell-quoted and joined, cut to 40 characters.
 func ShortCommand(argv []string) string {
-	s := strings.Join(argv, " ")
+	s := ShellJoin(argv)
 	if len(s) > 40 {
 		s = s[:37] + "…"
 	}

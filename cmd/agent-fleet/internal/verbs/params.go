@@ -128,7 +128,7 @@ func props(kv ...any) map[string]any {
 var Params = []*Param{
 	stringParam(Param{Name: "id", Actions: takesID, Flag: "id", FlagType: "string",
 		Usage:  "worker id (required): letters, digits, _ and -, at most 64",
-		Schema: props("type", "string", "pattern", intercom.SessionIDPattern, "description", "worker id (spawn, status, stop, logs, adopt, forget; renew: omit for all yours)")},
+		Schema: props("type", "string", "pattern", intercom.SessionIDPattern, "description", "worker id (spawn, status, stop, logs, adopt, forget; renew: omit for all yours; stop: or ids, or all)")},
 		func(a *Args) *string { return &a.ID }),
 	stringParam(spawnFlag(Param{Name: "kind", Default: "exec",
 		Schema: props("type", "string", "enum", []any{"exec", "claude", "codex", "opencode", "pi"}, "description", "worker kind (default exec): exec runs command; claude, codex, opencode and pi run that coding agent as a coworker — a turn for task, then one per batch of intercom messages it gets; each turn's final answer reaches you")},
@@ -195,9 +195,33 @@ var Params = []*Param{
 	durationParam(spawnFlag(Param{Name: "maxRuntime", FlagType: "duration",
 		Schema: props("type", "string", "description", "stop the worker after this long, a Go duration (default: no limit)")},
 		"max-runtime", "stop the worker after this long (0 = no limit)"), func(a *Args) *time.Duration { return &a.Spawn.MaxRuntime }),
-	boolParam(Param{Name: "all", Actions: []string{"list", "adopt", "prune"},
-		Schema: props("type", "boolean", "description", "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records")},
+	{Name: "ids", Actions: []string{"stop"},
+		Schema: props("type", "array", "items", props("type", "string", "pattern", intercom.SessionIDPattern), "minItems", 1,
+			"description", "stop: several workers at once (instead of id); each is reported"),
+		fromJSON: func(a *Args, v any) error {
+			list, ok := v.([]any)
+			if !ok {
+				return fmt.Errorf("want an array of worker ids")
+			}
+			a.IDs = nil
+			for _, e := range list {
+				s, ok := e.(string)
+				if !ok || s == "" {
+					return fmt.Errorf("want an array of worker ids")
+				}
+				a.IDs = append(a.IDs, s)
+			}
+			return nil
+		}},
+	boolParam(Param{Name: "all", Actions: []string{"list", "adopt", "prune", "stop"},
+		Schema: props("type", "boolean", "description", "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records; stop: every live worker of yours")},
 		func(a *Args) *bool { return &a.All }),
+	durationParam(Param{Name: "timeout", Actions: []string{"stop"},
+		Schema: props("type", "string", "description", "stop: how long a worker has between SIGTERM and SIGKILL, a Go duration (default 10s)")},
+		func(a *Args) *time.Duration { return &a.Timeout }),
+	boolParam(Param{Name: "kill", Actions: []string{"stop"},
+		Schema: props("type", "boolean", "description", "stop: SIGKILL at once, without SIGTERM first")},
+		func(a *Args) *bool { return &a.Kill }),
 	boolParam(Param{Name: "force", Actions: []string{"adopt"},
 		Schema: props("type", "boolean", "description", "adopt even though the worker's manager is connected")},
 		func(a *Args) *bool { return &a.Force }),

@@ -9,7 +9,10 @@ package verbs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
@@ -30,10 +33,12 @@ type Args struct {
 	// ID is the worker (spawn, status, stop, logs, adopt, forget; renew:
 	// "" renews all the caller's).
 	ID string
+	// IDs are the workers of a stop of several (stop reports each).
+	IDs []string
 	// Spawn is spawn's request (its ID is Args.ID).
 	Spawn fleet.SpawnRequest
 	// All: list every manager's workers; adopt every orphan; prune every
-	// manager's records.
+	// manager's records; stop every live worker of the caller.
 	All bool
 	// Force adopts a worker whose manager is connected.
 	Force bool
@@ -45,11 +50,30 @@ type Args struct {
 	Lines int
 	// OlderThan limits prune to workers that ended longer ago than this.
 	OlderThan time.Duration
+	// Timeout is a stop's grace between SIGTERM and SIGKILL (0: the
+	// fleet's, fleet.DefaultStopTimeout); Kill sends SIGKILL at once.
+	Timeout time.Duration
+	Kill    bool
+	// StopProgress, when set, hears of each signal a stop sends (the CLI
+	// shows them on a terminal; no agent_fleet argument sets it).
+	StopProgress func(fleet.StopStep)
 }
 
 // NeedsFleet reports whether an action runs on the fleet (Run) rather than
 // on the host alone (Host).
 func NeedsFleet(action string) bool { return action != "doctor" && action != "capabilities" }
+
+// ReadOnly reports whether an action only reads the fleet (list, status,
+// logs): it runs from the registry and the log files when no user manager
+// answers (factory.ReadFleet), its report marking live states unknown.
+func ReadOnly(action string) bool {
+	return action == "list" || action == "status" || action == "logs"
+}
+
+// OfflineWarning is what a read-only verb says beside its report when no
+// user manager answered (factory.FleetEnv.Offline).
+const OfflineWarning = "warning: no systemd user manager answers, so these are the registry's last known states: " +
+	"whether live workers still run is unknown (agent-fleet doctor says why)"
 
 // takesID are the actions that name a worker; adopt needs none with All,
 // renew none at all.
@@ -62,9 +86,20 @@ func (a *Args) Check() error {
 	if !slices.Contains(Actions, a.Action) {
 		return factory.Usagef("unknown fleet action %q (one of %v)", a.Action, Actions)
 	}
-	needID := slices.Contains(takesID, a.Action) && a.Action != "renew" && !(a.Action == "adopt" && a.All)
+	several := a.Action == "stop" && (a.All || len(a.IDs) > 0)
+	needID := slices.Contains(takesID, a.Action) && a.Action != "renew" && !(a.Action == "adopt" && a.All) && !several
 	if needID && a.ID == "" {
 		return factory.Usagef("%s needs a worker id", a.Action)
+	}
+	if a.Action == "stop" {
+		switch {
+		case a.All && (a.ID != "" || len(a.IDs) > 0):
+			return factory.Usagef("stop takes worker ids or all of yours, not both")
+		case a.ID != "" && len(a.IDs) > 0:
+			return factory.Usagef("stop takes one id or a list of ids, not both (agent_fleet: id or ids)")
+		case a.Kill && a.Timeout > 0:
+			return factory.Usagef("stop --kill sends SIGKILL at once: it has no timeout")
+		}
 	}
 	if a.Action == "adopt" && a.All && a.ID != "" {
 		return factory.Usagef("adopt takes a worker id or every orphan, not both")
@@ -84,8 +119,15 @@ func (a *Args) Check() error {
 // Run performs a fleet action on fe for its caller. A non-nil report may
 // come with an error (a failed spawn's record, a stop whose cleanup could
 // not be verified): surfaces show both.
+//
+// A fleet opened without a user manager (fe.Offline) runs only the
+// ReadOnly actions; the others fail with fe.Offline.
 func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, error) {
 	fl := fe.Fleet
+	if fe.Offline != nil && !ReadOnly(a.Action) {
+		return nil, fe.Offline
+	}
+	unknown := fe.Offline != nil
 	switch a.Action {
 	case "spawn":
 		req := a.Spawn
@@ -100,15 +142,23 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		return output.WorkersReport{Verb: "list", WS: ws}, nil
+		rep := output.WorkersReport{Verb: "list", WS: ws, LiveUnknown: unknown}
+		if len(ws) == 0 && !a.All {
+			rep.Others = othersRecords(ctx, fe)
+		}
+		return rep, nil
 	case "status":
 		st, err := fl.Status(ctx, a.ID)
 		if err != nil {
 			return nil, err
 		}
-		return output.StatusReport{St: st}, nil
+		return output.StatusReport{St: st, LiveUnknown: unknown}, nil
 	case "stop":
-		res, err := fl.Stop(ctx, a.ID)
+		opts := fleet.StopOptions{Grace: a.Timeout, Kill: a.Kill, Progress: a.StopProgress}
+		if a.ID == "" {
+			return stopSeveral(ctx, fl, a, opts)
+		}
+		res, err := fl.StopWith(ctx, a.ID, opts)
 		if res == nil {
 			return nil, err
 		}
@@ -122,7 +172,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		return output.LogsReport{Lines: lines}, nil
+		return output.LogsReport{Lines: lines, LiveUnknown: unknown}, nil
 	case "adopt":
 		var ws []*fleet.Worker
 		var err error
@@ -176,6 +226,88 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		return output.CleanupReport{Rep: rep}, nil
 	}
 	return nil, factory.Usagef("%s does not run on the fleet", a.Action)
+}
+
+// stopSeveral stops a.IDs, or with a.All every live worker of the caller,
+// all at once, and reports each; the error, when some failed, is a
+// *StopsError.
+func stopSeveral(ctx context.Context, fl *fleet.Fleet, a Args, opts fleet.StopOptions) (output.Report, error) {
+	var ids []string
+	if a.All {
+		ws, err := fl.List(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range ws {
+			if w.State.Live() && !slices.Contains(ids, w.ID) {
+				ids = append(ids, w.ID)
+			}
+		}
+	} else {
+		for _, id := range a.IDs {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	rep := output.StopsReport{Stops: make([]output.StopItem, len(ids))}
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			res, err := fl.StopWith(ctx, id, opts)
+			rep.Stops[i] = output.StopItem{ID: id, Res: res, Err: err}
+		})
+	}
+	wg.Wait()
+	var failed []error
+	for _, it := range rep.Stops {
+		if it.Err != nil {
+			failed = append(failed, it.Err)
+		}
+	}
+	if len(failed) > 0 {
+		return rep, &StopsError{Total: len(ids), Errs: failed}
+	}
+	return rep, nil
+}
+
+// StopsError is a stop of several workers of which some failed: each
+// failure is kept, and the CLI's exit status is the most serious of
+// theirs.
+type StopsError struct {
+	Total int
+	Errs  []error
+}
+
+func (e *StopsError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("%d of %d workers not stopped: %s", len(e.Errs), e.Total, strings.Join(msgs, "; "))
+}
+
+// Unwrap gives the failures.
+func (e *StopsError) Unwrap() []error { return e.Errs }
+
+// othersRecords is how many worker records other managers than fe's
+// caller have: what list leaves out without all (0 when the registry
+// cannot say).
+func othersRecords(ctx context.Context, fe *factory.FleetEnv) int {
+	if fe.Registry == nil {
+		return 0
+	}
+	ws, err := fe.Registry.List(ctx, fleet.Filter{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, w := range ws {
+		if w.Manager != fe.Caller {
+			n++
+		}
+	}
+	return n
 }
 
 // Host performs the host actions, doctor and capabilities, which work on

@@ -104,9 +104,9 @@ func TestVerbsOnTheFake(t *testing.T) {
 
 	rep = must(t, fe, Args{Action: "forget", ID: "w1", Acknowledge: true})
 	require.Equal(t, map[string]any{"deleted": 1}, rep.JSON())
-	require.Equal(t, "Forgot 1 ended records of w1.", rep.Text(output.Tool))
+	require.Equal(t, "Forgot 1 ended record of w1.", rep.Text(output.Tool))
 	rep = must(t, fe, Args{Action: "prune", Acknowledge: true})
-	require.Equal(t, "Pruned 1 ended records.", rep.Text(output.CLI), "w2's failed spawn")
+	require.Equal(t, "Pruned 1 ended record.", rep.Text(output.CLI), "w2's failed spawn")
 }
 
 // Arguments that cannot work are refused before anything is opened, as

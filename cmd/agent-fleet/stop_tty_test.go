@@ -1,0 +1,89 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
+)
+
+// openPTY is a new pseudo-terminal: its master, and its slave for a child
+// process's stream (closed when the test ends).
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { master.Close() })
+	fd := int(master.Fd())
+	require.NoError(t, unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0), "unlockpt")
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	require.NoError(t, err, "ptsname")
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { slave.Close() })
+	return master, slave
+}
+
+// A stop of two workers that ignore SIGTERM, with stderr on a terminal:
+// both are stopped at once, each signal is shown as it is sent, and the
+// grace is --timeout's (issue 22, finding 9).
+func TestStopShowsItsSignalsOnATerminal(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	ids := []string{"tty-a", "tty-b"}
+	for _, id := range ids {
+		trapped := filepath.Join(dir, id+".trapped") // the trap is set: SIGTERM is ignored from here
+		out, err := fleetAs(t, dir, "agent-tty", nil, "spawn", "--id", id, "--",
+			"sh", "-c", `trap "" TERM; : > "$0"; while :; do sleep 1; done`, trapped).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		t.Cleanup(func() { _ = fleetAs(t, dir, "agent-tty", nil, "stop", id, "--kill").Run() })
+		require.Eventually(t, func() bool { _, err := os.Stat(trapped); return err == nil }, 30*time.Second, 10*time.Millisecond)
+	}
+
+	master, slave := openPTY(t)
+	cmd := fleetAs(t, dir, "agent-tty", nil, "stop", "tty-a", "tty-b", "--timeout", "2s")
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, slave
+	require.NoError(t, cmd.Start())
+	slave.Close()
+	shown := make(chan string, 1)
+	go func() {
+		var b bytes.Buffer
+		_, _ = io.Copy(&b, master) // until the last writer closes (EIO)
+		shown <- b.String()
+	}()
+	err := cmd.Wait()
+	master.SetReadDeadline(time.Now().Add(5 * time.Second))
+	text := <-shown
+	require.NoError(t, err, "stdout:\n%s\nterminal:\n%s", stdout.String(), text)
+	for _, id := range ids {
+		require.Contains(t, text, id+": SIGTERM sent; SIGKILL in 2 s")
+		require.Contains(t, text, id+": still running 2 s after SIGTERM; SIGKILL sent")
+		require.Contains(t, stdout.String(), "Stopped "+id+"; its cgroup is empty.")
+		require.NotContains(t, stdout.String(), "SIGTERM", "progress goes to the terminal on stderr, not stdout")
+
+		out, err := fleetAs(t, dir, "agent-tty", nil, "status", id, "--json").Output()
+		require.NoError(t, err, "%s", out)
+		var st output.Status
+		require.NoError(t, json.Unmarshal(out, &st), "%s", out)
+		require.Equal(t, "stopped", st.Worker.State)
+		require.Equal(t, "killed", st.Worker.ExitKind, "the SIGKILL ended it")
+		require.Equal(t, 9, *st.Worker.ExitStatus)
+		require.Zero(t, st.ProcessCount)
+	}
+}

@@ -1,0 +1,85 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/units"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
+)
+
+// user-manager start boots a private systemd user manager and prints only
+// the export lines that reach it; user-manager stop ends it by its runtime
+// directory, from another process, leaving no process or directory, and
+// prints the unset line when it was this shell's. Not parallel: it boots a
+// manager (issue 22, finding 14).
+func TestUserManagerStartStop(t *testing.T) {
+	if err := units.CanBootPrivateManager(); err != nil {
+		unitstest.Unavailable(t, err)
+	}
+	dir := shortDir(t)
+	start := agentFleet(t, dir, "user-manager", "start")
+	start.Env = append(start.Env, "XDG_RUNTIME_DIR=", "DBUS_SESSION_BUS_ADDRESS=")
+	var stderr strings.Builder
+	start.Stderr = &stderr
+	out, err := start.Output()
+	require.NoError(t, err, "%s", stderr.String())
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 2, "stdout is for eval: %s", out)
+	rt, ok := strings.CutPrefix(lines[0], "export XDG_RUNTIME_DIR=")
+	require.True(t, ok, lines[0])
+	t.Cleanup(func() { _ = units.StopPrivateManagerAt(rt) })
+	require.Equal(t, "export DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(rt, "bus"), lines[1])
+	require.Contains(t, stderr.String(), "runs until: agent-fleet user-manager stop "+rt)
+
+	// The manager outlived the command that booted it, and answers.
+	bus := units.BusAddress{Address: "unix:path=" + filepath.Join(rt, "bus"), Source: units.SourceOptions}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = units.Probe(ctx, units.Options{Bus: bus})
+	require.NoError(t, err)
+	doctor := agentFleet(t, dir, "doctor")
+	doctor.Env = append(doctor.Env, "XDG_RUNTIME_DIR="+rt, "DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(rt, "bus"))
+	res, _ := doctor.Output()
+	require.Regexp(t, `OK +user manager +responds`, string(res))
+
+	// Another directory is refused and left alone.
+	other := t.TempDir()
+	res, err = agentFleet(t, dir, "user-manager", "stop", other).CombinedOutput()
+	require.Error(t, err, "%s", res)
+	require.Contains(t, string(res), "not the runtime directory of a private user manager booted by agent-fleet")
+	require.DirExists(t, other)
+
+	stop := agentFleet(t, dir, "user-manager", "stop")
+	stop.Env = append(stop.Env, "XDG_RUNTIME_DIR="+rt)
+	res, err = stop.Output()
+	require.NoError(t, err)
+	require.Equal(t, "unset XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS\n", string(res))
+	require.NoDirExists(t, rt)
+	_, err = os.Stat(filepath.Join(rt, "bus"))
+	require.True(t, os.IsNotExist(err))
+	require.Eventually(t, func() bool { return !managerRunsIn(rt) }, 10*time.Second, 50*time.Millisecond,
+		"no process of the manager or its reaper is left")
+}
+
+// managerRunsIn reports whether a process has rt in its command line or
+// environment's XDG_RUNTIME_DIR (the manager, its reaper, their units).
+func managerRunsIn(rt string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		cmdline, _ := os.ReadFile(filepath.Join(p, "cmdline"))
+		environ, _ := os.ReadFile(filepath.Join(p, "environ"))
+		if strings.Contains(string(cmdline), rt) || strings.Contains(string(environ), "XDG_RUNTIME_DIR="+rt+"\x00") {
+			return true
+		}
+	}
+	return false
+}
