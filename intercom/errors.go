@@ -60,6 +60,10 @@ var (
 var (
 	// ErrHeld means another live holder already serves the session id.
 	ErrHeld = errors.New("session is already held by another live process")
+	// ErrListening means a consuming listen runs for the session already
+	// (in its holder, or streamed from it): a second one would split the
+	// messages between the two (exit 4).
+	ErrListening = errors.New("session already has a listener")
 	// ErrNoHolder means no live holder serves the session: DialHolder found
 	// none, or a HolderClient call could not connect to it (the operation was
 	// not performed).
@@ -126,6 +130,7 @@ var errorKinds = map[string]error{
 	"unavailable":     ErrBrokerUnavailable,
 	"incompatible":    ErrIncompatibleBroker,
 	"not_connected":   ErrNotConnected,
+	"listening":       ErrListening,
 }
 
 // errorKind names err for a holder response ("" for anything else).

@@ -117,7 +117,8 @@ func (h *HolderServer) Serve(ctx context.Context) error {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		if !h.admit(nc) {
+		pid, ok := h.admit(nc)
+		if !ok {
 			nc.Close()
 			continue
 		}
@@ -127,7 +128,7 @@ func (h *HolderServer) Serve(ctx context.Context) error {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			h.serveConn(ctx, nc)
+			h.serveConn(withListenerPID(ctx, pid), nc)
 			h.mu.Lock()
 			delete(h.cons, nc)
 			h.mu.Unlock()
@@ -136,20 +137,42 @@ func (h *HolderServer) Serve(ctx context.Context) error {
 	}
 }
 
-func (h *HolderServer) admit(nc net.Conn) bool {
+// admit checks the peer's credentials and returns its pid (0 where the
+// platform cannot tell).
+func (h *HolderServer) admit(nc net.Conn) (int, bool) {
 	uid, pid, err := PeerCredentials(nc)
 	if err != nil {
-		return h.cfg.AllowPeer == nil // no credentials here: only without a pid rule
+		return 0, h.cfg.AllowPeer == nil // no credentials here: only without a pid rule
 	}
 	if uid != os.Getuid() {
 		h.cfg.Logger.Warn("holder refused a connection from another user", "uid", uid)
-		return false
+		return 0, false
 	}
 	if h.cfg.AllowPeer != nil && !h.cfg.AllowPeer(pid) {
 		h.cfg.Logger.Warn("holder refused a process outside its worker", "pid", pid)
-		return false
+		return 0, false
 	}
-	return true
+	return pid, true
+}
+
+type listenerPIDKey struct{}
+
+// withListenerPID says which process a listen served on ctx is for: the
+// holder client's, not the holder's.
+func withListenerPID(ctx context.Context, pid int) context.Context {
+	if pid <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, listenerPIDKey{}, pid)
+}
+
+// listenerPID is the process a listen on ctx prints for: a holder
+// client's (withListenerPID), else this process.
+func listenerPID(ctx context.Context) int {
+	if pid, ok := ctx.Value(listenerPIDKey{}).(int); ok {
+		return pid
+	}
+	return os.Getpid()
 }
 
 func (h *HolderServer) serveConn(ctx context.Context, nc net.Conn) {
@@ -182,14 +205,16 @@ func (h *HolderServer) serveConn(ctx context.Context, nc net.Conn) {
 				_, _ = nc.Read(buf)
 				cancel()
 			}()
-			_ = write(&HolderResponse{OK: true})
+			// The stream is acknowledged once the listen runs, so that a
+			// refused one (ErrListening) is the caller's first line.
+			lr.Started = func() { _ = write(&HolderResponse{OK: true}) }
 			err := h.cfg.Ops.Listen(lctx, lr, func(m *MessageView) error {
 				return write(&HolderResponse{OK: true, Event: m})
 			})
-			cancel()
 			if err != nil && lctx.Err() == nil {
 				_ = write(&HolderResponse{Error: toOpError(err)})
 			}
+			cancel()
 			return
 		}
 		result, err := h.do(ctx, req)
@@ -453,10 +478,15 @@ func (hc *HolderClient) Listen(ctx context.Context, req ListenRequest, emit func
 			if err := emit(resp.Event); err != nil {
 				return err
 			}
+		} else if req.Started != nil {
+			req.Started()
 		}
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
-	return fmt.Errorf("%w: the holder went away", ErrNotConnected)
+	// The holder went away (it exited, or was killed): what it had not
+	// streamed is still unread in the session's inbox, so the listen can
+	// go on wherever the session is held next (Failover takes it over).
+	return fmt.Errorf("%w: the holder of %q went away", ErrNoHolder, hc.sessionID)
 }

@@ -2,6 +2,7 @@ package intercom
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -61,6 +62,34 @@ type SessionView struct {
 // ListResult is the visible sessions in broker order.
 type ListResult struct {
 	Sessions []SessionView `json:"sessions"`
+	// Others counts the visible sessions that ListRequest.Where left out
+	// (omitted when none were).
+	Others int `json:"others,omitempty"`
+}
+
+// TextProblem says what makes a message's text unfit to send: "" when it
+// has words, else that it is empty or only whitespace. Such a message tells
+// the recipient nothing, so every surface that sends people's or agents'
+// words (the send, ask and reply verbs and tools) refuses it before
+// anything is sent (CheckText); automatic senders (a worker's turn
+// answers) are not held to it.
+func TextProblem(text string) string {
+	switch {
+	case text == "":
+		return "the message is empty"
+	case strings.TrimSpace(text) == "":
+		return "the message is only whitespace"
+	}
+	return ""
+}
+
+// CheckText is TextProblem as an ErrInvalidInput error (nil when the text
+// may be sent).
+func CheckText(text string) error {
+	if p := TextProblem(text); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidInput, p)
+	}
+	return nil
 }
 
 // SendRequest sends one message. To is an exact session id, a unique
@@ -196,8 +225,14 @@ type StatusResult struct {
 
 // ListenRequest configures Listen.
 type ListenRequest struct {
-	// KeepUnread leaves emitted messages unread.
+	// KeepUnread leaves emitted messages unread: the listen only watches.
+	// Without it the listen consumes what it emits, and a session has at
+	// most one such listen at a time (ErrListening).
 	KeepUnread bool `json:"keepUnread,omitempty"`
+	// Started, when set, is called once the listen runs — after a
+	// consuming listen got the session's listener slot, before the first
+	// message — and again after a Failover took the session over.
+	Started func() `json:"-"`
 }
 
 // Preview collapses whitespace runs and keeps the first n characters

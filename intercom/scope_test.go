@@ -160,3 +160,36 @@ func TestReplayFilterDropsRefusedEntries(t *testing.T) {
 	t.Cleanup(func() { _ = reopened.Flush() }) // before the temp dir goes
 	require.Zero(t, reopened.Len())
 }
+
+// A target shorter than the 4-character prefix minimum that names nobody
+// is not found, with a hint, rather than the broker's "Multiple sessions
+// named" (it matches prefixes without a minimum and calls them names) —
+// unless it is an exact id connected in another scope, which the broker
+// resolves first.
+func TestShortTargetPrefix(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	open(t, p, "proj-a", "")
+	open(t, p, "proj-b", "")
+	open(t, p, "zed-1", "")
+	s := open(t, p, "sender", "")
+	for to, n := range map[string]string{"pro": "2 session ids", "z": "1 session id"} {
+		_, err := s.Send(ctx, intercom.SendRequest{To: to, Text: "hi"})
+		require.ErrorIs(t, err, intercom.ErrTargetNotFound, to)
+		require.NotErrorIs(t, err, intercom.ErrAmbiguousTarget)
+		require.EqualError(t, err, `target session not found: no session is named "`+to+`" or has that id; `+n+
+			` start with it, but an id prefix needs at least 4 characters: give more of the id`)
+		_, err = s.Ask(ctx, intercom.AskRequest{To: to, Text: "hi?", Wait: time.Second})
+		require.ErrorIs(t, err, intercom.ErrTargetNotFound, to)
+	}
+	res, err := s.Send(ctx, intercom.SendRequest{To: "proj", Text: "hi"})
+	require.ErrorIs(t, err, intercom.ErrAmbiguousTarget, "4 characters are a prefix: %+v", res)
+
+	other := open(t, p, "pr", "", scoped(scopeA))
+	res, err = s.Send(ctx, intercom.SendRequest{To: "pr", Text: "across scopes"})
+	require.NoError(t, err)
+	require.True(t, res.OK, "an exact id in another scope: %+v", res)
+	pend, err := other.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Len(t, pend.Unread, 1)
+}

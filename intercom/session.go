@@ -20,8 +20,13 @@ const (
 	// DefaultAskWait is a session's soft wait for a reply
 	// (PI_INTERCOM_ASK_WAIT_MS overrides it through SessionConfig.AskWait).
 	DefaultAskWait = 30 * time.Second
-	// MCPAskWait is intercom_ask's default timeout_ms.
-	MCPAskWait    = 45 * time.Second
+	// AskTimeout is how long an ask by a person or an agent waits for its
+	// reply unless told otherwise: the CLI's ask --timeout and
+	// intercom_ask's timeout_ms. One default for both surfaces; 45 s keeps
+	// intercom_ask within the tool-call timeouts of MCP clients (Codex:
+	// 60 s).
+	AskTimeout = 45 * time.Second
+	// MaxAskWait bounds every ask's wait.
 	MaxAskWait    = 120 * time.Second
 	DefaultAskTTL = 10 * time.Minute
 )
@@ -75,6 +80,9 @@ type Session struct {
 	staged  []*InboundMessage     // new since the last commit
 	wake    chan struct{}         // closed and replaced when messages arrive
 	roster  map[string]wire.SessionInfo
+	// listener is the pid of the process whose listen consumes the
+	// session's messages (0: none).
+	listener int
 }
 
 type askWaiter struct {
@@ -274,10 +282,12 @@ func (s *Session) List(ctx context.Context, req ListRequest) (*ListResult, error
 		case "", "machine":
 		case "directory":
 			if si.Cwd != me.Cwd {
+				out.Others++
 				continue
 			}
 		case "repo":
 			if repo == "" || gitRoot(si.Cwd) != repo {
+				out.Others++
 				continue
 			}
 		default:
@@ -331,7 +341,7 @@ func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) 
 		if si.HasName && strings.EqualFold(si.Name, to) {
 			byName = append(byName, si.ID)
 		}
-		if len(to) >= 4 && strings.HasPrefix(si.ID, to) {
+		if len(to) >= MinTargetPrefix && strings.HasPrefix(si.ID, to) {
 			byPrefix = append(byPrefix, si.ID)
 		}
 	}
@@ -350,7 +360,48 @@ func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) 
 	if len(byPrefix) > 0 {
 		return pick(byPrefix, "have ids starting with")
 	}
+	if n := shortPrefixOf(list, to); n > 0 && !s.connectedElsewhere(ctx, to) {
+		// The broker would match it as a prefix (it has no minimum) and
+		// call several matches "sessions named" it.
+		return "", fmt.Errorf("%w: no session is named %q or has that id; %s start with it, but an id prefix needs at least %d characters: give more of the id",
+			ErrTargetNotFound, to, pluralIDs(n), MinTargetPrefix)
+	}
 	return to, nil // exact ids of other scopes are resolved by the broker
+}
+
+// MinTargetPrefix is the shortest id prefix a target may be (spec §8.3).
+const MinTargetPrefix = 4
+
+// shortPrefixOf counts the sessions whose id starts with to, when to is
+// shorter than MinTargetPrefix (0 otherwise).
+func shortPrefixOf(list []wire.SessionInfo, to string) int {
+	if len(to) >= MinTargetPrefix {
+		return 0
+	}
+	n := 0
+	for _, si := range list {
+		if strings.HasPrefix(si.ID, to) {
+			n++
+		}
+	}
+	return n
+}
+
+func pluralIDs(n int) string {
+	if n == 1 {
+		return "1 session id"
+	}
+	return fmt.Sprintf("%d session ids", n)
+}
+
+// connectedElsewhere asks the broker's local API whether id is an exact
+// session id connected in any scope (one the broker would resolve first);
+// without a local API (a TypeScript broker) it says no.
+func (s *Session) connectedElsewhere(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	peer, err := (&LocalAPIClient{Path: s.cfg.Paths.LocalAPISocket()}).Peer(ctx, id)
+	return err == nil && peer != nil && peer.Connected
 }
 
 // compose builds a message and checks it against the wire limits.
@@ -667,8 +718,31 @@ func (s *Session) SetSummary(ctx context.Context, summary string) error {
 	return s.client.Presence(ctx, wire.Presence{Status: summary, HasStatus: true})
 }
 
-// Listen implements Ops.
+// Listen implements Ops. A consuming listen (not KeepUnread) takes the
+// session's listener slot for as long as it runs; while one runs, another
+// is refused with ErrListening naming its process.
 func (s *Session) Listen(ctx context.Context, req ListenRequest, emit func(*MessageView) error) error {
+	if !req.KeepUnread {
+		pid := listenerPID(ctx)
+		s.mu.Lock()
+		held := s.listener
+		if held == 0 {
+			s.listener = pid
+		}
+		s.mu.Unlock()
+		if held != 0 {
+			return fmt.Errorf("%w: session %q is already being listened to by pid %d, which prints and consumes its messages; "+
+				"stop that listen first, or listen under another %s", ErrListening, s.cfg.Identity.SessionID, held, SessionIDEnv)
+		}
+		defer func() {
+			s.mu.Lock()
+			s.listener = 0
+			s.mu.Unlock()
+		}()
+	}
+	if req.Started != nil {
+		req.Started()
+	}
 	var last int64
 	for {
 		s.mu.Lock()

@@ -36,6 +36,9 @@ type remoteError struct {
 func (e *remoteError) Error() string { return e.Message }
 
 func (e *remoteError) Is(target error) bool {
+	if e.Kind == kindInspectionNotFound {
+		return target == ErrInspectionDenied || target == intercom.ErrTargetNotFound
+	}
 	if s, ok := errorKinds[e.Kind]; ok {
 		return s == target
 	}
@@ -58,10 +61,17 @@ var errorKinds = map[string]error{
 	"no_pending_ask": intercom.ErrNoPendingAsk, "inbox_version": intercom.ErrInboxVersion,
 }
 
+// kindInspectionNotFound is an inspection refused because its target is
+// not connected: both ErrInspectionDenied and intercom.ErrTargetNotFound.
+const kindInspectionNotFound = "inspection_not_found"
+
 func toRemote(err error) *remoteError {
 	var be *BossError
 	if errors.As(err, &be) {
 		return &remoteError{Kind: "boss", Code: be.Code, Message: be.Message}
+	}
+	if errors.Is(err, ErrInspectionDenied) && errors.Is(err, intercom.ErrTargetNotFound) {
+		return &remoteError{Kind: kindInspectionNotFound, Message: err.Error()}
 	}
 	for kind, s := range errorKinds {
 		if errors.Is(err, s) {

@@ -20,10 +20,23 @@ type Inspection struct {
 // fleet-registry team, only for a coworker whose target equals requested
 // exactly, and only when requested is an exact connected session id on
 // this host (in sessions, or confirmed by connected) that is not remote.
-// The refusal wraps ErrInspectionDenied and says what to do.
+// The refusal wraps ErrInspectionDenied and says what to do; when no
+// session requested is connected at all, it also wraps
+// intercom.ErrTargetNotFound (exit 3), whoever asks.
 func AuthorizeInspection(ctx context.Context, t *Team, sessions []Session, requested string, connected func(context.Context, string) bool) error {
 	deny := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInspectionDenied}, args...)...)
+	}
+	var found *Session
+	for i := range sessions {
+		if sessions[i].ID == requested {
+			found = &sessions[i]
+			break
+		}
+	}
+	if found == nil && (connected == nil || !connected(ctx, requested)) {
+		return fmt.Errorf("%w: %w: no session %q is connected; give the exact target of a connected coworker, as agent-fleet team (intercom_team) lists it",
+			ErrInspectionDenied, intercom.ErrTargetNotFound, requested)
 	}
 	if t == nil || !t.Self.IsManager {
 		return deny("only a manager may inspect another session's pending-ask inbox")
@@ -38,18 +51,10 @@ func AuthorizeInspection(ctx context.Context, t *Team, sessions []Session, reque
 	if !member {
 		return deny("%q is not an owned coworker; use a target returned by intercom_team", requested)
 	}
-	for _, s := range sessions {
-		if s.ID == requested {
-			if s.Origin == "remote" {
-				return deny("%q is remote and its inbox cannot be read from this host", requested)
-			}
-			return nil
-		}
+	if found != nil && found.Origin == "remote" {
+		return deny("%q is remote and its inbox cannot be read from this host", requested)
 	}
-	if connected != nil && connected(ctx, requested) {
-		return nil
-	}
-	return deny("%q must be an exact connected session id", requested)
+	return nil
 }
 
 // ReadInbox reads the pending asks of sessionID read-only (version 3 only,

@@ -194,3 +194,27 @@ func TestPurgeInbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// An inspection of a session that is not connected at all is "not found"
+// (intercom.ErrTargetNotFound, exit 3) for anyone, manager or not, also
+// across a holder socket; a connected session that is not yours to read
+// stays a plain refusal.
+func TestAuthorizeInspectionNotFound(t *testing.T) {
+	manager := &Team{Source: SourceOrchestrator, fromRegistry: true, Self: Self{ID: "boss", IsManager: true},
+		Coworkers: []Member{{ID: "w1", Target: "w1", Connected: true}}}
+	sessions := []Session{{ID: "boss"}, {ID: "w1"}, {ID: "peer"}}
+	never := func(context.Context, string) bool { return false }
+	for _, team := range []*Team{manager, nil, {Source: SourceStandalone, Self: Self{ID: "x"}}} {
+		err := AuthorizeInspection(ctx, team, sessions, "nosuch", never)
+		require.ErrorIs(t, err, intercom.ErrTargetNotFound)
+		require.ErrorIs(t, err, ErrInspectionDenied)
+		require.Contains(t, err.Error(), `no session "nosuch" is connected`)
+		remote := toRemote(err)
+		require.ErrorIs(t, remote, intercom.ErrTargetNotFound, "across a holder")
+		require.ErrorIs(t, remote, ErrInspectionDenied)
+	}
+	err := AuthorizeInspection(ctx, manager, sessions, "peer", never)
+	require.ErrorIs(t, err, ErrInspectionDenied)
+	require.NotErrorIs(t, err, intercom.ErrTargetNotFound, "connected, but not a coworker")
+	require.NotErrorIs(t, toRemote(err), intercom.ErrTargetNotFound)
+}

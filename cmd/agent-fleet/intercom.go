@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
@@ -51,6 +52,20 @@ func messageText(in io.Reader, args []string, idx int) (string, error) {
 		return "", factory.Usagef("message text is over the %d-byte limit", wire.MaxTextBytes)
 	}
 	return strings.TrimRight(string(data), "\n"), nil
+}
+
+// messageBody is messageText for a message someone reads (send, ask,
+// reply): empty or whitespace-only text is a usage error, whether it came
+// as an argument or on stdin.
+func messageBody(in io.Reader, args []string, idx int) (string, error) {
+	text, err := messageText(in, args, idx)
+	if err != nil {
+		return "", err
+	}
+	if p := intercom.TextProblem(text); p != "" {
+		return "", factory.Usagef("%s: give its text as an argument, or pipe it on stdin", p)
+	}
+	return text, nil
 }
 
 // attachmentFlags are --attach-file and --attach-snippet.

@@ -64,7 +64,9 @@ func newSessionsCmd(f *factory.Factory, runF func(*sessionsOptions) error) *cobr
 		Use:   "list",
 		Short: "List the sessions you can reach",
 		Long: `List connected sessions in your scope. --where narrows it to sessions in your
-working directory ("directory") or git repository ("repo").`,
+working directory ("directory") or git repository ("repo"); when it leaves
+every session out, list says how many others are connected ("others" in
+--json).`,
 		Example: "  agent-fleet intercom list\n  agent-fleet intercom list --where repo --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -93,7 +95,7 @@ func sessionsRun(ctx context.Context, opts *sessionsOptions) error {
 	if err != nil {
 		return err
 	}
-	return output.Show(opts.IO.Out, opts.JSON, res, output.SessionsText(res))
+	return output.Show(opts.IO.Out, opts.JSON, res, output.SessionsText(res, opts.Req.Where, output.CLI))
 }
 
 type pendingOptions struct {

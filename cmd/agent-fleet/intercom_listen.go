@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +30,14 @@ message is one JSON object per line.
 
 While listen runs it holds the session: other agent-fleet intercom commands
 under the same id act through it. If another process already holds the
-session, listen streams from that holder instead.`,
+session (agent-fleet mcp, a worker), listen streams from that holder
+instead, and takes the session over when that process goes, even after a
+kill -9. One listen at a time prints and consumes a session's messages: a
+second one is refused (exit 4) with the pid of the first; --keep-unread
+only watches and is not counted.
+
+It says on stderr, once it runs, as whom it listens and where; stdout
+carries only the messages.`,
 		Example: `  AGENT_INTERCOM_SESSION_ID=alpha agent-fleet intercom listen
   agent-fleet intercom listen --json | while read -r msg; do …; done`,
 		Args: cobra.NoArgs,
@@ -58,7 +66,19 @@ func listenRun(ctx context.Context, opts *listenOptions) error {
 		return err
 	}
 	defer s.Close()
-	return s.Ops.Listen(ctx, intercom.ListenRequest{KeepUnread: opts.KeepUnread}, func(m *intercom.MessageView) error {
+	// One line on stderr says that it runs, and as whom; stdout carries
+	// only the messages (--json stays one object per line).
+	starts := 0
+	started := func() {
+		starts++
+		if starts == 1 {
+			fmt.Fprintln(opts.IO.Err, output.ListeningText(id.SessionID, id.Name, p.BrokerSocket(), s.Holder))
+			return
+		}
+		fmt.Fprintln(opts.IO.Err, output.ListeningAgainText(id.SessionID))
+	}
+	req := intercom.ListenRequest{KeepUnread: opts.KeepUnread, Started: started}
+	return s.Ops.Listen(ctx, req, func(m *intercom.MessageView) error {
 		return output.Show(opts.IO.Out, opts.JSON, m, output.MessageText(m))
 	})
 }

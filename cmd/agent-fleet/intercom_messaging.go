@@ -33,7 +33,7 @@ known (exit 8), it is retried from the outbox on your next registration.`,
   git diff | agent-fleet intercom send alpha - --attach-snippet fix.go=fix.go`,
 		Args: targetAndText,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(f.IO.In, args, 1)
+			text, err := messageBody(f.IO.In, args, 1)
 			if err != nil {
 				return err
 			}
@@ -74,7 +74,7 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 			return err
 		}
 	} else if res.OK {
-		fmt.Fprintf(io.Out, "%s %s.\n", what, res.To)
+		fmt.Fprintf(io.Out, "%s %s.\n", what, output.Inline(res.To))
 	}
 	if !res.OK {
 		return fmt.Errorf("message to %q was not delivered: %w", res.To,
@@ -97,15 +97,16 @@ func newAskCmd(f *factory.Factory, runF func(*askOptions) error) *cobra.Command 
 	cmd := &cobra.Command{
 		Use:   "ask TO [TEXT|-]",
 		Short: "Ask a question and wait for the reply",
-		Long: `Ask TO a question and print its reply. Without a session holder, the ask is
-cancelled when --timeout runs out and the command says so; when your session
-is held (listen, mcp), a late reply lands in the holder: see
+		Long: `Ask TO a question and print its reply, waiting up to --timeout (45s by
+default, as intercom_ask does; at most 2m). Without a session holder, the ask
+is cancelled when --timeout runs out and the command says so; when your
+session is held (listen, mcp), a late reply lands in the holder: see
 "agent-fleet intercom pending".`,
 		Example: `  agent-fleet intercom ask alpha "is the migration done?"
   agent-fleet intercom ask alpha "ok to deploy?" --timeout 30s --json`,
 		Args: targetAndText,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(f.IO.In, args, 1)
+			text, err := messageBody(f.IO.In, args, 1)
 			if err != nil {
 				return err
 			}
@@ -124,7 +125,7 @@ is held (listen, mcp), a late reply lands in the holder: see
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", intercom.MaxAskWait, "how long to wait for the reply")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", intercom.AskTimeout, fmt.Sprintf("how long to wait for the reply, at most %s (intercom_ask's default too)", intercom.MaxAskWait))
 	opts.att.register(cmd)
 	return cmd
 }
@@ -189,7 +190,7 @@ with the sender (--to) and, for several asks of one sender, --which.`,
   agent-fleet intercom reply --to beta --which oldest "first answer"`,
 		Args: optionalArg("text"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(f.IO.In, args, 0)
+			text, err := messageBody(f.IO.In, args, 0)
 			if err != nil {
 				return err
 			}

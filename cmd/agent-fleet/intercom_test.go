@@ -352,6 +352,65 @@ func TestIntercomSurvivesListenerKill(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "every delivered message is printed")
 }
 
+// send, ask and reply refuse a message without text — as an argument, on
+// stdin (piped, or with "-"), or only whitespace — as a usage error, and
+// deliver nothing.
+func TestIntercomRefusesEmptyMessages(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	l := startListener(t, dir, "alpha")
+	startListener(t, dir, "beta")
+	askOut := &lockedBuffer{}
+	beta := as(t, dir, "beta", "intercom", "ask", "alpha", "ready?", "--timeout", "60s")
+	beta.Stdout, beta.Stderr = askOut, askOut
+	require.NoError(t, beta.Start())
+	t.Cleanup(func() { _ = beta.Process.Kill(); _ = beta.Wait() })
+	require.Eventually(t, func() bool {
+		for _, m := range l.messages() {
+			if m.ExpectsReply {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
+
+	cases := []struct {
+		name  string
+		args  []string
+		stdin string
+		want  string
+	}{
+		{"send with an empty argument", []string{"send", "alpha", ""}, "", "the message is empty"},
+		{"send with empty piped stdin", []string{"send", "alpha"}, "", "the message is empty"},
+		{"send - with blank lines", []string{"send", "alpha", "-"}, "\n\n", "the message is empty"},
+		{"send with whitespace", []string{"send", "alpha", " \t "}, "", "the message is only whitespace"},
+		{"ask with an empty argument", []string{"ask", "alpha", "", "--timeout", "1s"}, "", "the message is empty"},
+		{"ask with whitespace on stdin", []string{"ask", "alpha", "-", "--timeout", "1s"}, "  \n", "the message is only whitespace"},
+	}
+	for _, c := range cases {
+		cmd := as(t, dir, "gamma", append([]string{"intercom"}, c.args...)...)
+		cmd.Stdin = strings.NewReader(c.stdin)
+		out, err := cmd.CombinedOutput()
+		requireExit(t, err, exitUsage)
+		require.Contains(t, string(out), c.want+": give its text as an argument, or pipe it on stdin", c.name)
+	}
+	for _, args := range [][]string{{"reply", ""}, {"reply"}, {"reply", "   "}} {
+		cmd := as(t, dir, "alpha", append([]string{"intercom"}, args...)...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		requireExit(t, err, exitUsage)
+		require.Contains(t, string(out), ": give its text as an argument, or pipe it on stdin", "%v", args)
+	}
+	out, err := as(t, dir, "alpha", "intercom", "reply", "yes").CombinedOutput()
+	require.NoError(t, err, "the ask was still open: %s", out)
+	require.NoError(t, beta.Wait(), "%s", askOut.String())
+	require.Equal(t, "Reply from alpha:\nyes\n", askOut.String())
+	for _, m := range l.messages() {
+		require.NotEmpty(t, strings.TrimSpace(m.Text), "nothing empty reached alpha: %+v", m)
+	}
+}
+
 // An agent directory so deep that broker.sock exceeds the kernel's socket
 // path limit is refused at once, naming the path and the limit, instead of
 // starting a broker that cannot bind and waiting for it (issue 22,

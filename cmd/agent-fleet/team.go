@@ -58,5 +58,5 @@ func teamRun(ctx context.Context, opts *teamOptions) error {
 	if err != nil {
 		return err
 	}
-	return output.Show(opts.IO.Out, opts.JSON, team, teams.Format(team))
+	return output.Show(opts.IO.Out, opts.JSON, team, output.Lines(teams.Format(team)))
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -92,8 +93,9 @@ func addIntercomTools(server *mcp.Server, t *intercomTools) {
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"to", "message"},
 			"properties": map[string]any{"to": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
 				"attachments": attachmentsSchema,
-				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "maximum": 120000,
-					"description": "How long to wait for the reply (default 45000). If it runs out the ask stays open and its reply appears in intercom_pending."}}}}, t.ask)
+				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "maximum": intercom.MaxAskWait.Milliseconds(),
+					"description": fmt.Sprintf("How long to wait for the reply (default %d). If it runs out the ask stays open and its reply appears in intercom_pending.",
+						intercom.AskTimeout.Milliseconds())}}}}, t.ask)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending",
 		Description: "Read unread inbound messages and unresolved asks for this session; pass askId to read one ask in full.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
@@ -181,7 +183,7 @@ func (t *intercomTools) list(ctx context.Context, _ *mcp.CallToolRequest, a list
 	if err != nil {
 		return failure(err), nil, nil
 	}
-	return t.withFooter(ctx, result(output.SessionsText(res), map[string]any{"sessions": res.Sessions}, false)), nil, nil
+	return t.withFooter(ctx, result(output.SessionsText(res, a.Scope, output.Tool), map[string]any{"sessions": res.Sessions}, false)), nil, nil
 }
 
 func (t *intercomTools) setSummary(ctx context.Context, _ *mcp.CallToolRequest, a summaryArgs) (*mcp.CallToolResult, any, error) {
@@ -195,7 +197,20 @@ func sendOutcome(res *intercom.SendResult, to string) *mcp.CallToolResult {
 	return result(output.SendTool(res, to))
 }
 
+// emptyMessage is the isError result for a message without text (nil when
+// it has some): nothing is sent.
+func emptyMessage(text, tool string) *mcp.CallToolResult {
+	err := intercom.CheckText(text)
+	if err == nil {
+		return nil
+	}
+	return result(fmt.Sprintf("Nothing sent: %s. Call %s again with the text to send in message.", intercom.TextProblem(text), tool), output.Failure(err), true)
+}
+
 func (t *intercomTools) send(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (*mcp.CallToolResult, any, error) {
+	if r := emptyMessage(a.Message, "intercom_send"); r != nil {
+		return r, nil, nil
+	}
 	res, err := t.ops.Send(ctx, intercom.SendRequest{To: a.To, Text: a.Message, Attachments: a.Attachments})
 	if err != nil {
 		return failure(err), nil, nil
@@ -204,7 +219,10 @@ func (t *intercomTools) send(ctx context.Context, _ *mcp.CallToolRequest, a send
 }
 
 func (t *intercomTools) ask(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (*mcp.CallToolResult, any, error) {
-	wait := intercom.MCPAskWait
+	if r := emptyMessage(a.Message, "intercom_ask"); r != nil {
+		return r, nil, nil
+	}
+	wait := intercom.AskTimeout
 	if a.TimeoutMs > 0 {
 		wait = time.Duration(a.TimeoutMs) * time.Millisecond
 	}
@@ -233,6 +251,9 @@ func (t *intercomTools) pending(ctx context.Context, _ *mcp.CallToolRequest, a p
 }
 
 func (t *intercomTools) reply(ctx context.Context, _ *mcp.CallToolRequest, a replyArgs) (*mcp.CallToolResult, any, error) {
+	if r := emptyMessage(a.Message, "intercom_reply"); r != nil {
+		return r, nil, nil
+	}
 	res, err := t.ops.Reply(ctx, intercom.ReplyRequest{Text: a.Message, To: a.To, Which: a.Which, AskID: a.AskID, Attachments: a.Attachments})
 	if err != nil {
 		return failure(err), nil, nil

@@ -89,6 +89,10 @@ func TestMCPToolList(t *testing.T) {
 	require.Equal(t, []any{"to", "message"}, schemas["intercom_ask"]["required"])
 	timeout := schemas["intercom_ask"]["properties"].(map[string]any)["timeout_ms"].(map[string]any)
 	require.EqualValues(t, 120000, timeout["maximum"])
+	// One default ask wait, the CLI's too (agent-fleet intercom ask --timeout).
+	require.Contains(t, timeout["description"], "(default 45000)")
+	require.EqualValues(t, 45000, intercom.AskTimeout.Milliseconds())
+	require.Contains(t, w.cs.InitializeResult().Instructions, "timeout_ms (default 45 s, at most 120 s: the same as agent-fleet intercom ask)")
 	require.Contains(t, schemas["intercom_reply"]["properties"], "askId")
 	require.Contains(t, schemas["intercom_pending"]["properties"], "askId")
 }
@@ -248,4 +252,50 @@ func TestMCPProtocol20250618(t *testing.T) {
 	require.Equal(t, float64(5), resp["id"], "null arguments are answered, not a crash")
 	send(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
 	require.Equal(t, map[string]any{}, recv()["result"])
+}
+
+// A message without text is refused by intercom_send, intercom_ask and
+// intercom_reply with an isError result that says why, and nothing is
+// sent: not "", not whitespace alone.
+func TestMCPRefusesEmptyMessages(t *testing.T) {
+	w := newMCPWorld(t)
+	ctx := context.Background()
+	askDone := make(chan struct{})
+	go func() {
+		defer close(askDone)
+		_, _ = w.beta.Ask(ctx, intercom.AskRequest{To: "alpha", Text: "ready?", Wait: 10 * time.Second, OnTimeout: intercom.DeferOnTimeout})
+	}()
+	require.Eventually(t, func() bool {
+		p, _ := w.alpha.Pending(ctx, intercom.PendingRequest{})
+		return len(p.Asks) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	for _, text := range []string{"", " \n\t "} {
+		problem := "the message is empty"
+		if text != "" {
+			problem = "the message is only whitespace"
+		}
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"intercom_send", map[string]any{"to": "beta", "message": text}},
+			{"intercom_ask", map[string]any{"to": "beta", "message": text, "timeout_ms": 100}},
+			{"intercom_reply", map[string]any{"message": text}},
+		} {
+			r := w.call(t, c.tool, c.args)
+			require.True(t, r.IsError, "%s %q: %s", c.tool, text, r.Text)
+			require.Equal(t, "Nothing sent: "+problem+". Call "+c.tool+" again with the text to send in message.", r.Text)
+			require.Equal(t, false, r.Structured["ok"])
+		}
+	}
+	p, err := w.beta.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Empty(t, p.Unread, "nothing reached beta")
+	require.Empty(t, p.Asks)
+	p, err = w.alpha.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Len(t, p.Asks, 1, "beta's ask is still unanswered")
+	r := w.call(t, "intercom_reply", map[string]any{"message": "yes"})
+	require.False(t, r.IsError, r.Text)
+	<-askDone
 }

@@ -25,7 +25,7 @@ const instructions = `agent-fleet intercom: message other agent sessions on this
 - intercom_send for assignments, progress, results and anything that does not
   block you: it returns once the recipient has stored the message.
 - intercom_ask only when your next step depends on the answer. It waits up to
-  timeout_ms (default 45 s, at most 120 s); if no reply comes in time the ask
+  timeout_ms (default 45 s, at most 120 s: the same as agent-fleet intercom ask); if no reply comes in time the ask
   stays open and the reply appears later in intercom_pending.
 - intercom_pending shows unread messages and asks waiting for your reply;
   answer an ask with intercom_reply (choose it with askId, or to/which).

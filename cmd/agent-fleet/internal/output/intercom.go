@@ -14,32 +14,34 @@ import (
 // The MCP intercom tools keep the key sets of the TypeScript adapters'
 // tools (docs/protocol.md §8.3), built here.
 
-// SenderLabel names a sender for people: "Name (id)", or the id.
+// SenderLabel names a sender for people: "Name (id)", or the id (both
+// escaped: Inline).
 func SenderLabel(f intercom.Sender) string {
 	if f.Name != "" && f.Name != f.ID {
-		return fmt.Sprintf("%s (%s)", f.Name, f.ID)
+		return fmt.Sprintf("%s (%s)", Inline(f.Name), Inline(f.ID))
 	}
-	return f.ID
+	return Inline(f.ID)
 }
 
-// DisplayName names a sender for a model: its name, else its id.
+// DisplayName names a sender for a model: its name, else its id (escaped:
+// Inline).
 func DisplayName(s intercom.Sender) string {
 	if s.Name != "" {
-		return s.Name
+		return Inline(s.Name)
 	}
-	return s.ID
+	return Inline(s.ID)
 }
 
-// SessionLine is the adapters' list line:
-// "- <name> (<id first 8>) - <cwd> (<model>) [self, same cwd, <status>]".
+// SessionLine is one session of a list, after the adapters' line:
+// "- <name> (<id>) - <cwd> (<model>) [self, same cwd, <status>]". The id
+// is shown in full, as whoami prints it and as a target takes it, and
+// only when it differs from the name ("- <id> - …" otherwise): the
+// adapters' first 8 characters of a UUID would turn operator-root into
+// "operator", a prefix of every operator. Every field is escaped (Inline).
 func SessionLine(v intercom.SessionView) string {
-	name := v.Name
-	if name == "" {
-		name = v.ID
-	}
-	short := v.ID
-	if len(short) > 8 {
-		short = short[:8]
+	who := Inline(v.ID)
+	if v.Name != "" && v.Name != v.ID {
+		who = fmt.Sprintf("%s (%s)", Inline(v.Name), Inline(v.ID))
 	}
 	var tags []string
 	if v.Self {
@@ -49,17 +51,23 @@ func SessionLine(v intercom.SessionView) string {
 		tags = append(tags, "same cwd")
 	}
 	if v.Status != "" {
-		tags = append(tags, v.Status)
+		tags = append(tags, Inline(v.Status))
 	}
-	line := fmt.Sprintf("- %s (%s) - %s (%s)", name, short, v.Cwd, v.Model)
+	line := fmt.Sprintf("- %s - %s (%s)", who, Inline(v.Cwd), Inline(v.Model))
 	if len(tags) > 0 {
 		line += " [" + strings.Join(tags, ", ") + "]"
 	}
 	return line
 }
 
-// SessionsText lists sessions, one SessionLine each.
-func SessionsText(res *intercom.ListResult) string {
+// SessionsText lists sessions, one SessionLine each. When --where (where:
+// directory or repo) left every session out, the CLI says how many others
+// are connected; intercom_list (Tool) keeps the adapters' text, whose
+// structuredContent has no room for the count (docs/protocol.md §8.3).
+func SessionsText(res *intercom.ListResult, where string, s Surface) string {
+	if len(res.Sessions) == 0 && res.Others > 0 && s == CLI {
+		return fmt.Sprintf("No sessions match --where %s (%s connected).", where, plural(res.Others, "other"))
+	}
 	if len(res.Sessions) == 0 {
 		return "No intercom sessions connected."
 	}
@@ -72,7 +80,7 @@ func SessionsText(res *intercom.ListResult) string {
 
 // WhoamiText is a session's identity, on both surfaces.
 func WhoamiText(w *intercom.WhoamiResult) string {
-	return fmt.Sprintf("session_id: %s\nname: %s\ncwd: %s", w.SessionID, w.Name, w.Cwd)
+	return fmt.Sprintf("session_id: %s\nname: %s\ncwd: %s", Inline(w.SessionID), Inline(w.Name), Inline(w.Cwd))
 }
 
 var yesNo = map[bool]string{true: "Yes", false: "No"}
@@ -81,13 +89,13 @@ var yesNo = map[bool]string{true: "Yes", false: "No"}
 // whether a session holder runs for it.
 func SessionStatusText(res *intercom.StatusResult, held bool) string {
 	return fmt.Sprintf("Connected: %s\nSession ID: %s\nHeld by a session holder: %s\nActive sessions: %d\nUnread messages: %d\nQueued outbound messages: %d\nPending asks: %d",
-		yesNo[res.Connected], res.SessionID, yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks)
+		yesNo[res.Connected], Inline(res.SessionID), yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks)
 }
 
 // StatusTool is intercom_status's text and structuredContent.
 func StatusTool(st *intercom.StatusResult) (string, map[string]any) {
 	text := fmt.Sprintf("Connected: %s\nSession ID: %s\nActive sessions: %d\nUnread messages: %d\nPending asks: %d",
-		yesNo[st.Connected], st.SessionID, st.ActiveSessions, st.Unread, st.PendingAsks)
+		yesNo[st.Connected], Inline(st.SessionID), st.ActiveSessions, st.Unread, st.PendingAsks)
 	return text, map[string]any{"connected": st.Connected, "session_id": st.SessionID, "active_sessions": st.ActiveSessions,
 		"unread_messages": st.Unread, "pending_asks": st.PendingAsks, "queued_outbound": st.Outbox}
 }
@@ -152,38 +160,45 @@ func AttachmentsTool(att []wire.Attachment) string {
 }
 
 // AttachmentsText renders attachments for people, each after a "---" line
-// ("" without any).
-func AttachmentsText(att []wire.Attachment) string {
+// ("" without any), every line after the first starting with indent
+// (Block).
+func AttachmentsText(att []wire.Attachment, indent string) string {
 	var b strings.Builder
 	for _, a := range att {
-		fmt.Fprintf(&b, "\n---\nAttachment: %s\n%s", a.Name, a.Content)
+		fmt.Fprintf(&b, "\n%s---\n%sAttachment: %s\n%s%s", indent, indent, Inline(a.Name), indent, Block(a.Content, indent))
 	}
 	return b.String()
 }
 
+// messageIndent starts each line of a message's text in listen's output,
+// so that no line of a text can pass for the header of another message.
+const messageIndent = "  "
+
 // MessageText is one inbound message as listen prints it: a header with
-// the time and sender (and how to answer an ask), then the text.
+// the time and sender (and how to answer an ask), then the text, each of
+// its lines indented, control characters escaped (Block).
 func MessageText(m *intercom.MessageView) string {
 	at := HumanTime(time.UnixMilli(int64(m.ReceivedAt)))
 	head := fmt.Sprintf("[%s] %s", at, SenderLabel(m.From))
 	switch {
 	case m.ExpectsReply:
-		head += fmt.Sprintf(" asks (reply with: agent-fleet intercom reply --ask-id %s …)", m.AskID)
+		head += fmt.Sprintf(" asks (reply with: agent-fleet intercom reply --ask-id %s …)", Inline(m.AskID))
 	case m.ReplyTo != "":
 		head += " replied"
 	}
-	return head + ":\n" + m.Text + AttachmentsText(m.Attachments)
+	return head + ":\n" + messageIndent + Block(m.Text, messageIndent) + AttachmentsText(m.Attachments, messageIndent)
 }
 
-// ReplyText is a reply a one-shot ask received, for people.
+// ReplyText is a reply a one-shot ask received, for people: the reply is
+// all the command prints, so its lines keep their place (Block).
 func ReplyText(m *intercom.MessageView) string {
-	return fmt.Sprintf("Reply from %s:\n%s", SenderLabel(m.From), m.Text) + AttachmentsText(m.Attachments)
+	return fmt.Sprintf("Reply from %s:\n%s", SenderLabel(m.From), Block(m.Text, "")) + AttachmentsText(m.Attachments, "")
 }
 
 // AskLine is one pending ask, as the Pi adapter lists them:
 // "- <askId> · <sender>[ · oldest|latest|queued] · <N>s ago[ · async] · <preview>".
 func AskLine(a intercom.AskView) string {
-	line := fmt.Sprintf("- %s · %s", a.AskID, DisplayName(a.From))
+	line := fmt.Sprintf("- %s · %s", Inline(a.AskID), DisplayName(a.From))
 	if a.Selector != "" {
 		line += " · " + a.Selector
 	}
@@ -191,7 +206,7 @@ func AskLine(a intercom.AskView) string {
 	if a.DeferredAt != 0 {
 		line += " · async"
 	}
-	return line + " · " + a.Preview
+	return line + " · " + Inline(a.Preview)
 }
 
 // PendingText is pending's answer for people: unread messages, then the
@@ -199,7 +214,7 @@ func AskLine(a intercom.AskView) string {
 func PendingText(res *intercom.PendingResult, full bool) string {
 	if full && len(res.Asks) == 1 {
 		a := res.Asks[0]
-		return fmt.Sprintf("Pending ask %s\nFrom: %s\n\n%s", a.AskID, SenderLabel(a.From), a.Text) + AttachmentsText(a.Attachments)
+		return fmt.Sprintf("Pending ask %s\nFrom: %s\n\n%s", Inline(a.AskID), SenderLabel(a.From), Block(a.Text, "")) + AttachmentsText(a.Attachments, "")
 	}
 	if len(res.Unread) == 0 && len(res.Asks) == 0 {
 		return "No unread messages and no pending asks."
@@ -209,7 +224,7 @@ func PendingText(res *intercom.PendingResult, full bool) string {
 		if m.ExpectsReply {
 			continue // listed with the asks
 		}
-		lines = append(lines, fmt.Sprintf("- %s: %s", SenderLabel(m.From), m.Text))
+		lines = append(lines, fmt.Sprintf("- %s: %s", SenderLabel(m.From), Block(m.Text, "  ")))
 	}
 	if len(res.Asks) > 0 {
 		lines = append(lines, "Pending asks:")
@@ -298,4 +313,25 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 		text += "\n\nPending asks:\n" + strings.Join(al, "\n")
 	}
 	return text, map[string]any{"unread_messages": unread, "pending_asks": asks}
+}
+
+// ListeningText is the line `intercom listen` writes to stderr once it
+// runs: as whom, where, and how to stop; through says another process
+// holds the session and listen streams from it.
+func ListeningText(id, name, broker string, through bool) string {
+	who := Inline(id)
+	if name != "" && name != id {
+		who = fmt.Sprintf("%s (session %s)", Inline(name), Inline(id))
+	}
+	how := "on " + Inline(broker)
+	if through {
+		how = "through the process that holds it, on " + Inline(broker)
+	}
+	return fmt.Sprintf("Listening as %s %s; Ctrl-C to stop.", who, how)
+}
+
+// ListeningAgainText is listen's stderr line after the process it listened
+// through went away and it took the session over.
+func ListeningAgainText(id string) string {
+	return fmt.Sprintf("The process that held %s went away; listen took the session over and goes on.", Inline(id))
 }

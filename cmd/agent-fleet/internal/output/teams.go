@@ -13,12 +13,12 @@ import (
 func InspectionText(insp *teams.Inspection, full bool) string {
 	if full && len(insp.Asks) == 1 {
 		a := insp.Asks[0]
-		return fmt.Sprintf("Pending ask %s\nInbox: %s\nFrom: %s\n\n%s%s", a.AskID, insp.InboxSessionID, DisplayName(a.From), a.Text, AttachmentsTool(a.Attachments))
+		return fmt.Sprintf("Pending ask %s\nInbox: %s\nFrom: %s\n\n%s%s", Inline(a.AskID), Inline(insp.InboxSessionID), DisplayName(a.From), Block(a.Text, ""), Lines(AttachmentsTool(a.Attachments)))
 	}
 	if len(insp.Asks) == 0 {
-		return fmt.Sprintf("No unresolved inbound asks in the inbox of %s.", insp.InboxSessionID)
+		return fmt.Sprintf("No unresolved inbound asks in the inbox of %s.", Inline(insp.InboxSessionID))
 	}
-	lines := []string{fmt.Sprintf("Pending asks of %s (read-only):", insp.InboxSessionID)}
+	lines := []string{fmt.Sprintf("Pending asks of %s (read-only):", Inline(insp.InboxSessionID))}
 	for _, a := range insp.Asks {
 		lines = append(lines, AskLine(a))
 	}
@@ -39,7 +39,7 @@ func NamedTeamsText(list []teams.NamedTeam, s Surface) string {
 		lines = append(lines, "Named teams:")
 	}
 	for _, nt := range list {
-		line := fmt.Sprintf("- %s (manager: %s)", nt.Name, nt.ManagerSessionID)
+		line := fmt.Sprintf("- %s (manager: %s)", Inline(nt.Name), Inline(nt.ManagerSessionID))
 		if nt.Joined {
 			line += " [joined]"
 		}
@@ -53,12 +53,12 @@ func NamedTeamsText(list []teams.NamedTeam, s Surface) string {
 
 // JoinedText says that self joined (or created) a named team.
 func JoinedText(res *teams.JoinResult, self string, s Surface) string {
-	verb := "Joined team " + res.Team
+	verb := "Joined team " + Inline(res.Team)
 	if res.Created {
-		verb = "Created team " + res.Team + " and joined it"
+		verb = "Created team " + Inline(res.Team) + " and joined it"
 	}
 	if s == Tool {
-		return fmt.Sprintf("%s as %s (manager: %s). You now see only this team's sessions; intercom_team lists them.", verb, res.Role, res.Manager)
+		return fmt.Sprintf("%s as %s (manager: %s). You now see only this team's sessions; intercom_team lists them.", verb, Inline(res.Role), Inline(res.Manager))
 	}
-	return fmt.Sprintf("%s as %s (manager: %s).\nSession %s now sees only its team: agent-fleet team lists it.", verb, res.Role, res.Manager, self)
+	return fmt.Sprintf("%s as %s (manager: %s).\nSession %s now sees only its team: agent-fleet team lists it.", verb, Inline(res.Role), Inline(res.Manager), Inline(self))
 }
