@@ -159,8 +159,20 @@ func TestIdleConnectionFloodDoesNotBlockRegistration(t *testing.T) {
 	for i := range idle {
 		idle[i] = h.Dial()
 	}
-	waitFor(t, "the unregistered cap", func() bool {
-		return broker.Unregistered(h.B) <= broker.DefaultMaxUnregistered
+	// Every idle connection is accepted (held, or closed by the cap)
+	// before legit dials: one still in the listen backlog, accepted after
+	// legit, would push legit out as the oldest unregistered connection.
+	waitFor(t, "every idle connection accepted, within the unregistered cap", func() bool {
+		closed := 0
+		for _, ic := range idle {
+			select {
+			case <-ic.Closed:
+				closed++
+			default:
+			}
+		}
+		held := broker.Unregistered(h.B)
+		return held <= broker.DefaultMaxUnregistered && closed+held == len(idle)
 	})
 	c := h.Register("legit", intercomtest.RegisterOptions{})
 	require.Equal(t, []string{"legit"}, c.List())
