@@ -8,7 +8,7 @@ import (
 )
 
 // Counts in fleet's texts (doctor, the janitor, stop) agree with their
-// nouns (issue 22, finding 20).
+// nouns.
 func TestPlural(t *testing.T) {
 	require.Equal(t, "1 session", plural(1, "session"))
 	require.Equal(t, "0 sessions", plural(0, "session"))
@@ -18,7 +18,7 @@ func TestPlural(t *testing.T) {
 }
 
 // The janitor's reasons are data: RFC 3339 in UTC whatever the zone of the
-// time or the host (issue 22, finding 19).
+// time or the host.
 func TestJanitorStampsAreUTC(t *testing.T) {
 	at := time.Date(2026, 12, 1, 13, 8, 44, 0, time.FixedZone("CET", 3600))
 	require.Equal(t, "2026-12-01T12:08:44Z", stamp(at))

@@ -128,7 +128,7 @@ func TestValidUnitName(t *testing.T) {
 // The no-bus message is a few short lines, and its fix fits the host: a
 // login or lingering where PID 1 is systemd, the private manager of
 // `agent-fleet user-manager start` where it is not (lingering cannot work
-// there) (issue 22, finding 14).
+// there).
 func TestNoUserBusMessageFitsTheHost(t *testing.T) {
 	for _, e := range []*NoUserBusError{
 		{}, {NoSystemdInit: true}, {RuntimeDir: "/run/user/1000", Missing: "/run/user/1000/bus"},

@@ -138,7 +138,7 @@ func TestCompletionScripts(t *testing.T) {
 // __complete: stop and renew the caller's live ones, forget its ended
 // ones, adopt other managers' live ones, status and logs all; send and ask
 // complete the sessions of a running broker (and start none), teams join
-// the named teams, spawn --permission its values (issue 22, finding 17).
+// the named teams, spawn --permission its values.
 func TestCompletionOffersWhatEachVerbTakes(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)

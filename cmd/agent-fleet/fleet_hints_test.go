@@ -33,7 +33,7 @@ func fakeCLI(t *testing.T, e *fleettest.Env, caller string, args ...string) (std
 
 // A list of one's own workers that comes out empty says that other
 // managers have some, and how to see them; renew with nothing to renew
-// says so instead of printing nothing (issue 22, finding 10).
+// says so instead of printing nothing.
 func TestListAndRenewSayWhatIsLeftOut(t *testing.T) {
 	t.Parallel()
 	e := fleettest.New(t, "operator-me")

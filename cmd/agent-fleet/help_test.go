@@ -40,7 +40,7 @@ func TestMCPHelpRegistersWithoutAFixedID(t *testing.T) {
 
 // A missing or extra argument is named, with the usage line, not cobra's
 // "accepts 1 arg(s), received 0"; an unknown command gets cobra's "Did
-// you mean this?". All exit 2 (issue 22, finding 20).
+// you mean this?". All exit 2.
 func TestUsageMessagesNameTheArgument(t *testing.T) {
 	t.Parallel()
 	in := cliIn{env: map[string]string{"PI_CODING_AGENT_DIR": shortDir(t), "AGENT_INTERCOM_SESSION_ID": "usage-test"}}
@@ -74,7 +74,7 @@ func TestUsageMessagesNameTheArgument(t *testing.T) {
 	require.NotContains(t, err.Error(), "Did you mean", "nothing near enough to suggest")
 }
 
-// Counts in fleet texts agree with their nouns (issue 22, finding 20).
+// Counts in fleet texts agree with their nouns.
 func TestFleetTextsArePluralCorrect(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

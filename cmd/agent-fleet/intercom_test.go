@@ -413,8 +413,7 @@ func TestIntercomRefusesEmptyMessages(t *testing.T) {
 
 // An agent directory so deep that broker.sock exceeds the kernel's socket
 // path limit is refused at once, naming the path and the limit, instead of
-// starting a broker that cannot bind and waiting for it (issue 22,
-// finding 15).
+// starting a broker that cannot bind and waiting for it.
 func TestSocketPathTooLongIsRefusedAtOnce(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(shortDir(t), strings.Repeat("d", 50), strings.Repeat("e", 50))

@@ -19,7 +19,7 @@ import (
 // How a worker ended is numbers in JSON: exitCode as a shell reports it
 // (128 + the signal when killed), exitStatus systemd's, and the kind of
 // ending a string of its own — the same on the CLI and in agent_fleet's
-// structuredContent (issue 22, finding 8).
+// structuredContent.
 func TestWorkerEndingIsNumbersInJSON(t *testing.T) {
 	t.Parallel()
 	e := fleettest.New(t, "operator-me")
@@ -61,8 +61,7 @@ func TestWorkerEndingIsNumbersInJSON(t *testing.T) {
 
 // A command given --json that fails without a report prints the error
 // object on stdout — agent_fleet's structuredContent for a failure — beside
-// the message on stderr, with the exit status it always had (issue 22,
-// finding 8).
+// the message on stderr, with the exit status it always had.
 func TestFailuresUnderJSONPrintTheErrorObject(t *testing.T) {
 	t.Parallel()
 	e := fleettest.New(t, "operator-me")
@@ -120,8 +119,7 @@ func TestFailuresUnderJSONPrintTheErrorObject(t *testing.T) {
 	require.Empty(t, stdout)
 }
 
-// An empty log is an empty list of lines on both surfaces, never null
-// (issue 22, finding 8).
+// An empty log is an empty list of lines on both surfaces, never null.
 func TestEmptyLogIsAnEmptyList(t *testing.T) {
 	t.Parallel()
 	e := fleettest.New(t, "operator-me")

@@ -13,7 +13,7 @@ import (
 )
 
 // set-summary --json says what was published and whether a holder keeps
-// it (issue 22, finding 8).
+// it.
 func TestSetSummaryJSON(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)
@@ -28,7 +28,7 @@ func TestSetSummaryJSON(t *testing.T) {
 }
 
 // install and uninstall --json report every unit file and unit, for a
-// dry run and for real (issue 22, finding 8).
+// dry run and for real.
 func TestInstallAndUninstallJSON(t *testing.T) {
 	t.Parallel()
 	w := newInstallWorld(t, shortDir(t))

@@ -14,8 +14,7 @@ import (
 
 // stop takes several ids or --all (one's own live workers), stops them
 // and reports each; the exit status is the most serious failure's; --kill
-// sends SIGKILL at once; the agent_fleet stop action takes the same
-// (issue 22, finding 9).
+// sends SIGKILL at once; the agent_fleet stop action takes the same.
 func TestStopSeveralAllAndKill(t *testing.T) {
 	t.Parallel()
 	e := fleettest.New(t, "operator-me")

@@ -39,7 +39,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 
 // A stop of two workers that ignore SIGTERM, with stderr on a terminal:
 // both are stopped at once, each signal is shown as it is sent, and the
-// grace is --timeout's (issue 22, finding 9).
+// grace is --timeout's.
 func TestStopShowsItsSignalsOnATerminal(t *testing.T) {
 	t.Parallel()
 	unitstest.Require(t)

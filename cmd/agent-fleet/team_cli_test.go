@@ -223,7 +223,7 @@ func TestMCPJoinWithRealProcesses(t *testing.T) {
 }
 
 // A broken TmuxDeck manifest is refused with the adapters' code and a hint
-// naming the rule, never a value from the file (issue 22, finding 7).
+// naming the rule, never a value from the file.
 func TestTeamManifestErrorsSayWhichRule(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)

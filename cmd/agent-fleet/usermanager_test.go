@@ -20,7 +20,7 @@ import (
 // the export lines that reach it; user-manager stop ends it by its runtime
 // directory, from another process, leaving no process or directory, and
 // prints the unset line when it was this shell's. Not parallel: it boots a
-// manager (issue 22, finding 14).
+// manager.
 func TestUserManagerStartStop(t *testing.T) {
 	if err := units.CanBootPrivateManager(); err != nil {
 		unitstest.Unavailable(t, err)

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Times, one convention per surface (issue 22, finding 19):
+// Times, one convention per surface:
 //
 //   - JSON and MCP structuredContent: RFC 3339 in UTC (Stamp).
 //   - Text for a model (Tool): RFC 3339 in UTC too, since a model compares

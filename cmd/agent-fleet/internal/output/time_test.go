@@ -24,8 +24,7 @@ func TestSpan(t *testing.T) {
 }
 
 // People's text shows local time with its zone and its distance from now;
-// never an RFC 3339 stamp, never a bare time of day (issue 22, finding
-// 19).
+// never an RFC 3339 stamp, never a bare time of day.
 func TestHumanWhen(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 10, 0, 0, time.UTC)
 	past := HumanWhen(now.Add(-3*time.Minute), now)
@@ -45,7 +44,7 @@ func TestShellQuote(t *testing.T) {
 
 // An ended worker's status says when it started, when it ended and how
 // long it ran; a live one how long it has run; the command is quoted so it
-// can be pasted back (issue 22, finding 19).
+// can be pasted back.
 func TestStatusTextTimesAndCommand(t *testing.T) {
 	now := time.Now()
 	w := &fleet.Worker{ID: "w1", RunID: "0123456789ab", State: fleet.StateExited, HasExit: true, ExitCode: "exited", ExitStatus: 3,
