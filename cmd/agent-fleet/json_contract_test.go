@@ -170,6 +170,13 @@ func TestEmptyLogIsAnEmptyList(t *testing.T) {
 	raw, err := json.Marshal(res.StructuredContent)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"lines": []}`, string(raw), "the wire form, not null")
+	require.Len(t, res.Content, 1)
+	require.Equal(t, "(the log of quiet is empty)", res.Content[0].(*mcp.TextContent).Text, "a model is told, not given an empty text")
+	// The CLI prints nothing, as tail does; the note is for a terminal only.
+	out, stderr, err := fakeCLI(t, e, "operator-me", "logs", "quiet")
+	require.NoError(t, err, out)
+	require.Empty(t, out)
+	require.Empty(t, stderr)
 }
 
 // Every command that reports something takes --json; what does not is a

@@ -326,6 +326,7 @@ func seconds(d time.Duration) string {
 
 // LogsReport is a worker's last log lines.
 type LogsReport struct {
+	ID    string // the worker's
 	Lines []string
 	// LiveUnknown: no user manager answered (the lines are read all the
 	// same; whether the worker still writes them is unknown).
@@ -348,8 +349,19 @@ func (r LogsReport) Structured() any {
 	return map[string]any{"lines": lines}
 }
 
-// Text implements Report: the lines as they are.
-func (r LogsReport) Text(Surface) string { return strings.Join(r.Lines, "\n") }
+// Text implements Report: the lines as they are. An empty log is nothing
+// for people, as tail prints nothing (a script reading stdout gets no
+// made-up line; EmptyLogNote is for a terminal's stderr), and a sentence
+// for a model, which would otherwise get an empty text.
+func (r LogsReport) Text(s Surface) string {
+	if len(r.Lines) == 0 && s == Tool {
+		return "(" + EmptyLogNote(r.ID) + ")"
+	}
+	return strings.Join(r.Lines, "\n")
+}
+
+// EmptyLogNote says that id's log has no lines.
+func EmptyLogNote(id string) string { return "the log of " + Inline(id) + " is empty" }
 
 // DeletedReport is what forget or prune deleted.
 type DeletedReport struct {

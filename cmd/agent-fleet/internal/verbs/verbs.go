@@ -171,7 +171,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		return output.LogsReport{Lines: lines, LiveUnknown: unknown}, nil
+		return output.LogsReport{ID: a.ID, Lines: lines, LiveUnknown: unknown}, nil
 	case "adopt":
 		var ws []*fleet.Worker
 		var err error
