@@ -115,11 +115,11 @@ func workersTable(ws []*fleet.Worker, unknown bool) string {
 				lease = "expired " + Span(now.Sub(w.LeaseDeadline)) + " ago"
 			}
 		}
-		role := w.Role
+		role := Inline(w.Role)
 		if role == "" {
 			role = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.RunID, state, role, w.Manager,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Inline(w.ID), Inline(w.RunID), state, role, Inline(w.Manager),
 			Span(now.Sub(w.CreatedAt)), lease, WorkerCommand(w))
 	}
 	tw.Flush()
@@ -135,9 +135,9 @@ func workerLines(ws []*fleet.Worker) string {
 	for i, w := range ws {
 		role := ""
 		if w.Role != "" {
-			role = " " + w.Role + ","
+			role = " " + Inline(w.Role) + ","
 		}
-		lines[i] = fmt.Sprintf("- %s [%s]%s manager %s: %s", w.ID, StateText(w), role, w.Manager, WorkerCommand(w))
+		lines[i] = fmt.Sprintf("- %s [%s]%s manager %s: %s", Inline(w.ID), StateText(w), role, Inline(w.Manager), WorkerCommand(w))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -423,9 +423,9 @@ func (r CleanupReport) Text(s Surface) string {
 			state = "failed: " + a.Error
 		}
 		if s == Tool {
-			lines = append(lines, fmt.Sprintf("- %s %s: %s (%s)", a.Kind, a.ID, a.Reason, state))
+			lines = append(lines, fmt.Sprintf("- %s %s: %s (%s)", a.Kind, Inline(a.ID), Inline(a.Reason), Inline(state)))
 		} else {
-			lines = append(lines, fmt.Sprintf("%-10s %-20s %s (%s)", a.Kind, a.ID, a.Reason, state))
+			lines = append(lines, fmt.Sprintf("%-10s %-20s %s (%s)", a.Kind, Inline(a.ID), Inline(a.Reason), Inline(state)))
 		}
 	}
 	if s == CLI && !r.Rep.Executed {
