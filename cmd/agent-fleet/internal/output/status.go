@@ -45,7 +45,7 @@ func ViewStatus(st *fleet.Status) Status { return viewStatus(st, false) }
 
 func viewStatus(st *fleet.Status, unknown bool) Status {
 	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
-		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: st.Turns}
+		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: utcTurns(st.Turns)}
 	switch {
 	case unknown:
 		v.UnitActive, v.UnitSub = LiveUnknown, ""
@@ -59,6 +59,40 @@ func viewStatus(st *fleet.Status, unknown bool) Status {
 		v.Processes = append(v.Processes, Process{PID: p.PID, Name: p.Name})
 	}
 	return v
+}
+
+// utcTurns is t with every time in UTC, as all fleet JSON has them (the
+// shim records its turns in its own local time).
+func utcTurns(t *harness.TurnState) *harness.TurnState {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.NextTurnAt = utc(t.NextTurnAt)
+	for _, r := range []**harness.TurnRecord{&c.Current, &c.Last} {
+		if *r != nil {
+			rec := **r
+			rec.StartedAt, rec.EndedAt = utc(rec.StartedAt), utc(rec.EndedAt)
+			*r = &rec
+		}
+	}
+	c.Held = make([]harness.HeldMessage, len(t.Held))
+	for i, h := range t.Held {
+		h.HeldAt = utc(h.HeldAt)
+		c.Held[i] = h
+	}
+	if t.Held == nil {
+		c.Held = nil
+	}
+	return &c
+}
+
+// utc is t in UTC; the zero time stays zero (omitted).
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }
 
 // JSON implements Report.
