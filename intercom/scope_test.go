@@ -173,12 +173,12 @@ func TestShortTargetPrefix(t *testing.T) {
 	open(t, p, "proj-b", "")
 	open(t, p, "zed-1", "")
 	s := open(t, p, "sender", "")
-	for to, n := range map[string]string{"pro": "2 session ids", "z": "1 session id"} {
+	for to, n := range map[string]string{"pro": "2 session ids start", "z": "1 session id starts"} {
 		_, err := s.Send(ctx, intercom.SendRequest{To: to, Text: "hi"})
 		require.ErrorIs(t, err, intercom.ErrTargetNotFound, to)
 		require.NotErrorIs(t, err, intercom.ErrAmbiguousTarget)
 		require.EqualError(t, err, `target session not found: no session is named "`+to+`" or has that id; `+n+
-			` start with it, but an id prefix needs at least 4 characters: give more of the id`)
+			` with it, but an id prefix needs at least 4 characters: give more of the id`)
 		_, err = s.Ask(ctx, intercom.AskRequest{To: to, Text: "hi?", Wait: time.Second})
 		require.ErrorIs(t, err, intercom.ErrTargetNotFound, to)
 	}

@@ -363,7 +363,7 @@ func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) 
 	if n := shortPrefixOf(list, to); n > 0 && !s.connectedElsewhere(ctx, to) {
 		// The broker would match it as a prefix (it has no minimum) and
 		// call several matches "sessions named" it.
-		return "", fmt.Errorf("%w: no session is named %q or has that id; %s start with it, but an id prefix needs at least %d characters: give more of the id",
+		return "", fmt.Errorf("%w: no session is named %q or has that id; %s with it, but an id prefix needs at least %d characters: give more of the id",
 			ErrTargetNotFound, to, pluralIDs(n), MinTargetPrefix)
 	}
 	return to, nil // exact ids of other scopes are resolved by the broker
@@ -387,11 +387,13 @@ func shortPrefixOf(list []wire.SessionInfo, to string) int {
 	return n
 }
 
+// pluralIDs is n session ids with the verb that agrees: "1 session id
+// starts", "2 session ids start".
 func pluralIDs(n int) string {
 	if n == 1 {
-		return "1 session id"
+		return "1 session id starts"
 	}
-	return fmt.Sprintf("%d session ids", n)
+	return fmt.Sprintf("%d session ids start", n)
 }
 
 // connectedElsewhere asks the broker's local API whether id is an exact

@@ -275,7 +275,7 @@ func newManCmd(f *factory.Factory) *cobra.Command {
 	opts := &manOptions{IO: f.IO, Version: f.Version, Getenv: f.Env}
 	cmd := &cobra.Command{
 		Use:   "man [DIR]",
-		Short: "Write man pages for every command to DIR",
+		Short: "Write man pages for every command (to DIR, default ~/.local/share/man/man1)",
 		Long: `Write one man page per command (agent-fleet.1, agent-fleet-spawn.1,
 agent-fleet-intercom-send.1, …), generated from the same command tree as
 --help, to DIR (created if missing; default ~/.local/share/man/man1).

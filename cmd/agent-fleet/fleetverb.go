@@ -23,6 +23,8 @@ func newFleetOptions(f *factory.Factory) fleetOptions { return fleetOptions{Fact
 // verbs.Run as agent_fleet, and prints its report: the JSON with --json
 // (also beside an error, when the verb has a record to show), else the
 // text (beside an error only for a stop of several, a line per worker).
+// An empty log prints nothing, with a note on stderr when that is a
+// terminal.
 func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 	if err := a.Check(); err != nil {
 		return err
@@ -49,6 +51,10 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 			_ = output.Print(o.IO.Out, rep, false) // a line per worker, the failed ones too
 		}
 		return err
+	}
+	if logs, ok := rep.(output.LogsReport); ok && len(logs.Lines) == 0 && !o.JSON && isTerminal(o.IO.Err) {
+		// Nothing on stdout, as tail; a person at a terminal is told why.
+		fmt.Fprintln(o.IO.Err, "agent-fleet:", output.EmptyLogNote(logs.ID))
 	}
 	return output.Print(o.IO.Out, rep, o.JSON)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
@@ -94,4 +95,26 @@ func TestFleetTextsArePluralCorrect(t *testing.T) {
 	}
 	require.Equal(t, "1 process", output.Plural(1, "process"))
 	require.Equal(t, "3 sessions", output.Plural(3, "session"))
+}
+
+// A one-line summary that names an optional argument says what happens
+// without it: the top-level help is all many people read.
+func TestSummariesOfOptionalArgumentsSayTheDefault(t *testing.T) {
+	t.Parallel()
+	out, err := runCLI(t, "--help")
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^  man +Write man pages for every command \(to DIR, default ~/\.local/share/man/man1\)$`, out)
+	s, _, _ := testStreams()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, m := range regexp.MustCompile(`\[([A-Z_]+)[]|]`).FindAllStringSubmatch(c.Use, -1) {
+			if regexp.MustCompile(`\b` + m[1] + `\b`).MatchString(c.Short) {
+				require.Contains(t, c.Short, "default", "%s: %q names the optional %s", c.CommandPath(), c.Short, m[1])
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd(testFactory(s)))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -91,6 +92,12 @@ func TestFailuresUnderJSONPrintTheErrorObject(t *testing.T) {
 		{[]string{"spawn", "--id", "bad id", "--", "true"}, exitUsage, nil},
 		{[]string{"logs", "jf-done", "-n", "0"}, exitUsage, nil},
 		{[]string{"status"}, exitUsage, nil},
+		// A flag that cannot be parsed stops the parse before --json.
+		{[]string{"list", "--bogus"}, exitUsage, nil},
+		{[]string{"logs", "jf-done", "-n", "many"}, exitUsage, nil},
+		{[]string{"spawn", "--id", "jf-x", "--lease", "soon", "--", "true"}, exitUsage, nil},
+		{[]string{"intercom", "bogus"}, exitUsage, nil},
+		{[]string{"bogus"}, exitUsage, nil},
 	} {
 		args := append(append([]string{}, c.args...), "--json")
 		if i := slices.Index(c.args, "--"); i >= 0 {
@@ -117,6 +124,31 @@ func TestFailuresUnderJSONPrintTheErrorObject(t *testing.T) {
 	stdout, _, err = fakeCLI(t, e, "operator-me", "status", "jf-nobody")
 	require.Equal(t, exitNotFound, exitCode(err))
 	require.Empty(t, stdout)
+	stdout, _, err = fakeCLI(t, e, "operator-me", "list", "--bogus")
+	require.Equal(t, exitUsage, exitCode(err))
+	require.Empty(t, stdout)
+	// A "--json" that is another flag's value, or an argument after "--",
+	// asks for nothing.
+	stdout, _, err = fakeCLI(t, e, "operator-me", "spawn", "--id", "jf-role", "--role", "--json", "--", "false")
+	require.Equal(t, exitFailure, exitCode(err), "%v", err)
+	require.Empty(t, stdout)
+	stdout, _, err = fakeCLI(t, e, "operator-me", "spawn", "--id", "bad id", "--", "echo", "--json")
+	require.Equal(t, exitUsage, exitCode(err), "%v", err)
+	require.Empty(t, stdout)
+}
+
+// The real binary, as a script runs it: an unknown flag before --json
+// still gets the error object on stdout and the message on stderr.
+func TestUnknownFlagUnderJSONPrintsTheErrorObject(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	cmd := agentFleet(t, shortDir(t), "list", "--bogus", "--json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	requireExit(t, cmd.Run(), exitUsage)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &v), "stdout: %q", stdout.String())
+	require.Equal(t, map[string]any{"ok": false, "error": "unknown flag: --bogus"}, v)
+	require.Equal(t, "agent-fleet: unknown flag: --bogus\n", stderr.String())
 }
 
 // An empty log is an empty list of lines on both surfaces, never null.
@@ -138,6 +170,13 @@ func TestEmptyLogIsAnEmptyList(t *testing.T) {
 	raw, err := json.Marshal(res.StructuredContent)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"lines": []}`, string(raw), "the wire form, not null")
+	require.Len(t, res.Content, 1)
+	require.Equal(t, "(the log of quiet is empty)", res.Content[0].(*mcp.TextContent).Text, "a model is told, not given an empty text")
+	// The CLI prints nothing, as tail does; the note is for a terminal only.
+	out, stderr, err := fakeCLI(t, e, "operator-me", "logs", "quiet")
+	require.NoError(t, err, out)
+	require.Empty(t, out)
+	require.Empty(t, stderr)
 }
 
 // Every command that reports something takes --json; what does not is a

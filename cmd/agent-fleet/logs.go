@@ -18,8 +18,11 @@ type logsOptions struct {
 func newLogsCmd(f *factory.Factory, runF func(*logsOptions) error) *cobra.Command {
 	opts := &logsOptions{fleetOptions: newFleetOptions(f)}
 	cmd := &cobra.Command{
-		Use:     "logs ID",
-		Short:   "Print a worker's last log lines",
+		Use:   "logs ID",
+		Short: "Print a worker's last log lines",
+		Long: `Print a worker's last log lines (-n), from the journal or its log file.
+A log without lines prints nothing, as tail does; when stderr is a terminal,
+a note there says that the log is empty.`,
 		Example: "  agent-fleet logs tests -n 100\n  agent-fleet logs tests --json",
 		Args:    oneArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {

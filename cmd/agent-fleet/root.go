@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -20,25 +21,54 @@ import (
 // structuredContent holds for a failure — so a script reading stdout
 // always gets JSON; the message still goes to stderr and the exit status
 // is the error's.
+//
+// That holds for usage errors too: a flag cobra could not parse stops the
+// parse before a later --json is seen, so then the arguments themselves
+// say whether JSON was asked for.
 func execCLI(ctx context.Context, f *factory.Factory, args []string) error {
 	out := &watchedWriter{w: f.IO.Out}
 	f.IO = &factory.IOStreams{In: f.IO.In, Out: out, Err: f.IO.Err}
 	root := newRootCmd(f)
 	root.SetArgs(args)
+	flagsFailed := false
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		flagsFailed = true
+		return factory.Usage(err)
+	})
 	cmd, err := root.ExecuteContextC(ctx)
-	if err != nil && wantsJSON(cmd) && !out.wrote.Load() {
+	if err != nil && wantsJSON(cmd, args, flagsFailed) && !out.wrote.Load() {
 		_ = output.PrintJSON(out, output.Failure(err))
 	}
 	return err
 }
 
-// wantsJSON reports whether cmd was given --json.
-func wantsJSON(cmd *cobra.Command) bool {
-	if cmd == nil {
-		return false
+// wantsJSON reports whether cmd was given --json. When cmd's flags were
+// parsed, its json flag says; when they could not be (an unknown flag, a
+// bad value, or a command without --json such as a group given an unknown
+// subcommand), args do: a --json or --json=true before any "--".
+func wantsJSON(cmd *cobra.Command, args []string, flagsFailed bool) bool {
+	if cmd != nil {
+		fl := cmd.Flags().Lookup("json")
+		if fl != nil && fl.Changed {
+			return fl.Value.String() == "true"
+		}
+		if fl != nil && !flagsFailed {
+			return false // parsed and not given: a "--json" in args is some flag's value
+		}
 	}
-	fl := cmd.Flags().Lookup("json")
-	return fl != nil && fl.Changed && fl.Value.String() == "true"
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" {
+			return true
+		}
+		if v, ok := strings.CutPrefix(a, "--json="); ok {
+			b, err := strconv.ParseBool(v)
+			return err == nil && b
+		}
+	}
+	return false
 }
 
 // watchedWriter is a writer that remembers whether anything was written.

@@ -37,7 +37,8 @@ could not be killed are reported (exit 1). On a terminal, each signal is
 shown on stderr as it is sent.
 
 Several ids (or --all: every live worker of yours) are stopped at once and
-each is reported; the exit status is then the most serious of their
+each is reported on stdout, a failed one with its reason; stderr then only
+counts the failures ("1 of 2 workers not stopped"). The exit status is then the most serious of their
 failures: 1 (a cleanup could not be verified) before 6 (no user manager),
 4 (not yours), 3 (not found) and 2 (not an id); 0 when every one stopped or
 had already ended. With one id, --json prints that stop's object; with

@@ -58,10 +58,15 @@ func TestStopSeveralAllAndKill(t *testing.T) {
 	}
 	require.NotContains(t, stderr, "SIGTERM sent", "progress is for a terminal only")
 
-	// Text: a line per worker.
+	// Text: a line per worker on stdout, the failed ones with their
+	// reason; the error (stderr) only counts them, so no reason is told
+	// twice.
 	stdout, _, err = run("operator-me", "stop", "st-a", "st-nobody")
 	require.Equal(t, exitNotFound, exitCode(err))
 	require.Regexp(t, `^Worker st-a had already ended \(stopped.*\)\.\nNot stopped: stop st-nobody: .*\n$`, stdout)
+	require.EqualError(t, err, "1 of 2 workers not stopped")
+	_, _, err = run("operator-me", "stop", "st-nobody", "st-nobody2", "--json")
+	require.EqualError(t, err, "2 of 2 workers not stopped", "the array on stdout has each error")
 
 	// --all: every live worker of the caller, not another manager's; --kill
 	// reaches the unit as SIGKILL.
@@ -93,7 +98,9 @@ func TestStopSeveralAllAndKill(t *testing.T) {
 	call := mcptest.Caller(t, mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: f, Caller: "operator-other"})))
 	r := call("agent_fleet", map[string]any{"action": "stop", "ids": []any{"st-theirs", "st-a"}, "timeout": "3s"})
 	require.True(t, r.IsError, "st-a is not operator-other's: %s", r.Text)
-	require.Contains(t, r.Text, "1 of 2 workers not stopped")
+	require.Regexp(t, `^Stopped st-theirs; its cgroup is empty\.\nNot stopped: stop st-a: .*\n1 of 2 workers not stopped\.$`, r.Text,
+		"a line per worker, then the count")
+	require.Equal(t, "1 of 2 workers not stopped", r.Structured["error"])
 	stops := r.Structured["result"].(map[string]any)["stops"].([]any)
 	require.Len(t, stops, 2)
 	require.Equal(t, true, stops[0].(map[string]any)["ok"])

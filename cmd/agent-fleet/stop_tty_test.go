@@ -87,3 +87,42 @@ func TestStopShowsItsSignalsOnATerminal(t *testing.T) {
 		require.Zero(t, st.ProcessCount)
 	}
 }
+
+// logs of a worker that wrote nothing prints nothing on stdout, as tail
+// does; with stderr on a terminal, a person is told that the log is empty,
+// and a pipe gets no note.
+func TestEmptyLogIsNotedOnATerminal(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	out, err := fleetAs(t, dir, "agent-tty", nil, "spawn", "--id", "tty-quiet", "--", "sleep", "300").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = fleetAs(t, dir, "agent-tty", nil, "stop", "tty-quiet", "--kill").Run() })
+
+	master, slave := openPTY(t)
+	cmd := fleetAs(t, dir, "agent-tty", nil, "logs", "tty-quiet")
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, slave
+	require.NoError(t, cmd.Start())
+	slave.Close()
+	shown := make(chan string, 1)
+	go func() {
+		var b bytes.Buffer
+		_, _ = io.Copy(&b, master) // until the last writer closes (EIO)
+		shown <- b.String()
+	}()
+	err = cmd.Wait()
+	master.SetReadDeadline(time.Now().Add(5 * time.Second))
+	text := <-shown
+	require.NoError(t, err, "stdout:\n%s\nterminal:\n%s", stdout.String(), text)
+	require.Empty(t, stdout.String())
+	require.Equal(t, "agent-fleet: the log of tty-quiet is empty\r\n", text)
+
+	cmd = fleetAs(t, dir, "agent-tty", nil, "logs", "tty-quiet")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run())
+	require.Empty(t, stdout.String())
+	require.Empty(t, stderr.String(), "no note for a pipe")
+}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
-	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 type teamOptions struct {
@@ -58,5 +57,5 @@ func teamRun(ctx context.Context, opts *teamOptions) error {
 	if err != nil {
 		return err
 	}
-	return output.Show(opts.IO.Out, opts.JSON, team, output.Lines(teams.Format(team)))
+	return output.Show(opts.IO.Out, opts.JSON, team, output.TeamText(team))
 }

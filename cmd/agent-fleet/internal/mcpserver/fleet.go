@@ -80,5 +80,11 @@ func fleetFailure(rep output.Report, err error) *mcp.CallToolResult {
 	if rep != nil {
 		structured["result"] = rep.Structured()
 	}
-	return result(err.Error(), structured, true)
+	text := err.Error()
+	if several, ok := rep.(output.StopsReport); ok {
+		// The error only counts the failures; each worker's line says
+		// what happened to it.
+		text = several.Text(output.Tool) + "\n" + text + "."
+	}
+	return result(text, structured, true)
 }

@@ -84,7 +84,7 @@ func (t *teamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, _ stru
 	if err != nil {
 		return teamFailure(err), nil, nil
 	}
-	return t.tools.withFooter(ctx, result(teams.Format(team), team, false)), nil, nil
+	return t.tools.withFooter(ctx, result(output.TeamText(team), team, false)), nil, nil
 }
 
 func (t *teamTools) join(ctx context.Context, _ *mcp.CallToolRequest, a joinArgs) (*mcp.CallToolResult, any, error) {

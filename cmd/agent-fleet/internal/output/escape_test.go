@@ -1,11 +1,17 @@
 package output
 
 import (
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 func TestInlineAndBlockEscapeControls(t *testing.T) {
@@ -41,4 +47,58 @@ func TestIntercomTextsEscapePeerStrings(t *testing.T) {
 	got = PendingText(p, false)
 	require.Equal(t, "- ev^[[31mil^Jforged (evil): line one\n  [00:00:00] alice:\n  fake ^[[2J\nPending asks:\n- ask-1 · ev^[[31mil^Jforged · 0s ago · q^[[1m", got)
 	require.Equal(t, "session_id: a\nname: b^[\ncwd: c^J", WhoamiText(&intercom.WhoamiResult{SessionID: "a", Name: "b\x1b", Cwd: "c\n"}))
+}
+
+// An argument holding control characters or bytes that are not UTF-8 is
+// shown ANSI-C quoted: nothing a terminal would obey, and bash reads it
+// back exactly.
+func TestShellQuoteOfControlCharactersPastesBack(t *testing.T) {
+	args := []string{"\x1b[31mred\n", "tab\there", "it's \\ a\x01b", "c1\u009b", "bidi\u202e", "bad\xffutf8", "bell\a", "ünï ✓", "plain words"}
+	require.Equal(t, `$'\e[31mred\n'`, ShellQuote(args[0]))
+	require.Equal(t, `$'it\'s \\ a\x01b'`, ShellQuote(args[2]))
+	require.Equal(t, `$'c1\u009b'`, ShellQuote(args[3]))
+	require.Equal(t, `$'bad\xffutf8'`, ShellQuote(args[5]))
+	require.Equal(t, `'ünï ✓'`, ShellQuote(args[7]), "printable text keeps single quotes")
+	line := ShellJoin(args)
+	require.Equal(t, Inline(line), line, "no control character reaches the terminal: %q", line)
+
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash to read the words back")
+	}
+	script := `for a in ` + line + `; do printf '%s\0' "$a"; done`
+	out, err := exec.Command(bash, "-c", script).Output()
+	require.NoError(t, err, script)
+	require.Equal(t, args, strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"))
+}
+
+// What a spawner chose for a worker — its role, command, working
+// directory, a process's name — reaches people and models escaped, on
+// every fleet surface; the JSON views keep it exact.
+func TestFleetTextsEscapeWorkerStrings(t *testing.T) {
+	w := &fleet.Worker{ID: "w1", RunID: "0123456789ab", Kind: "exec", State: fleet.StateRunning, Role: "r\x1b[31mx\ny",
+		Manager: "operator-me", FirstManager: "operator-me", Command: []string{"printf", "\x1b[31mred\n"}, Cwd: "/tmp/\x1b]0;t\x07",
+		LastError: "bad\rline", CreatedAt: time.Now()}
+	st := &fleet.Status{Worker: w, Processes: []units.Process{{PID: 7, Name: "ev\x1bil"}}, ProcessCount: 1}
+	for what, text := range map[string]string{
+		"list":        WorkersReport{Verb: "list", WS: []*fleet.Worker{w}}.Text(CLI),
+		"list (tool)": WorkersReport{Verb: "list", WS: []*fleet.Worker{w}}.Text(Tool),
+		"status":      StatusReport{St: st}.Text(CLI),
+	} {
+		require.Equal(t, Lines(text), text, "%s passes on a control character:\n%q", what, text)
+		require.Contains(t, text, "r^[[31mx^Jy", what)
+		require.Contains(t, text, `printf $'\e[31mred\n'`, what)
+	}
+	status := StatusReport{St: st}.Text(CLI)
+	require.Contains(t, status, "\n  role:     r^[[31mx^Jy\n")
+	require.Contains(t, status, "\n  cwd:      /tmp/^[]0;t^G\n")
+	require.Contains(t, status, "\n  error:    bad^Mline\n")
+	require.Contains(t, status, "\n    7 ev^[il")
+	require.Equal(t, "r\x1b[31mx\ny", ViewStatus(st).Worker.Role, "JSON is exact")
+
+	team := &teams.Team{Self: teams.Self{ID: "operator-me", IsManager: true}, Manager: &teams.Endpoint{Target: "m\x1b"},
+		Coworkers: []teams.Member{{ID: "w1", Target: "w1", Harness: "exec", Role: w.Role, State: "running"}}}
+	text := TeamText(team)
+	require.Equal(t, "Manager: m^[ [not connected]\nYou: operator-me [manager]\nCoworkers:\n- w1 target=w1 (exec, r^[[31mx^Jy, running) [not connected]", text)
+	require.Equal(t, "r\x1b[31mx\ny", team.Coworkers[0].Role, "the team itself is left as it is")
 }

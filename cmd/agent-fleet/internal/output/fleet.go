@@ -115,11 +115,11 @@ func workersTable(ws []*fleet.Worker, unknown bool) string {
 				lease = "expired " + Span(now.Sub(w.LeaseDeadline)) + " ago"
 			}
 		}
-		role := w.Role
+		role := Inline(w.Role)
 		if role == "" {
 			role = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.RunID, state, role, w.Manager,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Inline(w.ID), Inline(w.RunID), state, role, Inline(w.Manager),
 			Span(now.Sub(w.CreatedAt)), lease, WorkerCommand(w))
 	}
 	tw.Flush()
@@ -135,9 +135,9 @@ func workerLines(ws []*fleet.Worker) string {
 	for i, w := range ws {
 		role := ""
 		if w.Role != "" {
-			role = " " + w.Role + ","
+			role = " " + Inline(w.Role) + ","
 		}
-		lines[i] = fmt.Sprintf("- %s [%s]%s manager %s: %s", w.ID, StateText(w), role, w.Manager, WorkerCommand(w))
+		lines[i] = fmt.Sprintf("- %s [%s]%s manager %s: %s", Inline(w.ID), StateText(w), role, Inline(w.Manager), WorkerCommand(w))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -326,6 +326,7 @@ func seconds(d time.Duration) string {
 
 // LogsReport is a worker's last log lines.
 type LogsReport struct {
+	ID    string // the worker's
 	Lines []string
 	// LiveUnknown: no user manager answered (the lines are read all the
 	// same; whether the worker still writes them is unknown).
@@ -348,8 +349,19 @@ func (r LogsReport) Structured() any {
 	return map[string]any{"lines": lines}
 }
 
-// Text implements Report: the lines as they are.
-func (r LogsReport) Text(Surface) string { return strings.Join(r.Lines, "\n") }
+// Text implements Report: the lines as they are. An empty log is nothing
+// for people, as tail prints nothing (a script reading stdout gets no
+// made-up line; EmptyLogNote is for a terminal's stderr), and a sentence
+// for a model, which would otherwise get an empty text.
+func (r LogsReport) Text(s Surface) string {
+	if len(r.Lines) == 0 && s == Tool {
+		return "(" + EmptyLogNote(r.ID) + ")"
+	}
+	return strings.Join(r.Lines, "\n")
+}
+
+// EmptyLogNote says that id's log has no lines.
+func EmptyLogNote(id string) string { return "the log of " + Inline(id) + " is empty" }
 
 // DeletedReport is what forget or prune deleted.
 type DeletedReport struct {
@@ -411,9 +423,9 @@ func (r CleanupReport) Text(s Surface) string {
 			state = "failed: " + a.Error
 		}
 		if s == Tool {
-			lines = append(lines, fmt.Sprintf("- %s %s: %s (%s)", a.Kind, a.ID, a.Reason, state))
+			lines = append(lines, fmt.Sprintf("- %s %s: %s (%s)", a.Kind, Inline(a.ID), Inline(a.Reason), Inline(state)))
 		} else {
-			lines = append(lines, fmt.Sprintf("%-10s %-20s %s (%s)", a.Kind, a.ID, a.Reason, state))
+			lines = append(lines, fmt.Sprintf("%-10s %-20s %s (%s)", a.Kind, Inline(a.ID), Inline(a.Reason), Inline(state)))
 		}
 	}
 	if s == CLI && !r.Rep.Executed {

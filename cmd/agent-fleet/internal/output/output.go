@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // Surface is who reads a text.
@@ -97,21 +98,63 @@ func Show(w io.Writer, asJSON bool, v any, text string) error {
 
 // ShellQuote quotes s for a POSIX shell when it needs it: a word of only
 // safe characters stays as it is, anything else is put in single quotes
-// (a ' inside becomes '\”), so what is printed can be pasted back.
+// (a ' inside becomes '\”), so what is printed can be pasted back. A word
+// holding a control character (one that Inline would escape) or bytes that
+// are not UTF-8 is ANSI-C quoted instead, $'…', with each such character
+// written as an escape (\e, \n, \x01, \u009b, \xff): a terminal is never
+// sent it, and bash, zsh and ksh read the word back exactly.
 func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
 	}) < 0 {
 		return s
 	}
+	if Inline(s) != s {
+		return ansiCQuote(s)
+	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// ShellJoin is a command line with each argument shell-quoted as needed.
+// ansiCQuote is s as a $'…' word: \ and ' escaped, every character that
+// needs escaping (needsEscape, as on one line) and every byte that is not
+// UTF-8 written as an escape, the rest as it is.
+func ansiCQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case !needsEscape(r, false):
+			b.WriteString(s[i : i+n])
+		case r < 0x80:
+			if c, ok := ansiCEscapes[r]; ok {
+				b.WriteString(c)
+			} else {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			}
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += n
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+var ansiCEscapes = map[rune]string{'\a': `\a`, '\b': `\b`, 0x1b: `\e`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\v': `\v`}
+
+// ShellJoin is a command line with each argument shell-quoted as needed,
+// safe to show to people (ShellQuote leaves no control character, and
+// Inline makes sure of it).
 func ShellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
-		q[i] = ShellQuote(a)
+		q[i] = Inline(ShellQuote(a))
 	}
 	return strings.Join(q, " ")
 }

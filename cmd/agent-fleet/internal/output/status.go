@@ -45,7 +45,7 @@ func ViewStatus(st *fleet.Status) Status { return viewStatus(st, false) }
 
 func viewStatus(st *fleet.Status, unknown bool) Status {
 	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
-		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: st.Turns}
+		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: utcTurns(st.Turns)}
 	switch {
 	case unknown:
 		v.UnitActive, v.UnitSub = LiveUnknown, ""
@@ -61,6 +61,40 @@ func viewStatus(st *fleet.Status, unknown bool) Status {
 	return v
 }
 
+// utcTurns is t with every time in UTC, as all fleet JSON has them (the
+// shim records its turns in its own local time).
+func utcTurns(t *harness.TurnState) *harness.TurnState {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.NextTurnAt = utc(t.NextTurnAt)
+	for _, r := range []**harness.TurnRecord{&c.Current, &c.Last} {
+		if *r != nil {
+			rec := **r
+			rec.StartedAt, rec.EndedAt = utc(rec.StartedAt), utc(rec.EndedAt)
+			*r = &rec
+		}
+	}
+	c.Held = make([]harness.HeldMessage, len(t.Held))
+	for i, h := range t.Held {
+		h.HeldAt = utc(h.HeldAt)
+		c.Held[i] = h
+	}
+	if t.Held == nil {
+		c.Held = nil
+	}
+	return &c
+}
+
+// utc is t in UTC; the zero time stays zero (omitted).
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
 // JSON implements Report.
 func (r StatusReport) JSON() any { return viewStatus(r.St, r.LiveUnknown) }
 
@@ -70,8 +104,9 @@ func (r StatusReport) Structured() any { return viewStatus(r.St, r.LiveUnknown) 
 // Text implements Report: the same lines on both surfaces.
 func (r StatusReport) Text(Surface) string { return statusText(r.St, r.LiveUnknown) }
 
-// WorkerStatusText shows one worker for people: state, turns, manager, lease,
-// unit, cgroup, command, log, error and processes, one line each.
+// WorkerStatusText shows one worker for people: state, role, turns,
+// manager, lease, unit, cgroup, command, cwd, log, error and processes, one
+// line each, every string from the record escaped (Inline).
 func WorkerStatusText(st *fleet.Status) string { return statusText(st, false) }
 
 // statusText is WorkerStatusText; with unknown, the state is the last
@@ -79,7 +114,7 @@ func WorkerStatusText(st *fleet.Status) string { return statusText(st, false) }
 func statusText(st *fleet.Status, unknown bool) string {
 	var b strings.Builder
 	w := st.Worker
-	fmt.Fprintf(&b, "Worker %s (run %s, generation %d)\n", w.ID, w.RunID, w.Generation)
+	fmt.Fprintf(&b, "Worker %s (run %s, generation %d)\n", Inline(w.ID), Inline(w.RunID), w.Generation)
 	state := StateText(w)
 	if w.StateReason != "" && w.State.Live() {
 		state += " (" + reasonText(w.StateReason) + ")"
@@ -91,9 +126,12 @@ func statusText(st *fleet.Status, unknown bool) string {
 		state += " (last known: no user manager answers)"
 	}
 	fmt.Fprintf(&b, "  state:    %s\n", state)
+	if w.Role != "" {
+		fmt.Fprintf(&b, "  role:     %s\n", Inline(w.Role))
+	}
 	writeTimes(&b, w, time.Now())
 	writeTurns(&b, w, st.Turns)
-	fmt.Fprintf(&b, "  manager:  %s (spawned by %s)\n", w.Manager, w.FirstManager)
+	fmt.Fprintf(&b, "  manager:  %s (spawned by %s)\n", Inline(w.Manager), Inline(w.FirstManager))
 	if l := LeaseText(st); l != "" {
 		fmt.Fprintf(&b, "  lease:    %s\n", l)
 	}
@@ -101,21 +139,21 @@ func statusText(st *fleet.Status, unknown bool) string {
 	if unknown {
 		unit = "state unknown"
 	}
-	fmt.Fprintf(&b, "  unit:     %s (%s)\n", w.Unit, unit)
+	fmt.Fprintf(&b, "  unit:     %s (%s)\n", Inline(w.Unit), Inline(unit))
 	if w.ControlGroup != "" {
-		fmt.Fprintf(&b, "  cgroup:   %s\n", w.ControlGroup)
+		fmt.Fprintf(&b, "  cgroup:   %s\n", Inline(w.ControlGroup))
 	}
-	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), w.Cwd)
+	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), Inline(w.Cwd))
 	if w.LogPath != "" {
-		fmt.Fprintf(&b, "  log:      %s\n", w.LogPath)
+		fmt.Fprintf(&b, "  log:      %s\n", Inline(w.LogPath))
 	}
 	if w.LastError != "" {
-		fmt.Fprintf(&b, "  error:    %s\n", w.LastError)
+		fmt.Fprintf(&b, "  error:    %s\n", Inline(w.LastError))
 	}
 	if st.ProcessCount > 0 {
 		fmt.Fprintf(&b, "  processes (%d):\n", st.ProcessCount)
 		for _, p := range st.Processes {
-			fmt.Fprintf(&b, "    %d %s\n", p.PID, p.Name)
+			fmt.Fprintf(&b, "    %d %s\n", p.PID, Inline(p.Name))
 		}
 		if st.ProcessCount > len(st.Processes) {
 			fmt.Fprintf(&b, "    … %d more\n", st.ProcessCount-len(st.Processes))
@@ -185,7 +223,7 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	}
 	conv := "no conversation yet"
 	if t.Session != "" {
-		conv = "conversation " + t.Session
+		conv = "conversation " + Inline(t.Session)
 	}
 	fmt.Fprintf(b, "  harness:  %s, %s; %s, %d failed\n", t.Kind, conv, plural(t.Turns, "turn"), t.Failures)
 	if c := t.Current; c != nil {
@@ -194,39 +232,39 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	if l := t.Last; l != nil {
 		how := "ok"
 		if !l.OK {
-			how = "failed: " + l.Error
+			how = "failed: " + Inline(l.Error)
 		}
 		fmt.Fprintf(b, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), HumanWhen(l.EndedAt, time.Now()),
 			l.EndedAt.Sub(l.StartedAt).Round(100*time.Millisecond), how)
 		if !l.OK {
 			for _, line := range l.ErrorLines[max(0, len(l.ErrorLines)-5):] {
-				fmt.Fprintf(b, "            | %s\n", line)
+				fmt.Fprintf(b, "            | %s\n", Inline(line))
 			}
 		}
 		if l.Final != "" {
 			first, _, _ := strings.Cut(l.Final, "\n")
-			fmt.Fprintf(b, "  answer:   %s\n", ShortText(first, 100))
+			fmt.Fprintf(b, "  answer:   %s\n", Inline(ShortText(first, 100)))
 		}
 		if len(l.Delivered) > 0 {
-			fmt.Fprintf(b, "  sent to:  %s\n", strings.Join(l.Delivered, ", "))
+			fmt.Fprintf(b, "  sent to:  %s\n", Inline(strings.Join(l.Delivered, ", ")))
 		}
 		for _, u := range l.Undelivered {
 			if to, ok := strings.CutSuffix(u, ": "+harness.HeldNote); ok {
 				if len(t.Held) == 0 {
-					fmt.Fprintf(b, "  sent to:  %s (held until it connected)\n", to)
+					fmt.Fprintf(b, "  sent to:  %s (held until it connected)\n", Inline(to))
 				}
 				continue // else the held line says it
 			}
-			fmt.Fprintf(b, "  unsent:   %s\n", u)
+			fmt.Fprintf(b, "  unsent:   %s\n", Inline(u))
 		}
 	}
 	if len(t.Held) > 0 {
 		h := t.Held[0]
 		what := plural(len(t.Held), "message")
 		if w.State.Live() {
-			fmt.Fprintf(b, "  held:     %s for %s since %s (not connected): sent when it connects\n", what, h.To, HumanTime(h.HeldAt))
+			fmt.Fprintf(b, "  held:     %s for %s since %s (not connected): sent when it connects\n", what, Inline(h.To), HumanTime(h.HeldAt))
 		} else {
-			fmt.Fprintf(b, "  unsent:   %s held for %s since %s %s never delivered: the worker ended first (logs has every turn's output)\n", what, h.To, HumanTime(h.HeldAt), wasWere(len(t.Held)))
+			fmt.Fprintf(b, "  unsent:   %s held for %s since %s %s never delivered: the worker ended first (logs has every turn's output)\n", what, Inline(h.To), HumanTime(h.HeldAt), wasWere(len(t.Held)))
 		}
 	}
 	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {

@@ -7,6 +7,30 @@ import (
 	"github.com/agent-fleet/agent-fleet/teams"
 )
 
+// TeamText is a team as the adapters' intercom_team text (teams.Format),
+// on both surfaces, with every id, target, harness, role and state escaped
+// (Inline): they come from worker records, manifests and other sessions.
+func TeamText(t *teams.Team) string {
+	c := *t
+	c.Self.ID, c.Self.WorkerID, c.Self.Role = Inline(t.Self.ID), Inline(t.Self.WorkerID), Inline(t.Self.Role)
+	if t.Manager != nil {
+		m := *t.Manager
+		m.Target = Inline(m.Target)
+		c.Manager = &m
+	}
+	if t.Controller != nil {
+		ctl := *t.Controller
+		ctl.Target = Inline(ctl.Target)
+		c.Controller = &ctl
+	}
+	c.Coworkers = make([]teams.Member, len(t.Coworkers))
+	for i, m := range t.Coworkers {
+		m.ID, m.Target, m.Harness, m.Role, m.State = Inline(m.ID), Inline(m.Target), Inline(m.Harness), Inline(m.Role), Inline(m.State)
+		c.Coworkers[i] = m
+	}
+	return teams.Format(&c)
+}
+
 // InspectionText renders a coworker's pending asks like the Pi adapter
 // (docs/protocol.md §7.4), on both surfaces; full shows the one ask asked
 // for in full.

@@ -7,9 +7,14 @@ import (
 
 // Times, one convention per surface:
 //
-//   - JSON and MCP structuredContent: RFC 3339 in UTC (Stamp).
-//   - Text for a model (Tool): RFC 3339 in UTC too, since a model compares
-//     it with other stamps.
+//   - Fleet JSON and the structuredContent of agent_fleet: RFC 3339 in UTC
+//     (Stamp; a worker's turns too).
+//   - Intercom JSON (intercom … --json, listen --json) and the intercom
+//     tools' structuredContent: the v4 protocol's epoch milliseconds, as
+//     numbers (startedAt, lastActivity, receivedAt, deferredAt,
+//     received_at), the key sets the TypeScript adapters use.
+//   - Text for a model (Tool): RFC 3339 in UTC, since a model compares
+//     it with other stamps; intercom tools say how long ago ("12s ago").
 //   - Text for people (CLI): local time with its zone, as systemctl status
 //     prints it ("2026-12-01 12:07:31 CET"), with how long ago or how soon
 //     where that is what a reader acts on ("(3m ago)", "(in 57m)"); a table

@@ -1,6 +1,7 @@
 package output
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // humanStamp is an instant in people's text: local time with its zone.
@@ -67,4 +69,26 @@ func TestStatusTextTimesAndCommand(t *testing.T) {
 	require.Regexp(t, `(?m)^w1 .*running .* 5m +57m left +sh -c 'echo hi; exit 3'$`, table)
 	require.False(t, regexp.MustCompile(`\d\d:\d\d:\d\d`).MatchString(table), "no bare time of day in list:\n%s", table)
 	require.True(t, strings.HasPrefix(table, "ID "))
+}
+
+// Fleet JSON has its times in RFC 3339 UTC, also a coding-agent worker's
+// turns, which its shim records in its own local time.
+func TestStatusJSONTimesAreUTC(t *testing.T) {
+	zone := time.FixedZone("CET", 3600)
+	at := time.Date(2026, 12, 1, 12, 7, 31, 0, zone)
+	st := &fleet.Status{
+		Worker: &fleet.Worker{ID: "w1", Kind: "claude", State: fleet.StateRunning, CreatedAt: at},
+		Turns: &harness.TurnState{Kind: "claude", NextTurnAt: at,
+			Current: &harness.TurnRecord{N: 2, StartedAt: at},
+			Last:    &harness.TurnRecord{N: 1, StartedAt: at.Add(-time.Minute), EndedAt: at.Add(-time.Second)},
+			Held:    []harness.HeldMessage{{To: "m", HeldAt: at}}},
+	}
+	data, err := json.Marshal(ViewStatus(st))
+	require.NoError(t, err)
+	require.NotContains(t, string(data), "+01:00")
+	for _, want := range []string{`"createdAt":"2026-12-01T11:07:31Z"`, `"nextTurnAt":"2026-12-01T11:07:31Z"`,
+		`"startedAt":"2026-12-01T11:07:31Z"`, `"endedAt":"2026-12-01T11:07:30Z"`, `"heldAt":"2026-12-01T11:07:31Z"`} {
+		require.Contains(t, string(data), want)
+	}
+	require.Equal(t, zone, st.Turns.Current.StartedAt.Location(), "the status itself is left as it is")
 }

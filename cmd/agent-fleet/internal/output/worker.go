@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
@@ -126,22 +127,27 @@ func StateText(w *fleet.Worker) string {
 }
 
 // WorkerCommand is what a worker runs, for lists: a coding agent's kind
-// and model, or the command (at most 40 characters).
+// and model, or the command (at most 40 bytes), escaped for people.
 func WorkerCommand(w *fleet.Worker) string {
 	if harness.IsKind(w.Kind) {
 		if w.Model != "" {
-			return w.Kind + " (" + w.Model + ")"
+			return w.Kind + " (" + Inline(w.Model) + ")"
 		}
 		return w.Kind
 	}
 	return ShortCommand(w.Command)
 }
 
-// ShortCommand is argv shell-quoted and joined, cut to 40 characters.
+// ShortCommand is argv shell-quoted and joined (ShellJoin), cut to 40
+// bytes on a character boundary.
 func ShortCommand(argv []string) string {
 	s := ShellJoin(argv)
 	if len(s) > 40 {
-		s = s[:37] + "…"
+		cut := 37
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }

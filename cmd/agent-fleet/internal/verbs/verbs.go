@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -172,7 +171,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		if err != nil {
 			return nil, err
 		}
-		return output.LogsReport{Lines: lines, LiveUnknown: unknown}, nil
+		return output.LogsReport{ID: a.ID, Lines: lines, LiveUnknown: unknown}, nil
 	case "adopt":
 		var ws []*fleet.Worker
 		var err error
@@ -273,18 +272,16 @@ func stopSeveral(ctx context.Context, fl *fleet.Fleet, a Args, opts fleet.StopOp
 
 // StopsError is a stop of several workers of which some failed: each
 // failure is kept, and the CLI's exit status is the most serious of
-// theirs.
+// theirs. Its message only counts them ("1 of 2 workers not stopped"), as
+// systemctl and docker do: the report beside it says which failed and why,
+// a line per worker, so the reasons are not printed twice.
 type StopsError struct {
 	Total int
 	Errs  []error
 }
 
 func (e *StopsError) Error() string {
-	msgs := make([]string, len(e.Errs))
-	for i, err := range e.Errs {
-		msgs[i] = err.Error()
-	}
-	return fmt.Sprintf("%d of %d workers not stopped: %s", len(e.Errs), e.Total, strings.Join(msgs, "; "))
+	return fmt.Sprintf("%d of %s not stopped", len(e.Errs), output.Plural(e.Total, "worker"))
 }
 
 // Unwrap gives the failures.
