@@ -473,6 +473,7 @@ func TestManagerEnvironmentIsStripped(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 	require.NotContains(t, env, "leaked")
 	require.NotContains(t, env, fleet.EnvShimKeep)
+	require.NotContains(t, env, fleet.EnvLease, "fleet's note of the lease stays in the unit")
 	require.Contains(t, env, "HARMLESS_SETTING=kept\n")
 	require.Contains(t, env, fleet.EnvSessionID+"=clean\n")
 }

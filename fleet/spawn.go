@@ -177,7 +177,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	env := workerEnv(f.cfg.CallerEnv, f.cfg.Paths.AgentDir, extra, identity)
 	env = append(env, f.cfg.ShimEnv...)
-	env = append(env, EnvShimKeep+"="+shimKeep(env))
+	env = append(env, EnvShimKeep+"="+shimKeep(env), EnvLease+"="+w.LeaseDuration.String())
 
 	spec := units.ServiceSpec{
 		Name:             w.Unit,
