@@ -55,6 +55,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := ValidID(req.ID); err != nil {
 		return nil, err
 	}
+	if err := socketPathsFit(f.cfg.Paths, req.ID); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
@@ -224,6 +227,19 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
 	return updated, nil
+}
+
+// socketPathsFit refuses, before anything is reserved or started, an agent
+// directory whose sockets a worker needs — the broker's, the local API's
+// and the worker's own holder socket — cannot be bound (intercom.
+// CheckSocketPath, exit 2): its unit would only fail once the shim tried.
+func socketPathsFit(p intercom.Paths, id string) error {
+	for _, sock := range []string{p.BrokerSocket(), p.LocalAPISocket(), p.HolderSocket(id)} {
+		if err := intercom.CheckSocketPath(sock); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // createLog creates a worker's log file 0600 before its unit starts:
