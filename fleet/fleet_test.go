@@ -564,10 +564,12 @@ func TestCommandThatEndsAtOnceIsReported(t *testing.T) {
 		require.Equal(t, fleet.StateExited, wk.State)
 		require.True(t, wk.HasExit)
 		require.Equal(t, c.exit, wk.ExitStatus)
+		require.NotZero(t, wk.MainPID, "%v: the main pid is recorded though the unit is gone", c.argv)
 	}
 	wk, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "f-true", Command: []string{"true"}})
 	require.NoError(t, err, "a clean exit is a worker that finished")
 	require.Equal(t, fleet.StateExited, wk.State)
 	require.True(t, wk.HasExit)
 	require.Zero(t, wk.ExitStatus)
+	require.NotZero(t, wk.MainPID, "the main pid is recorded though the unit is gone")
 }

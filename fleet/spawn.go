@@ -205,7 +205,10 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	now := f.cfg.Now()
 	updated, err := f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
-		r.MainPID, r.ControlGroup, r.InvocationID = int(st.MainPID), st.ControlGroup, st.InvocationID
+		if st.MainPID != 0 {
+			r.MainPID = int(st.MainPID) // else the shim's, if it recorded its end already
+		}
+		r.ControlGroup, r.InvocationID = st.ControlGroup, st.InvocationID
 		r.ReadyAt, r.LogPath = now, w.LogPath
 		renewed(r, now)
 		if r.State == StateProvisioning {

@@ -207,6 +207,12 @@ func TestSpawnOfACommandThatFailsAtOnce(t *testing.T) {
 	out, err = run("spawn", "--id", "f0", "--", "true")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "exited (exit 0)")
+	require.NotContains(t, out, "pid 0")
+	out, err = run("spawn", "--id", "f0j", "--json", "--", "true")
+	require.NoError(t, err, out)
+	w = output.Worker{}
+	require.NoError(t, json.Unmarshal([]byte(out), &w), out)
+	require.NotZero(t, w.MainPID, "its main pid is recorded though its unit is gone: %s", out)
 
 	_, err = run("spawn", "--id", "fx", "--", "no-such-command-here")
 	requireExit(t, err, exitNotFound)
