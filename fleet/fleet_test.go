@@ -565,6 +565,8 @@ func TestCommandThatEndsAtOnceIsReported(t *testing.T) {
 		require.True(t, wk.HasExit)
 		require.Equal(t, c.exit, wk.ExitStatus)
 		require.NotZero(t, wk.MainPID, "%v: the main pid is recorded though the unit is gone", c.argv)
+		require.True(t, wk.ReadyAt.IsZero(), "%v: it ended before it was ready: readyAt %s, endedAt %s", c.argv, wk.ReadyAt, wk.EndedAt)
+		require.NotZero(t, wk.EndedAt)
 	}
 	wk, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "f-true", Command: []string{"true"}})
 	require.NoError(t, err, "a clean exit is a worker that finished")
@@ -572,4 +574,9 @@ func TestCommandThatEndsAtOnceIsReported(t *testing.T) {
 	require.True(t, wk.HasExit)
 	require.Zero(t, wk.ExitStatus)
 	require.NotZero(t, wk.MainPID, "the main pid is recorded though the unit is gone")
+	require.True(t, wk.ReadyAt.IsZero(), "it ended before it was ready: readyAt %s, endedAt %s", wk.ReadyAt, wk.EndedAt)
+	got, err := w.reg.Get(ctx, "f-true")
+	require.NoError(t, err)
+	require.True(t, got.ReadyAt.IsZero(), "as recorded")
+	require.False(t, got.EndedAt.Before(got.CreatedAt))
 }

@@ -208,8 +208,13 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		if st.MainPID != 0 {
 			r.MainPID = int(st.MainPID) // else the shim's, if it recorded its end already
 		}
-		r.ControlGroup, r.InvocationID = st.ControlGroup, st.InvocationID
-		r.ReadyAt, r.LogPath = now, w.LogPath
+		r.ControlGroup, r.InvocationID, r.LogPath = st.ControlGroup, st.InvocationID, w.LogPath
+		// A worker whose shim recorded its end before this update was never
+		// reported ready to anyone ("started; it has already exited"): it
+		// gets no readyAt, which would otherwise come after its endedAt.
+		if !r.HasExit && r.EndedAt.IsZero() {
+			r.ReadyAt = now
+		}
 		renewed(r, now)
 		if r.State == StateProvisioning {
 			r.State = StateRunning
