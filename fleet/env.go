@@ -22,6 +22,13 @@ const (
 	EnvAgentDir      = "PI_CODING_AGENT_DIR"
 )
 
+// EnvLease records, in a worker's unit, the idle lease it was spawned with
+// (a Go duration; "0s" for none), so that a record rebuilt from the unit
+// after the registry was lost gets that lease and never a longer one. It is
+// fleet's note to itself: the shim removes it from the command's
+// environment.
+const EnvLease = "AGENT_FLEET_WORKER_LEASE"
+
 // passedThrough is the caller environment a worker keeps (docs/architecture.md "Workers").
 var passedThrough = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "XDG_RUNTIME_DIR"}
 
@@ -50,6 +57,9 @@ func ParseEnv(entries []string) ([]string, error) {
 		}
 		if strings.HasPrefix(k, "AGENT_INTERCOM_") || k == EnvAgentDir {
 			return nil, fmt.Errorf("%w: env %s: fleet sets the intercom identity itself", ErrInvalidRequest, k)
+		}
+		if k == EnvLease || k == EnvShimKeep {
+			return nil, fmt.Errorf("%w: env %s: fleet sets it itself", ErrInvalidRequest, k)
 		}
 		out = append(out, e)
 	}

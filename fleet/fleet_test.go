@@ -473,6 +473,7 @@ func TestManagerEnvironmentIsStripped(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 	require.NotContains(t, env, "leaked")
 	require.NotContains(t, env, fleet.EnvShimKeep)
+	require.NotContains(t, env, fleet.EnvLease, "fleet's note of the lease stays in the unit")
 	require.Contains(t, env, "HARMLESS_SETTING=kept\n")
 	require.Contains(t, env, fleet.EnvSessionID+"=clean\n")
 }
@@ -563,10 +564,19 @@ func TestCommandThatEndsAtOnceIsReported(t *testing.T) {
 		require.Equal(t, fleet.StateExited, wk.State)
 		require.True(t, wk.HasExit)
 		require.Equal(t, c.exit, wk.ExitStatus)
+		require.NotZero(t, wk.MainPID, "%v: the main pid is recorded though the unit is gone", c.argv)
+		require.True(t, wk.ReadyAt.IsZero(), "%v: it ended before it was ready: readyAt %s, endedAt %s", c.argv, wk.ReadyAt, wk.EndedAt)
+		require.NotZero(t, wk.EndedAt)
 	}
 	wk, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "f-true", Command: []string{"true"}})
 	require.NoError(t, err, "a clean exit is a worker that finished")
 	require.Equal(t, fleet.StateExited, wk.State)
 	require.True(t, wk.HasExit)
 	require.Zero(t, wk.ExitStatus)
+	require.NotZero(t, wk.MainPID, "the main pid is recorded though the unit is gone")
+	require.True(t, wk.ReadyAt.IsZero(), "it ended before it was ready: readyAt %s, endedAt %s", wk.ReadyAt, wk.EndedAt)
+	got, err := w.reg.Get(ctx, "f-true")
+	require.NoError(t, err)
+	require.True(t, got.ReadyAt.IsZero(), "as recorded")
+	require.False(t, got.EndedAt.Before(got.CreatedAt))
 }

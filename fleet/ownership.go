@@ -50,9 +50,10 @@ func (f *Fleet) journalOwnership(w *Worker, why string) error {
 	return fh.Sync()
 }
 
-// readOwnership returns the last recorded manager of each id+run.
-func readOwnership(p intercom.Paths) map[string]string {
-	out := map[string]string{}
+// readOwnership returns the managers each id+run was adopted by, oldest
+// first.
+func readOwnership(p intercom.Paths) map[string][]string {
+	out := map[string][]string{}
 	fh, err := os.Open(ownershipJournal(p))
 	if err != nil {
 		return out
@@ -62,7 +63,7 @@ func readOwnership(p intercom.Paths) map[string]string {
 	for sc.Scan() {
 		var e ownershipEntry
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.ID != "" && e.Manager != "" {
-			out[e.ID+"/"+e.RunID] = e.Manager
+			out[e.ID+"/"+e.RunID] = append(out[e.ID+"/"+e.RunID], e.Manager)
 		}
 	}
 	return out

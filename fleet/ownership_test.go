@@ -690,3 +690,49 @@ func TestRebuiltRecordKeepsWhatTheUnitKnows(t *testing.T) {
 	require.NotZero(t, got.LeaseDeadline)
 	require.False(t, got.LeaseDeadline.After(orig.LeaseDeadline), "recovery never extends a lease: %s > %s", got.LeaseDeadline, orig.LeaseDeadline)
 }
+
+// A rebuilt record gets the idle lease its worker was spawned with, as its
+// adoptions changed it — never the default in its place: a 30m lease stays
+// 30m, a person's worker without one stays without one, and a person's
+// --lease is kept.
+func TestRebuiltRecordKeepsItsSpawnLease(t *testing.T) {
+	w := newWorld(t)
+	person := w.fleet("operator-lease")
+	spawn := func(f *fleet.Fleet, id string, lease time.Duration) *fleet.Worker {
+		wk, err := f.Spawn(ctx, fleet.SpawnRequest{ID: id, Lease: lease, Command: []string{"sleep", "300"}})
+		require.NoError(t, err)
+		return wk
+	}
+	short := spawn(w.f, "ls-agent", 30*time.Minute)
+	require.Equal(t, 30*time.Minute, short.LeaseDuration)
+	require.Zero(t, spawn(person, "ls-person", 0).LeaseDuration, "a person's worker has no lease")
+	require.Equal(t, 20*time.Minute, spawn(person, "ls-asked", 20*time.Minute).LeaseDuration)
+	spawn(person, "ls-adopted", 0)
+	adopted, err := w.fleet("boss2").Adopt(ctx, "ls-adopted", false)
+	require.NoError(t, err)
+	require.Equal(t, fleet.DefaultLeasePolicy.Default, adopted.LeaseDuration, "an agent adopting a worker without a lease gives it the default")
+
+	path := fleet.RegistryPath(w.p)
+	require.NoError(t, os.Remove(path))
+	w.reg.Close()
+	w.reg, err = fleet.OpenRegistry(ctx, path)
+	require.NoError(t, err)
+	rep, err := w.fleet("boss").Reconcile(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Recovered, 4)
+	for id, want := range map[string]time.Duration{
+		"ls-agent": 30 * time.Minute, "ls-person": 0, "ls-asked": 20 * time.Minute, "ls-adopted": adopted.LeaseDuration,
+	} {
+		got, err := w.reg.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, got.LeaseDuration, id)
+		if want == 0 {
+			require.True(t, got.LeaseDeadline.IsZero(), "%s: no lease, no deadline", id)
+			continue
+		}
+		requireSameTime(t, got.CreatedAt.Add(want), got.LeaseDeadline, id+": its start plus its lease")
+	}
+	got, err := w.reg.Get(ctx, "ls-agent")
+	require.NoError(t, err)
+	require.False(t, got.LeaseDeadline.After(short.LeaseDeadline), "recovery never extends a lease: %s > %s", got.LeaseDeadline, short.LeaseDeadline)
+}

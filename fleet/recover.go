@@ -177,7 +177,7 @@ func (f *Fleet) ownUnit(ctx context.Context, unit string) (bool, error) {
 }
 
 // recoverUnit rebuilds the record of a live unit from its environment.
-func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal map[string]string) (*Worker, string) {
+func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal map[string][]string) (*Worker, string) {
 	env, err := f.cfg.Units.ServiceEnvironment(ctx, unit)
 	if err != nil {
 		return nil, "cannot read its environment: " + err.Error()
@@ -195,8 +195,9 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 		return nil, "cannot read its state: " + err.Error()
 	}
 	manager := vars[EnvManagerID]
-	if m := journal[id+"/"+run]; m != "" {
-		manager = m // adopted after spawn: the journal knows the current one
+	adoptions := journal[id+"/"+run]
+	if len(adoptions) > 0 {
+		manager = adoptions[len(adoptions)-1] // adopted after spawn: the journal knows the current one
 	}
 	// What the unit runs and since when: the shim's argv ends in "--" and
 	// the worker's command, and its start is the worker's.
@@ -223,8 +224,8 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 			w.LogPath = log
 		}
 	}
-	if !IsOperator(manager) {
-		w.LeaseDuration = f.cfg.Leases.Default
+	w.LeaseDuration = f.recoveredLease(vars, adoptions)
+	if w.LeaseDuration > 0 {
 		w.LeaseDeadline = recoveredDeadline(cmd.StartedAt, w.LeaseDuration, f.cfg.Now())
 	}
 	if err := f.cfg.Registry.Insert(ctx, w); err != nil {
@@ -234,6 +235,26 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 	// that a command's warning level does not print it a second time.
 	f.log.Info("rebuilt a worker record from its unit", "id", id, "run", run, "manager", manager)
 	return w, ""
+}
+
+// recoveredLease is the idle lease of a worker rebuilt from its unit: the
+// one its unit says it was spawned with (EnvLease), changed by each of its
+// adoptions as Adopt changes it. A unit that does not say (started by an
+// older agent-fleet) gets what a spawn by its first manager gets without
+// --lease.
+func (f *Fleet) recoveredLease(vars map[string]string, adoptions []string) time.Duration {
+	lease, err := time.ParseDuration(vars[EnvLease])
+	if err != nil || lease < 0 {
+		lease = f.cfg.Leases.Default
+		if IsOperator(vars[EnvManagerID]) {
+			lease = 0
+		}
+	}
+	r := &Worker{LeaseDuration: lease}
+	for _, m := range adoptions {
+		adoptedLease(r, m, f.cfg.Leases.Default)
+	}
+	return r.LeaseDuration
 }
 
 // recoveredDeadline is the idle deadline of a worker rebuilt from its

@@ -55,6 +55,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := ValidID(req.ID); err != nil {
 		return nil, err
 	}
+	if err := socketPathsFit(f.cfg.Paths, req.ID); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
@@ -177,7 +180,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	env := workerEnv(f.cfg.CallerEnv, f.cfg.Paths.AgentDir, extra, identity)
 	env = append(env, f.cfg.ShimEnv...)
-	env = append(env, EnvShimKeep+"="+shimKeep(env))
+	env = append(env, EnvShimKeep+"="+shimKeep(env), EnvLease+"="+w.LeaseDuration.String())
 
 	spec := units.ServiceSpec{
 		Name:             w.Unit,
@@ -202,8 +205,16 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	now := f.cfg.Now()
 	updated, err := f.cfg.Registry.Update(context.WithoutCancel(ctx), w.ID, w.RunID, func(r *Worker) error {
-		r.MainPID, r.ControlGroup, r.InvocationID = int(st.MainPID), st.ControlGroup, st.InvocationID
-		r.ReadyAt, r.LogPath = now, w.LogPath
+		if st.MainPID != 0 {
+			r.MainPID = int(st.MainPID) // else the shim's, if it recorded its end already
+		}
+		r.ControlGroup, r.InvocationID, r.LogPath = st.ControlGroup, st.InvocationID, w.LogPath
+		// A worker whose shim recorded its end before this update was never
+		// reported ready to anyone ("started; it has already exited"): it
+		// gets no readyAt, which would otherwise come after its endedAt.
+		if !r.HasExit && r.EndedAt.IsZero() {
+			r.ReadyAt = now
+		}
 		renewed(r, now)
 		if r.State == StateProvisioning {
 			r.State = StateRunning
@@ -224,6 +235,19 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
 	return updated, nil
+}
+
+// socketPathsFit refuses, before anything is reserved or started, an agent
+// directory whose sockets a worker needs — the broker's, the local API's
+// and the worker's own holder socket — cannot be bound (intercom.
+// CheckSocketPath, exit 2): its unit would only fail once the shim tried.
+func socketPathsFit(p intercom.Paths, id string) error {
+	for _, sock := range []string{p.BrokerSocket(), p.LocalAPISocket(), p.HolderSocket(id)} {
+		if err := intercom.CheckSocketPath(sock); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // createLog creates a worker's log file 0600 before its unit starts:

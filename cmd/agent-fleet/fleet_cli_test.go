@@ -5,7 +5,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
@@ -203,6 +207,12 @@ func TestSpawnOfACommandThatFailsAtOnce(t *testing.T) {
 	out, err = run("spawn", "--id", "f0", "--", "true")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "exited (exit 0)")
+	require.NotContains(t, out, "pid 0")
+	out, err = run("spawn", "--id", "f0j", "--json", "--", "true")
+	require.NoError(t, err, out)
+	w = output.Worker{}
+	require.NoError(t, json.Unmarshal([]byte(out), &w), out)
+	require.NotZero(t, w.MainPID, "its main pid is recorded though its unit is gone: %s", out)
 
 	_, err = run("spawn", "--id", "fx", "--", "no-such-command-here")
 	requireExit(t, err, exitNotFound)
@@ -258,4 +268,49 @@ func TestMCPFleetTool(t *testing.T) {
 	r = call(map[string]any{"action": "capabilities"})
 	require.True(t, strings.Contains(r.Text, "systemd-user"), r.Text)
 	time.Sleep(10 * time.Millisecond)
+}
+
+// A spawn into an agent directory whose socket paths the kernel cannot
+// bind is refused at once, as the intercom verbs refuse it (exit 2, the
+// path and the limit), on the CLI and in agent_fleet alike: no unit is
+// started and no record is left.
+func TestSpawnRefusesAnOverlongSocketPathAtOnce(t *testing.T) {
+	t.Parallel()
+	inst := unitstest.Require(t)
+	dir := filepath.Join(shortDir(t), strings.Repeat("d", 50), strings.Repeat("e", 50))
+	sock := filepath.Join(dir, "intercom", "broker.sock")
+	require.Greater(t, len(sock), intercom.MaxSocketPathBytes)
+	t.Cleanup(func() {
+		_, _ = fleetCLI(t, dir, "stop", "sockq-cli")
+		_, _ = fleetCLI(t, dir, "stop", "sockq-mcp")
+	})
+	requireRefused := func(text string) {
+		t.Helper()
+		require.Contains(t, text, "socket path too long: "+sock)
+		require.Contains(t, text, fmt.Sprintf("the limit is %d", intercom.MaxSocketPathBytes))
+		require.Contains(t, text, "PI_CODING_AGENT_DIR")
+		require.NotContains(t, text, "did not answer")
+	}
+	out, err := fleetCLI(t, dir, "spawn", "--id", "sockq-cli", "--", "true")
+	requireExit(t, err, exitUsage)
+	requireRefused(string(out))
+
+	s, _, _ := testStreams()
+	in := cliIn{env: withEnv(nil, append(inst.Env(), "PI_CODING_AGENT_DIR="+dir)...)}
+	cs := mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: in.factory(s), Caller: "mcp-manager"}))
+	r := mcptest.Caller(t, cs)("agent_fleet", map[string]any{"action": "spawn", "id": "sockq-mcp", "command": []any{"true"}})
+	require.True(t, r.IsError, r.Text)
+	requireRefused(r.Text)
+
+	out, err = fleetCLI(t, dir, "list", "--all", "--json")
+	require.NoError(t, err, "%s", out)
+	var list []output.Worker
+	require.NoError(t, json.Unmarshal(out, &list), "%s", out)
+	require.Empty(t, list, "no record is left")
+	units := exec.Command("systemctl", "--user", "list-units", "--all", "--plain", "--no-legend", "agent-fleet-worker-sockq-*")
+	units.Env = append(os.Environ(), inst.Env()...)
+	got, err := units.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	require.Empty(t, strings.TrimSpace(string(got)), "no unit was started")
+	require.NoFileExists(t, filepath.Join(dir, "intercom", "broker.log"), "no broker was started")
 }

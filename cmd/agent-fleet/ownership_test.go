@@ -322,3 +322,58 @@ func TestMCPFleetOwnershipActions(t *testing.T) {
 	r = call(map[string]any{"action": "prune", "acknowledge": true})
 	require.False(t, r.IsError, r.Text)
 }
+
+// Deleting the registry never lengthens a lease: a worker spawned with
+// --lease 30m comes back with 30m counted from its start, and a person's
+// worker spawned without one comes back without one.
+func TestRebuiltRegistryKeepsSpawnLeasesCLI(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	run := func(id string, args ...string) (string, error) {
+		out, err := fleetAs(t, dir, id, env, args...).CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		_, _ = run("agent-lm1", "stop", "rl-agent")
+		_, _ = run("operator-lp", "stop", "rl-person")
+		stopBroker(t, dir)
+	})
+	out, err := run("agent-lm1", "spawn", "--id", "rl-agent", "--lease", "30m", "--", "sleep", "300")
+	require.NoError(t, err, out)
+	out, err = run("operator-lp", "spawn", "--id", "rl-person", "--", "sleep", "300")
+	require.NoError(t, err, out)
+	status := func(id, manager string) output.Worker {
+		t.Helper()
+		cmd := fleetAs(t, dir, manager, env, "status", id, "--json")
+		out, err := cmd.Output()
+		require.NoError(t, err, "%s", out)
+		var st output.Status
+		require.NoError(t, json.Unmarshal(out, &st), "%s", out)
+		return st.Worker
+	}
+	before := status("rl-agent", "agent-lm1")
+	require.EqualValues(t, 1800, before.LeaseSeconds)
+
+	files, err := filepath.Glob(fleet.RegistryPath(intercom.NewPaths(dir)) + "*")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		require.NoError(t, os.Remove(f))
+	}
+	after := status("rl-agent", "agent-lm1")
+	require.Equal(t, "recovered", after.StateReason, "rebuilt from its unit")
+	require.EqualValues(t, 1800, after.LeaseSeconds, "the lease it was spawned with, not the default")
+	started, err := time.Parse(time.RFC3339Nano, after.CreatedAt)
+	require.NoError(t, err)
+	deadline, err := time.Parse(time.RFC3339Nano, after.LeaseDeadline)
+	require.NoError(t, err)
+	require.True(t, deadline.Equal(started.Add(30*time.Minute)), "counted from its start: %s, %s", started, deadline)
+	was, err := time.Parse(time.RFC3339Nano, before.LeaseDeadline)
+	require.NoError(t, err)
+	require.False(t, deadline.After(was), "never later than it was: %s > %s", deadline, was)
+	person := status("rl-person", "operator-lp")
+	require.Zero(t, person.LeaseSeconds, "a person's worker has no lease after recovery either")
+	require.Empty(t, person.LeaseDeadline)
+}

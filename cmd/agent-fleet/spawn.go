@@ -25,7 +25,8 @@ is the worker id). You become the worker's manager.
 
 --kind exec (the default) runs CMD, resolved with your PATH. A command that
 is not on your PATH or not executable is refused before anything starts
-(exit 3). spawn returns once the session is registered and the command has
+(exit 3), and so is an agent directory whose socket paths are over the
+kernel's 107-byte limit (exit 2). spawn returns once the session is registered and the command has
 run for a readiness grace (250ms; AGENT_FLEET_READY_GRACE sets it), and says
 what is known then: running; or, for a command that ended within the grace,
 "started; it has already exited (exit N)" with exit status 1 (a clean exit

@@ -27,8 +27,8 @@ func TestInheritedStripped(t *testing.T) {
 }
 
 // The command gets neither systemd's notify variables (they are the shim's)
-// nor the shim's keep list.
+// nor the shim's keep list, nor fleet's note of the spawn lease.
 func TestCommandEnv(t *testing.T) {
-	got := commandEnv([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/n", "MAINPID=1", fleet.EnvShimKeep + "=A", "A=1"})
+	got := commandEnv([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/n", "MAINPID=1", fleet.EnvShimKeep + "=A", fleet.EnvLease + "=30m0s", "A=1"})
 	require.Equal(t, []string{"PATH=/bin", "A=1"}, got)
 }

@@ -159,6 +159,12 @@ func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string,
 	_, err = reg.Update(context.WithoutCancel(ctx), id, run, func(r *fleet.Worker) error {
 		r.HasExit, r.ExitCode, r.ExitStatus = true, end.exitCode, end.status
 		r.EndedAt = time.Now()
+		if r.MainPID == 0 {
+			// The shim is its unit's main process: a command that ended
+			// before its spawn read the unit (gone by then, MainPID 0)
+			// still has its pid recorded.
+			r.MainPID = os.Getpid()
+		}
 		if r.State == fleet.StateRunning || r.State == fleet.StateProvisioning {
 			r.State = fleet.StateExited
 		}

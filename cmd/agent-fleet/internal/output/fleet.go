@@ -22,10 +22,14 @@ func (r SpawnReport) Structured() any { return ViewWorker(r.W) }
 // Text implements Report.
 func (r SpawnReport) Text(s Surface) string {
 	w := r.W
-	t, sep := fmt.Sprintf("Spawned worker %s: run %s, unit %s, pid %d, %s.", w.ID, w.RunID, w.Unit, w.MainPID, StateText(w)), "\n"
+	pid := "" // unknown (never "pid 0")
+	if w.MainPID > 0 {
+		pid = fmt.Sprintf(", pid %d", w.MainPID)
+	}
+	t, sep := fmt.Sprintf("Spawned worker %s: run %s, unit %s%s, %s.", w.ID, w.RunID, w.Unit, pid, StateText(w)), "\n"
 	if s == Tool {
-		t, sep = fmt.Sprintf("Spawned worker %s (run %s, unit %s, pid %d, %s). It is on the intercom as %q; you are its manager.",
-			w.ID, w.RunID, w.Unit, w.MainPID, StateText(w), w.ID), " "
+		t, sep = fmt.Sprintf("Spawned worker %s (run %s, unit %s%s, %s). It is on the intercom as %q; you are its manager.",
+			w.ID, w.RunID, w.Unit, pid, StateText(w), w.ID), " "
 	}
 	if harness.IsKind(w.Kind) {
 		t += sep + HarnessSpawnNote(w)

@@ -1,0 +1,50 @@
+//go:build !windows
+
+package shim
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+)
+
+// The shim is its unit's main process: the end it records carries its pid
+// when the record has none yet — a command that ends within the readiness
+// grace ends before its spawn could read the unit's MainPID (the unit is
+// collected by then) — and leaves a recorded one alone.
+func TestRecordedExitCarriesTheMainPID(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fleet.db")
+	reg, err := fleet.OpenRegistry(ctx, path)
+	require.NoError(t, err)
+	defer reg.Close()
+	early := &fleet.Worker{ID: "early", Kind: "exec", Manager: "boss", FirstManager: "boss", Command: []string{"true"}}
+	require.NoError(t, reg.Reserve(ctx, early))
+	known := &fleet.Worker{ID: "known", Kind: "exec", Manager: "boss", FirstManager: "boss", Command: []string{"true"}}
+	require.NoError(t, reg.Reserve(ctx, known))
+	_, err = reg.Update(ctx, known.ID, known.RunID, func(r *fleet.Worker) error {
+		r.MainPID, r.State = 1234, fleet.StateRunning
+		return nil
+	})
+	require.NoError(t, err)
+
+	regs := fleet.NewRegistryHandle(path, false)
+	defer regs.Close()
+	log := slog.New(slog.DiscardHandler)
+	recordExit(ctx, regs, early.ID, early.RunID, ending{exitCode: "exited"}, log)
+	recordExit(ctx, regs, known.ID, known.RunID, ending{exitCode: "exited"}, log)
+
+	got, err := reg.GetRun(ctx, early.ID, early.RunID)
+	require.NoError(t, err)
+	require.Equal(t, os.Getpid(), got.MainPID)
+	require.Equal(t, fleet.StateExited, got.State)
+	got, err = reg.GetRun(ctx, known.ID, known.RunID)
+	require.NoError(t, err)
+	require.Equal(t, 1234, got.MainPID)
+}
