@@ -424,9 +424,15 @@ func compose(id string, text string, att []wire.Attachment, replyTo string, ask 
 	return info, nil
 }
 
+// SendOutcomeTimeout bounds the wait for a send's outcome (spec §6.5):
+// the broker's acknowledgement timeout (8 s) plus room for a busy machine,
+// so that a slow recipient comes back as DELIVERY_TIMEOUT, a known
+// outcome, rather than as ErrOutcomeUnknown.
+const SendOutcomeTimeout = 15 * time.Second
+
 // send delivers msg to target and turns the outcome into a result.
 func (s *Session) send(ctx context.Context, to, target string, msg *wire.MessageInfo) (*SendResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // spec §6.5
+	ctx, cancel := context.WithTimeout(ctx, SendOutcomeTimeout)
 	defer cancel()
 	out, err := s.client.Send(ctx, target, msg)
 	res := &SendResult{MessageID: msg.ID, To: to, TargetID: target, ReplyTo: msg.ReplyTo}

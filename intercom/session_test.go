@@ -481,3 +481,11 @@ func TestCloseKeepsTheOutbox(t *testing.T) {
 	t.Cleanup(func() { _ = o.Flush() }) // before the temp dir goes
 	require.Equal(t, 1, o.Len(), "kept for the next registration")
 }
+
+// A send waits for its outcome well past the broker's acknowledgement
+// timeout: a recipient too slow to acknowledge must come back as the
+// broker's DELIVERY_TIMEOUT, a known outcome, even on a busy machine,
+// never as ErrOutcomeUnknown.
+func TestSendOutcomeOutlastsTheAcknowledgementTimeout(t *testing.T) {
+	require.GreaterOrEqual(t, intercom.SendOutcomeTimeout, broker.DefaultDeliveryTimeout+5*time.Second)
+}
