@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -183,13 +182,6 @@ func TestIntercomCLIConversation(t *testing.T) {
 	out, err = as(t, dir, "beta", "intercom", "ask", "alpha", "anyone?", "--timeout", "300ms").CombinedOutput()
 	requireExit(t, err, exitFailure)
 	require.Contains(t, string(out), "the ask was cancelled")
-}
-
-func requireExit(t *testing.T, err error, code int) {
-	t.Helper()
-	var ee *exec.ExitError
-	require.True(t, errors.As(err, &ee), "want exit %d, got %v", code, err)
-	require.Equal(t, code, ee.ExitCode())
 }
 
 func TestIntercomBackToBackOneShots(t *testing.T) {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 )
@@ -53,4 +57,12 @@ func testFactory(io *factory.IOStreams) *factory.Factory {
 func testStreams() (*factory.IOStreams, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
 	return &factory.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb}, &out, &errb
+}
+
+// requireExit says that err is a process exit with status code.
+func requireExit(t *testing.T, err error, code int) {
+	t.Helper()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "want exit %d, got %v", code, err)
+	require.Equal(t, code, ee.ExitCode())
 }
