@@ -35,11 +35,15 @@ const (
 	// two boots race over the marker.
 	bootLockName = "agent-fleet-systemd-boot.lock"
 
-	bootTimeout      = 15 * time.Second
+	// A busy machine (a whole race-enabled suite compiling beside the
+	// boot, a noisy host) has taken more than 10 s for either phase, the
+	// sockets and the first answer over the bus (which starts the bus
+	// daemon by socket activation).
+	bootTimeout      = 30 * time.Second
 	bootAttempts     = 2
-	bootLockTimeout  = 120 * time.Second
+	bootLockTimeout  = 180 * time.Second
 	managerStopAfter = 10 * time.Second
-	bootProbeTimeout = 5 * time.Second
+	bootProbeTimeout = 30 * time.Second
 )
 
 // BootOptions configure BootPrivateManager.
@@ -140,8 +144,8 @@ func bootPrerequisites() (systemd string, err error) {
 // another manager's under /app.slice), a minimal environment, and the
 // /run/systemd/system marker only while it boots (under a machine-wide
 // lock, removed again as soon as the manager's sockets exist). It returns
-// once the manager answers on its bus; ctx bounds the boot (default 15 s
-// for the sockets plus 5 s for the first answer). A manager that made no
+// once the manager answers on its bus; ctx bounds the boot (default 30 s
+// for the sockets plus 30 s for the first answer). A manager that made no
 // sockets in time is stopped and one fresh manager is tried; the error
 // then reports both attempts, each with where its manager was stuck.
 //
@@ -229,8 +233,33 @@ func (m *PrivateManager) stuckReport() string {
 			made = append(made, p)
 		}
 	}
-	return fmt.Sprintf("manager pid %d state %s wchan %q, made %v; its log: %q",
-		m.PID, state, strings.TrimSpace(string(wchan)), made, tail(filepath.Join(m.RuntimeDir, "manager.log")))
+	return fmt.Sprintf("manager pid %d state %s wchan %q, made %v, its cgroup runs %v; its log: %q",
+		m.PID, state, strings.TrimSpace(string(wchan)), made, m.cgroupCommands(), tail(filepath.Join(m.RuntimeDir, "manager.log")))
+}
+
+// cgroupCommands names the processes in the manager's cgroup (the bus
+// daemon among them once socket activation started it), at most 10.
+func (m *PrivateManager) cgroupCommands() []string {
+	var names []string
+	for _, dir := range m.CgroupDirs {
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" || len(names) >= 10 {
+				return nil
+			}
+			data, _ := os.ReadFile(path)
+			for _, f := range strings.Fields(string(data)) {
+				comm, _ := os.ReadFile("/proc/" + f + "/comm")
+				if c := strings.TrimSpace(string(comm)); c != "" && len(names) < 10 {
+					names = append(names, c)
+				}
+			}
+			return nil
+		})
+		if len(names) > 0 {
+			break // one hierarchy says it
+		}
+	}
+	return names
 }
 
 func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOptions, watchStart string, attempt int) error {
@@ -261,10 +290,13 @@ func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOpti
 		}
 	}
 
-	unlock, err := lockFile(ctx, filepath.Join(os.TempDir(), bootLockName), bootLockTimeout)
+	lockRelease, err := lockFile(ctx, filepath.Join(os.TempDir(), bootLockName), bootLockTimeout)
 	if err != nil {
 		return err
 	}
+	// The lock guards the marker only: it is released once the marker is
+	// gone, so other boots need not wait for this manager's first answer.
+	unlock := sync.OnceFunc(lockRelease)
 	defer unlock()
 	removeMarker, err := placeMarker()
 	if err != nil {
@@ -312,6 +344,7 @@ func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOpti
 		}
 	}
 	removeMarker()
+	unlock()
 	m.StartTime = ProcessStartTime(m.PID)
 	if m.StartTime == "" {
 		return fmt.Errorf("systemd --user exited at once: %s", tail(filepath.Join(rt, "manager.log")))
@@ -337,7 +370,7 @@ func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOpti
 // firstAnswer waits for the booted manager to answer on its bus. The bus
 // socket's file exists from its bind, before systemd listens on it: a
 // connection refused then is the manager still starting (more so on a busy
-// machine), and is tried again until the deadline (default 5 s).
+// machine), and is tried again until the deadline (default 30 s).
 func (m *PrivateManager) firstAnswer(ctx context.Context) error {
 	pctx, cancel := withDefaultDeadline(ctx, bootProbeTimeout)
 	defer cancel()
@@ -350,7 +383,7 @@ func (m *PrivateManager) firstAnswer(ctx context.Context) error {
 		case <-m.exited:
 			return fmt.Errorf("systemd --user exited while it booted: %s", tail(filepath.Join(m.RuntimeDir, "manager.log")))
 		case <-pctx.Done():
-			return fmt.Errorf("booted manager does not answer: %w (its log: %s)", err, tail(filepath.Join(m.RuntimeDir, "manager.log")))
+			return fmt.Errorf("booted manager does not answer within %s: %w (%s)", bootProbeTimeout, err, m.stuckReport())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

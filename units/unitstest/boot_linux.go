@@ -19,7 +19,7 @@ import (
 )
 
 const (
-	lockTimeout  = 150 * time.Second
+	lockTimeout  = 300 * time.Second
 	probeTimeout = 5 * time.Second
 )
 
