@@ -1,21 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
-	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
-	"github.com/agent-fleet/agent-fleet/intercom"
-	"github.com/agent-fleet/agent-fleet/units"
 )
 
 type installOptions struct {
@@ -24,67 +15,6 @@ type installOptions struct {
 	dryRun  bool
 	binary  string
 	JSON    bool
-}
-
-// installReport is what install or uninstall did, or with --dry-run would
-// do, as --json prints it.
-type installReport struct {
-	DryRun  bool   `json:"dryRun"`
-	UnitDir string `json:"unitDir"`
-	// Files are the unit files: change is create, update, unchanged or
-	// remove.
-	Files []unitFileChange `json:"files"`
-	// Units are the units started or stopped: state is listening (the
-	// broker socket), waiting (enabled; another broker serves the socket
-	// until it exits), active (the timer) or stopped.
-	Units []unitOutcome `json:"units"`
-}
-
-type unitFileChange struct {
-	Path   string `json:"path"`
-	Change string `json:"change"`
-}
-
-type unitOutcome struct {
-	Name   string `json:"name"`
-	State  string `json:"state"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// installOutput prints install's and uninstall's lines, or with --json
-// collects them into one report printed at the end.
-type installOutput struct {
-	s    *factory.IOStreams
-	json bool
-	rep  installReport
-}
-
-func newInstallOutput(opts *installOptions, dir string) *installOutput {
-	return &installOutput{s: opts.IO, json: opts.JSON, rep: installReport{DryRun: opts.dryRun, UnitDir: dir,
-		Files: []unitFileChange{}, Units: []unitOutcome{}}}
-}
-
-// say prints a line for people (nothing with --json).
-func (o *installOutput) say(format string, args ...any) {
-	if !o.json {
-		fmt.Fprintf(o.s.Out, format, args...)
-	}
-}
-
-func (o *installOutput) file(path, change string) {
-	o.rep.Files = append(o.rep.Files, unitFileChange{Path: path, Change: change})
-}
-
-func (o *installOutput) unit(name, state, detail string) {
-	o.rep.Units = append(o.rep.Units, unitOutcome{Name: name, State: state, Detail: detail})
-}
-
-// done prints the report with --json.
-func (o *installOutput) done() error {
-	if o.json {
-		return output.PrintJSON(o.s.Out, o.rep)
-	}
-	return nil
 }
 
 func newInstallCmd(f *factory.Factory, runF func(*installOptions) error) *cobra.Command {
@@ -157,309 +87,31 @@ before install. Workers and the agent directory are not touched.`,
 	return cmd
 }
 
-var errNeedsLinux = errors.New("agent-fleet's units are systemd user units: install needs Linux with systemd")
-
-// installBinary is the executable the units run: --binary, else this one,
-// refusing a throwaway build (go run, go test).
-func installBinary(flag string) (string, error) {
-	bin := flag
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", err
-		}
-		bin = exe
-	}
-	bin, err := filepath.Abs(bin)
-	if err != nil {
-		return "", err
-	}
-	if resolved, err := filepath.EvalSymlinks(bin); err == nil {
-		bin = resolved
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return "", factory.Usage(fmt.Errorf("%s is not an executable", bin))
-	}
-	if flag == "" && strings.Contains(bin, "/go-build") { // go run, go test
-		return "", factory.Usage(fmt.Errorf("this agent-fleet is a temporary build (%s): install it first (go install ./cmd/agent-fleet), or pass --binary PATH", bin))
-	}
-	return bin, nil
-}
-
 func installRun(ctx context.Context, opts *installOptions) error {
-	if opts.Factory.GOOS != "linux" {
-		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
-	}
-	bin, err := installBinary(opts.binary)
-	if err != nil {
-		return err
-	}
-	p, err := opts.Factory.Paths()
-	if err != nil {
-		return err
-	}
-	if err := intercom.CheckSocketPath(p.BrokerSocket()); err != nil {
-		return factory.Usage(err)
-	}
-	params := contribsystemd.Params{Binary: bin, AgentDir: p.AgentDir, BrokerSocket: p.BrokerSocket()}
-	if err := params.Check(); err != nil {
-		return factory.Usage(err)
-	}
-	dir, err := units.UserUnitDir(os.Getenv)
-	if err != nil {
-		return err
-	}
-	var m *units.Systemd
-	if opts.dryRun {
-		// Say now what install would refuse; without a manager, show the plan.
-		if dm, err := connectManager(ctx); err == nil {
-			err = checkUnitPath(ctx, dm, dir)
-			dm.Close()
-			if err != nil {
-				return err
-			}
-		}
-	} else {
-		// Before writing anything: the units must land where this user
-		// manager looks, or enabling them fails with files left behind.
-		if m, err = connectManager(ctx); err != nil {
-			return err
-		}
-		defer m.Close()
-		if err := checkUnitPath(ctx, m, dir); err != nil {
-			return err
-		}
-	}
-	o := newInstallOutput(opts, dir)
-	files := contribsystemd.Render(params)
-	verb := map[bool]string{true: "would ", false: ""}[opts.dryRun]
-	changed := map[string]bool{}
-	for _, name := range contribsystemd.Names {
-		path := filepath.Join(dir, name)
-		old, err := os.ReadFile(path)
-		switch {
-		case err == nil && bytes.Equal(old, files[name]):
-			o.say("%s: unchanged\n", path)
-			o.file(path, "unchanged")
-			continue
-		case err == nil:
-			o.say("%s: %supdate\n", path, verb)
-			o.file(path, "update")
-		default:
-			o.say("%s: %screate\n", path, verb)
-			o.file(path, "create")
-		}
-		changed[name] = true
-		if opts.dryRun {
-			o.say("---\n%s---\n", files[name])
-			continue
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if err := writeUnitFile(path, files[name]); err != nil {
-			return err
-		}
-	}
-	if opts.dryRun {
-		o.say("Would reload the user manager, enable and start %s (listening on %s) and %s (runs %s cleanup --execute on %s every 5 min).\n",
-			contribsystemd.BrokerSocket, p.BrokerSocket(), contribsystemd.CleanupTimer, bin, p.AgentDir)
-		o.unit(contribsystemd.BrokerSocket, "listening", p.BrokerSocket())
-		o.unit(contribsystemd.CleanupTimer, "active", "every 5 min")
-		return o.done()
-	}
-	if err := m.Reload(ctx); err != nil {
-		return err
-	}
-	if err := m.EnableUnitFiles(ctx, contribsystemd.Enabled...); err != nil {
-		return err
-	}
-	if err := installBrokerSocket(ctx, o, m, p, changed); err != nil {
-		return err
-	}
-	if changed[contribsystemd.CleanupTimer] || changed[contribsystemd.CleanupService] {
-		// A running timer keeps its old schedule until restarted.
-		_ = m.StopUnit(ctx, contribsystemd.CleanupTimer)
-	}
-	if err := m.StartUnit(ctx, contribsystemd.CleanupTimer); err != nil {
-		return err
-	}
-	o.say("%s: enabled and active (runs %s cleanup --execute on %s every 5 min)\n",
-		contribsystemd.CleanupTimer, bin, p.AgentDir)
-	o.unit(contribsystemd.CleanupTimer, "active", "every 5 min")
-	return o.done()
-}
-
-// errUnitPath: the user manager does not read the unit directory install
-// writes to (exit 2: set XDG_CONFIG_HOME to the manager's).
-var errUnitPath = errors.New("the user manager does not load unit files from this directory")
-
-// checkUnitPath refuses a unit directory the manager does not search: a
-// manager reads the configuration directory of the XDG_CONFIG_HOME it
-// started with, which a shell may not share (sudo, su, a private manager).
-func checkUnitPath(ctx context.Context, m *units.Systemd, dir string) error {
-	path, err := m.UnitPath(ctx)
-	if err != nil {
-		return err
-	}
-	for _, d := range path {
-		if filepath.Clean(d) == filepath.Clean(dir) {
-			return nil
-		}
-		a, err1 := os.Stat(d)
-		b, err2 := os.Stat(dir)
-		if err1 == nil && err2 == nil && os.SameFile(a, b) {
-			return nil
-		}
-	}
-	var user []string
-	for _, d := range path {
-		if strings.HasSuffix(filepath.Clean(d), "/systemd/user") && !strings.HasPrefix(d, "/etc/") && !strings.HasPrefix(d, "/usr/") && !strings.HasPrefix(d, "/run/systemd/") && !strings.HasPrefix(d, "/lib/") {
-			user = append(user, d)
-		}
-	}
-	hint := ""
-	if len(user) > 0 {
-		hint = fmt.Sprintf("; it reads %s: run install with XDG_CONFIG_HOME=%s", strings.Join(user, ", "), strings.TrimSuffix(filepath.Clean(user[0]), "/systemd/user"))
-	}
-	return factory.Usage(fmt.Errorf("%w: %s%s", errUnitPath, dir, hint))
-}
-
-// installBrokerSocket starts the broker's socket unit, or says why it waits.
-// A running socket whose unit changed is restarted (with the broker it
-// started: its sessions reconnect); a broker that serves the socket without
-// it (started on demand, or a TypeScript one) is never disturbed: the
-// enabled socket takes over once it exits, through the factory's broker starter.
-func installBrokerSocket(ctx context.Context, o *installOutput, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
-	sock, svc := contribsystemd.BrokerSocket, contribsystemd.BrokerService
-	st, err := m.Unit(ctx, sock)
-	if err != nil {
-		return err
-	}
-	if st.Running() {
-		svcState, _ := m.Unit(ctx, svc)
-		switch {
-		case changed[sock]:
-			// A new address needs a new socket; the broker serving the old one
-			// goes with it.
-			if err := m.StopUnit(ctx, sock); err != nil {
-				return err
-			}
-			if err := m.StopUnit(ctx, svc); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
-				return err
-			}
-		case changed[svc] && svcState.Running():
-			o.say("%s: the running broker (pid %d) keeps its old settings until it exits; the next activation uses the new ones\n",
-				svc, svcState.MainPID)
-		}
-	}
-	if st, err = m.Unit(ctx, sock); err != nil {
-		return err
-	}
-	if !st.Running() {
-		if h, detail := intercom.ProbeBroker(ctx, p); h != intercom.Unreachable {
-			who := "an incompatible broker (" + detail + ")"
-			if h == intercom.Compatible {
-				if stats, err := (&intercom.LocalAPIClient{Path: p.LocalAPISocket()}).Stats(ctx); err == nil {
-					who = fmt.Sprintf("agent-fleet's broker (pid %d, %s)", stats.PID, output.Plural(stats.Sessions, "session"))
-				} else {
-					who = "a compatible broker without agent-fleet's local API (a TypeScript adapter's)"
-				}
-			}
-			o.say("%s: enabled; not started yet because %s serves %s: the socket takes over when it exits (5 s after its last session leaves), when the next client starts a broker\n",
-				sock, who, p.BrokerSocket())
-			o.unit(sock, "waiting", who+" serves "+p.BrokerSocket())
-			return nil
-		}
-		_ = m.ResetFailed(ctx, svc)
-		_ = m.ResetFailed(ctx, sock)
-		if err := m.StartUnit(ctx, sock); err != nil {
-			return fmt.Errorf("start %s: %w", sock, err)
-		}
-	}
-	o.say("%s: enabled and listening on %s (the broker starts on the first connection)\n", sock, p.BrokerSocket())
-	o.unit(sock, "listening", p.BrokerSocket())
-	return nil
+	return printInstall(opts, func(in factory.InstallOptions) (*factory.InstallReport, error) {
+		return opts.Factory.Install(ctx, in)
+	})
 }
 
 func uninstallRun(ctx context.Context, opts *installOptions) error {
-	if opts.Factory.GOOS != "linux" {
-		return fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
-	}
-	dir, err := units.UserUnitDir(os.Getenv)
-	if err != nil {
-		return err
-	}
-	o := newInstallOutput(opts, dir)
-	var present []string
-	for _, name := range contribsystemd.Names {
-		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
-			present = append(present, filepath.Join(dir, name))
-		}
-	}
-	if len(present) == 0 {
-		o.say("agent-fleet's units are not installed in %s.\n", dir)
-		return o.done()
-	}
-	// Socket before service: a connection in between would start the
-	// broker again. Timer before the janitor it runs.
-	stopOrder := []string{contribsystemd.BrokerSocket, contribsystemd.BrokerService, contribsystemd.CleanupTimer, contribsystemd.CleanupService}
-	if opts.dryRun {
-		o.say("Would stop %s, disable %s, remove:\n  %s\nand reload the user manager.\n",
-			strings.Join(stopOrder, ", "), strings.Join(contribsystemd.Enabled, " and "), strings.Join(present, "\n  "))
-		for _, name := range stopOrder {
-			o.unit(name, "stopped", "")
-		}
-		for _, path := range present {
-			o.file(path, "remove")
-		}
-		return o.done()
-	}
-	m, err := connectManager(ctx)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	for _, name := range stopOrder {
-		if err := m.StopUnit(ctx, name); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
-			return err
-		}
-		o.say("stopped %s\n", name)
-		o.unit(name, "stopped", "")
-	}
-	if err := m.DisableUnitFiles(ctx, contribsystemd.Enabled...); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
-		return err
-	}
-	for _, path := range present {
-		if err := os.Remove(path); err != nil {
-			return err
-		}
-		o.say("removed %s\n", path)
-		o.file(path, "remove")
-	}
-	if err := m.Reload(ctx); err != nil {
-		return err
-	}
-	for _, name := range stopOrder {
-		_ = m.ResetFailed(ctx, name) // leave no failed unit behind
-	}
-	return o.done()
+	return printInstall(opts, func(in factory.InstallOptions) (*factory.InstallReport, error) {
+		return opts.Factory.Uninstall(ctx, in)
+	})
 }
 
-// writeUnitFile writes a unit file atomically, 0644 as systemctl does.
-func writeUnitFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+// printInstall runs install or uninstall: lines for people as they
+// happen, or with --json the report at the end.
+func printInstall(opts *installOptions, run func(factory.InstallOptions) (*factory.InstallReport, error)) error {
+	in := factory.InstallOptions{DryRun: opts.dryRun, Binary: opts.binary}
+	if !opts.JSON {
+		in.Out = opts.IO.Out
+	}
+	rep, err := run(in)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
-}
-
-// connectManager reaches the caller's user manager (exit 6 without one).
-func connectManager(ctx context.Context) (*units.Systemd, error) {
-	m, err := units.Connect(ctx, units.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", factory.ErrNoSystemd, err)
+	if opts.JSON {
+		return output.PrintJSON(opts.IO.Out, rep)
 	}
-	return m, nil
+	return nil
 }

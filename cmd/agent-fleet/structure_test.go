@@ -189,3 +189,22 @@ func TestFleetReadsAsTwoPrograms(t *testing.T) {
 			"fleet/harness imports %s: the harness kinds are pure", dep)
 	}
 }
+
+// maxMainLines bounds package main's non-test code: it is the cobra tree
+// and its wiring, and what does the work belongs in an engine package.
+const maxMainLines = 3500
+
+func TestMainStaysWiring(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	lines := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		lines += strings.Count(string(data), "\n")
+	}
+	require.LessOrEqual(t, lines, maxMainLines, "package main has %d non-test lines: move the work into an engine package under internal/", lines)
+}

@@ -1,0 +1,400 @@
+package factory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
+	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// Install and Uninstall put agent-fleet's systemd user units (contrib/
+// systemd) in place and take them away again: the broker's socket
+// activation and the janitor's timer.
+
+// InstallOptions configure Install and Uninstall.
+type InstallOptions struct {
+	// DryRun shows what would be written and done and changes nothing.
+	DryRun bool
+	// Binary is the executable the units run; default this one.
+	Binary string
+	// Out receives the lines for people as they happen; nil: none (--json
+	// prints the report instead).
+	Out io.Writer
+}
+
+// InstallReport is what Install or Uninstall did, or with --dry-run would
+// do, as --json prints it.
+type InstallReport struct {
+	DryRun  bool   `json:"dryRun"`
+	UnitDir string `json:"unitDir"`
+	// Files are the unit files: change is create, update, unchanged or
+	// remove.
+	Files []UnitFileChange `json:"files"`
+	// Units are the units started or stopped: state is listening (the
+	// broker socket), waiting (enabled; another broker serves the socket
+	// until it exits), active (the timer) or stopped.
+	Units []UnitOutcome `json:"units"`
+}
+
+// UnitFileChange is one unit file and what happened to it.
+type UnitFileChange struct {
+	Path   string `json:"path"`
+	Change string `json:"change"`
+}
+
+// UnitOutcome is one unit and the state it was left in.
+type UnitOutcome struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// installOutput prints the lines for people and collects the report.
+type installOutput struct {
+	out io.Writer
+	rep InstallReport
+}
+
+func newInstallOutput(opts InstallOptions, dir string) *installOutput {
+	return &installOutput{out: opts.Out, rep: InstallReport{DryRun: opts.DryRun, UnitDir: dir,
+		Files: []UnitFileChange{}, Units: []UnitOutcome{}}}
+}
+
+// say prints a line for people (nothing without Out).
+func (o *installOutput) say(format string, args ...any) {
+	if o.out != nil {
+		fmt.Fprintf(o.out, format, args...)
+	}
+}
+
+func (o *installOutput) file(path, change string) {
+	o.rep.Files = append(o.rep.Files, UnitFileChange{Path: path, Change: change})
+}
+
+func (o *installOutput) unit(name, state, detail string) {
+	o.rep.Units = append(o.rep.Units, UnitOutcome{Name: name, State: state, Detail: detail})
+}
+
+// errNeedsLinux: the units are systemd user units.
+var errNeedsLinux = errors.New("agent-fleet's units are systemd user units: install needs Linux with systemd")
+
+// installBinary is the executable the units run: --binary, else this one,
+// refusing a throwaway build (go run, go test).
+func installBinary(flag string) (string, error) {
+	bin := flag
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		bin = exe
+	}
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = resolved
+	}
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", Usage(fmt.Errorf("%s is not an executable", bin))
+	}
+	if flag == "" && strings.Contains(bin, "/go-build") { // go run, go test
+		return "", Usage(fmt.Errorf("this agent-fleet is a temporary build (%s): install it first (go install ./cmd/agent-fleet), or pass --binary PATH", bin))
+	}
+	return bin, nil
+}
+
+// Install writes the unit files to the user unit directory, reloads the
+// user manager, and enables and starts the broker socket and the cleanup
+// timer (with DryRun: says what it would do). A broker already serving the
+// socket is not disturbed: the socket then waits for it to exit. Errors:
+// units.ErrUnsupported off Linux, ErrNoSystemd without a user manager,
+// a usage error for a bad binary, socket path or unit directory.
+func (f *Factory) Install(ctx context.Context, opts InstallOptions) (*InstallReport, error) {
+	if f.GOOS != "linux" {
+		return nil, fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
+	}
+	bin, err := installBinary(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	p, err := f.Paths()
+	if err != nil {
+		return nil, err
+	}
+	if err := intercom.CheckSocketPath(p.BrokerSocket()); err != nil {
+		return nil, Usage(err)
+	}
+	params := contribsystemd.Params{Binary: bin, AgentDir: p.AgentDir, BrokerSocket: p.BrokerSocket()}
+	if err := params.Check(); err != nil {
+		return nil, Usage(err)
+	}
+	dir, err := units.UserUnitDir(f.Env)
+	if err != nil {
+		return nil, err
+	}
+	var m *units.Systemd
+	if opts.DryRun {
+		// Say now what install would refuse; without a manager, show the plan.
+		if dm, err := connectManager(ctx); err == nil {
+			err = checkUnitPath(ctx, dm, dir)
+			dm.Close()
+			if err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		// Before writing anything: the units must land where this user
+		// manager looks, or enabling them fails with files left behind.
+		if m, err = connectManager(ctx); err != nil {
+			return nil, err
+		}
+		defer m.Close()
+		if err := checkUnitPath(ctx, m, dir); err != nil {
+			return nil, err
+		}
+	}
+	o := newInstallOutput(opts, dir)
+	files := contribsystemd.Render(params)
+	verb := map[bool]string{true: "would ", false: ""}[opts.DryRun]
+	changed := map[string]bool{}
+	for _, name := range contribsystemd.Names {
+		path := filepath.Join(dir, name)
+		old, err := os.ReadFile(path)
+		switch {
+		case err == nil && bytes.Equal(old, files[name]):
+			o.say("%s: unchanged\n", path)
+			o.file(path, "unchanged")
+			continue
+		case err == nil:
+			o.say("%s: %supdate\n", path, verb)
+			o.file(path, "update")
+		default:
+			o.say("%s: %screate\n", path, verb)
+			o.file(path, "create")
+		}
+		changed[name] = true
+		if opts.DryRun {
+			o.say("---\n%s---\n", files[name])
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := writeUnitFile(path, files[name]); err != nil {
+			return nil, err
+		}
+	}
+	if opts.DryRun {
+		o.say("Would reload the user manager, enable and start %s (listening on %s) and %s (runs %s cleanup --execute on %s every 5 min).\n",
+			contribsystemd.BrokerSocket, p.BrokerSocket(), contribsystemd.CleanupTimer, bin, p.AgentDir)
+		o.unit(contribsystemd.BrokerSocket, "listening", p.BrokerSocket())
+		o.unit(contribsystemd.CleanupTimer, "active", "every 5 min")
+		return &o.rep, nil
+	}
+	if err := m.Reload(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.EnableUnitFiles(ctx, contribsystemd.Enabled...); err != nil {
+		return nil, err
+	}
+	if err := installBrokerSocket(ctx, o, m, p, changed); err != nil {
+		return nil, err
+	}
+	if changed[contribsystemd.CleanupTimer] || changed[contribsystemd.CleanupService] {
+		// A running timer keeps its old schedule until restarted.
+		_ = m.StopUnit(ctx, contribsystemd.CleanupTimer)
+	}
+	if err := m.StartUnit(ctx, contribsystemd.CleanupTimer); err != nil {
+		return nil, err
+	}
+	o.say("%s: enabled and active (runs %s cleanup --execute on %s every 5 min)\n",
+		contribsystemd.CleanupTimer, bin, p.AgentDir)
+	o.unit(contribsystemd.CleanupTimer, "active", "every 5 min")
+	return &o.rep, nil
+}
+
+// errUnitPath: the user manager does not read the unit directory install
+// writes to (exit 2: set XDG_CONFIG_HOME to the manager's).
+var errUnitPath = errors.New("the user manager does not load unit files from this directory")
+
+// checkUnitPath refuses a unit directory the manager does not search: a
+// manager reads the configuration directory of the XDG_CONFIG_HOME it
+// started with, which a shell may not share (sudo, su, a private manager).
+func checkUnitPath(ctx context.Context, m *units.Systemd, dir string) error {
+	path, err := m.UnitPath(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range path {
+		if filepath.Clean(d) == filepath.Clean(dir) {
+			return nil
+		}
+		a, err1 := os.Stat(d)
+		b, err2 := os.Stat(dir)
+		if err1 == nil && err2 == nil && os.SameFile(a, b) {
+			return nil
+		}
+	}
+	var user []string
+	for _, d := range path {
+		if strings.HasSuffix(filepath.Clean(d), "/systemd/user") && !strings.HasPrefix(d, "/etc/") && !strings.HasPrefix(d, "/usr/") && !strings.HasPrefix(d, "/run/systemd/") && !strings.HasPrefix(d, "/lib/") {
+			user = append(user, d)
+		}
+	}
+	hint := ""
+	if len(user) > 0 {
+		hint = fmt.Sprintf("; it reads %s: run install with XDG_CONFIG_HOME=%s", strings.Join(user, ", "), strings.TrimSuffix(filepath.Clean(user[0]), "/systemd/user"))
+	}
+	return Usage(fmt.Errorf("%w: %s%s", errUnitPath, dir, hint))
+}
+
+// installBrokerSocket starts the broker's socket unit, or says why it waits.
+// A running socket whose unit changed is restarted (with the broker it
+// started: its sessions reconnect); a broker that serves the socket without
+// it (started on demand, or a TypeScript one) is never disturbed: the
+// enabled socket takes over once it exits, through the factory's broker starter.
+func installBrokerSocket(ctx context.Context, o *installOutput, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
+	sock, svc := contribsystemd.BrokerSocket, contribsystemd.BrokerService
+	st, err := m.Unit(ctx, sock)
+	if err != nil {
+		return err
+	}
+	if st.Running() {
+		svcState, _ := m.Unit(ctx, svc)
+		switch {
+		case changed[sock]:
+			// A new address needs a new socket; the broker serving the old one
+			// goes with it.
+			if err := m.StopUnit(ctx, sock); err != nil {
+				return err
+			}
+			if err := m.StopUnit(ctx, svc); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+				return err
+			}
+		case changed[svc] && svcState.Running():
+			o.say("%s: the running broker (pid %d) keeps its old settings until it exits; the next activation uses the new ones\n",
+				svc, svcState.MainPID)
+		}
+	}
+	if st, err = m.Unit(ctx, sock); err != nil {
+		return err
+	}
+	if !st.Running() {
+		if h, detail := intercom.ProbeBroker(ctx, p); h != intercom.Unreachable {
+			who := "an incompatible broker (" + detail + ")"
+			if h == intercom.Compatible {
+				if stats, err := (&intercom.LocalAPIClient{Path: p.LocalAPISocket()}).Stats(ctx); err == nil {
+					who = fmt.Sprintf("agent-fleet's broker (pid %d, %d session%s)", stats.PID, stats.Sessions, map[bool]string{true: "", false: "s"}[stats.Sessions == 1])
+				} else {
+					who = "a compatible broker without agent-fleet's local API (a TypeScript adapter's)"
+				}
+			}
+			o.say("%s: enabled; not started yet because %s serves %s: the socket takes over when it exits (5 s after its last session leaves), when the next client starts a broker\n",
+				sock, who, p.BrokerSocket())
+			o.unit(sock, "waiting", who+" serves "+p.BrokerSocket())
+			return nil
+		}
+		_ = m.ResetFailed(ctx, svc)
+		_ = m.ResetFailed(ctx, sock)
+		if err := m.StartUnit(ctx, sock); err != nil {
+			return fmt.Errorf("start %s: %w", sock, err)
+		}
+	}
+	o.say("%s: enabled and listening on %s (the broker starts on the first connection)\n", sock, p.BrokerSocket())
+	o.unit(sock, "listening", p.BrokerSocket())
+	return nil
+}
+
+// Uninstall stops, disables and removes what Install added, and reloads
+// the user manager (with DryRun: says what it would do).
+func (f *Factory) Uninstall(ctx context.Context, opts InstallOptions) (*InstallReport, error) {
+	if f.GOOS != "linux" {
+		return nil, fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
+	}
+	dir, err := units.UserUnitDir(f.Env)
+	if err != nil {
+		return nil, err
+	}
+	o := newInstallOutput(opts, dir)
+	var present []string
+	for _, name := range contribsystemd.Names {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			present = append(present, filepath.Join(dir, name))
+		}
+	}
+	if len(present) == 0 {
+		o.say("agent-fleet's units are not installed in %s.\n", dir)
+		return &o.rep, nil
+	}
+	// Socket before service: a connection in between would start the
+	// broker again. Timer before the janitor it runs.
+	stopOrder := []string{contribsystemd.BrokerSocket, contribsystemd.BrokerService, contribsystemd.CleanupTimer, contribsystemd.CleanupService}
+	if opts.DryRun {
+		o.say("Would stop %s, disable %s, remove:\n  %s\nand reload the user manager.\n",
+			strings.Join(stopOrder, ", "), strings.Join(contribsystemd.Enabled, " and "), strings.Join(present, "\n  "))
+		for _, name := range stopOrder {
+			o.unit(name, "stopped", "")
+		}
+		for _, path := range present {
+			o.file(path, "remove")
+		}
+		return &o.rep, nil
+	}
+	m, err := connectManager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	for _, name := range stopOrder {
+		if err := m.StopUnit(ctx, name); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+			return nil, err
+		}
+		o.say("stopped %s\n", name)
+		o.unit(name, "stopped", "")
+	}
+	if err := m.DisableUnitFiles(ctx, contribsystemd.Enabled...); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+		return nil, err
+	}
+	for _, path := range present {
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+		o.say("removed %s\n", path)
+		o.file(path, "remove")
+	}
+	if err := m.Reload(ctx); err != nil {
+		return nil, err
+	}
+	for _, name := range stopOrder {
+		_ = m.ResetFailed(ctx, name) // leave no failed unit behind
+	}
+	return &o.rep, nil
+}
+
+// writeUnitFile writes a unit file atomically, 0644 as systemctl does.
+func writeUnitFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// connectManager reaches the caller's user manager (exit 6 without one).
+func connectManager(ctx context.Context) (*units.Systemd, error) {
+	m, err := units.Connect(ctx, units.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoSystemd, err)
+	}
+	return m, nil
+}
