@@ -194,7 +194,7 @@ func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, st
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if st, err := api.Stats(cctx); err == nil {
-		return "broker", CheckOK, fmt.Sprintf("agent-fleet broker pid %d, %s", st.PID, plural(st.Sessions, "session")), ""
+		return "broker", CheckOK, fmt.Sprintf("agent-fleet broker pid %d, %s", st.PID, Plural(st.Sessions, "session")), ""
 	}
 	return "broker", CheckWarn, "a compatible TypeScript broker (" + wire.ProtocolName + " v4) without agent-fleet's local API: lease activity falls back to sender ids",
 		"let it exit (it does 5 s after its last session) so agent-fleet starts its own"
@@ -368,9 +368,10 @@ func harnessVersion(ctx context.Context, path string) string {
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 }
 
-// plural is "1 session", "2 sessions", "2 processes": the counts of
-// fleet's texts agree with their nouns.
-func plural(n int, what string) string {
+// Plural is "1 session", "2 sessions", "2 processes": counts in texts
+// for people and models agree with their nouns. The CLI's and MCP's
+// texts (internal/output) use it too.
+func Plural(n int, what string) string {
 	switch {
 	case n == 1:
 		return "1 " + what

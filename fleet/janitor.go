@@ -121,7 +121,7 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 	}
 	if cutoff := f.cfg.Now().Add(-f.cfg.Leases.Retention); opts.Execute {
 		if n, err := f.cfg.Registry.Prune(ctx, cutoff); err == nil && n > 0 {
-			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", plural(n, "ended record"), f.cfg.Leases.Retention), Done: true})
+			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended record"), f.cfg.Leases.Retention), Done: true})
 		}
 	}
 	for _, a := range f.tidyFiles(ctx, opts.Execute) {

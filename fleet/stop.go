@@ -136,7 +136,7 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*Sto
 		r.EndedAt = f.cfg.Now()
 		switch {
 		case len(survivors) > 0:
-			r.State, r.LastError = StateFailed, fmt.Sprintf("cleanup incomplete: %s survived SIGKILL", plural(len(survivors), "process"))
+			r.State, r.LastError = StateFailed, fmt.Sprintf("cleanup incomplete: %s survived SIGKILL", Plural(len(survivors), "process"))
 		case stopErr != nil:
 			r.State, r.LastError = StateFailed, "stop could not be verified: "+stopErr.Error()
 		default:
@@ -150,7 +150,7 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*Sto
 	res.Worker, res.Survivors = updated, survivors
 	switch {
 	case len(survivors) > 0:
-		return res, fmt.Errorf("stop %s: %w: %s survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, plural(len(survivors), "process"), survivors)
+		return res, fmt.Errorf("stop %s: %w: %s survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, Plural(len(survivors), "process"), survivors)
 	case stopErr != nil:
 		return res, fmt.Errorf("stop %s: %w: %v", w.ID, ErrCleanupIncomplete, stopErr)
 	}

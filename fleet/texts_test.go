@@ -10,11 +10,11 @@ import (
 // Counts in fleet's texts (doctor, the janitor, stop) agree with their
 // nouns.
 func TestPlural(t *testing.T) {
-	require.Equal(t, "1 session", plural(1, "session"))
-	require.Equal(t, "0 sessions", plural(0, "session"))
-	require.Equal(t, "1 process", plural(1, "process"))
-	require.Equal(t, "2 processes", plural(2, "process"))
-	require.Equal(t, "1 ended record", plural(1, "ended record"))
+	require.Equal(t, "1 session", Plural(1, "session"))
+	require.Equal(t, "0 sessions", Plural(0, "session"))
+	require.Equal(t, "1 process", Plural(1, "process"))
+	require.Equal(t, "2 processes", Plural(2, "process"))
+	require.Equal(t, "1 ended record", Plural(1, "ended record"))
 }
 
 // The janitor's reasons are data: RFC 3339 in UTC whatever the zone of the

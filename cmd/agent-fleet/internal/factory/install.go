@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -294,7 +295,7 @@ func installBrokerSocket(ctx context.Context, o *installOutput, m *units.Systemd
 			who := "an incompatible broker (" + detail + ")"
 			if h == intercom.Compatible {
 				if stats, err := (&intercom.LocalAPIClient{Path: p.LocalAPISocket()}).Stats(ctx); err == nil {
-					who = fmt.Sprintf("agent-fleet's broker (pid %d, %d session%s)", stats.PID, stats.Sessions, map[bool]string{true: "", false: "s"}[stats.Sessions == 1])
+					who = fmt.Sprintf("agent-fleet's broker (pid %d, %s)", stats.PID, fleet.Plural(stats.Sessions, "session"))
 				} else {
 					who = "a compatible broker without agent-fleet's local API (a TypeScript adapter's)"
 				}

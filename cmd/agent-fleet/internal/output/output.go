@@ -16,6 +16,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
 )
 
 // Surface is who reads a text.
@@ -65,15 +67,7 @@ func Failure(err error) map[string]any {
 	return map[string]any{"ok": false, "error": err.Error()}
 }
 
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	if strings.HasSuffix(what, "s") {
-		return fmt.Sprintf("%d %ses", n, what) // process, processes
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
+func plural(n int, what string) string { return fleet.Plural(n, what) }
 
 // wasWere is the verb that agrees with n things.
 func wasWere(n int) string {
