@@ -219,14 +219,11 @@ var errNoSockets = errors.New("no user bus")
 // systemd --user run as root logs to /dev/console, so its own log is
 // usually empty.
 func (m *PrivateManager) stuckReport() string {
-	proc := "/proc/" + strconv.Itoa(m.PID)
 	state := "?"
-	if st, err := os.ReadFile(proc + "/stat"); err == nil {
-		if _, rest, ok := strings.Cut(string(st), ") "); ok {
-			state, _, _ = strings.Cut(rest, " ")
-		}
+	if fields := procStat(m.PID); len(fields) > 0 {
+		state = fields[0]
 	}
-	wchan, _ := os.ReadFile(proc + "/wchan")
+	wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", m.PID))
 	var made []string
 	for _, p := range []string{"systemd/private", "bus"} {
 		if _, err := os.Lstat(filepath.Join(m.RuntimeDir, p)); err == nil {
@@ -240,23 +237,18 @@ func (m *PrivateManager) stuckReport() string {
 // cgroupCommands names the processes in the manager's cgroup (the bus
 // daemon among them once socket activation started it), at most 10.
 func (m *PrivateManager) cgroupCommands() []string {
+	if m.Cgroup == "" {
+		return nil
+	}
+	cg, err := OpenCgroups("")
+	if err != nil {
+		return nil
+	}
+	pids, _ := cg.Procs(m.Cgroup)
 	var names []string
-	for _, dir := range m.CgroupDirs {
-		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" || len(names) >= 10 {
-				return nil
-			}
-			data, _ := os.ReadFile(path)
-			for _, f := range strings.Fields(string(data)) {
-				comm, _ := os.ReadFile("/proc/" + f + "/comm")
-				if c := strings.TrimSpace(string(comm)); c != "" && len(names) < 10 {
-					names = append(names, c)
-				}
-			}
-			return nil
-		})
-		if len(names) > 0 {
-			break // one hierarchy says it
+	for _, p := range cg.Processes(pids[:min(len(pids), 10)]) {
+		if p.Name != "" {
+			names = append(names, p.Name)
 		}
 	}
 	return names
@@ -562,16 +554,22 @@ func (m *PrivateManager) startReaper(opts BootOptions, watchStart string) error 
 // ticks since boot), "" if the process is gone or a zombie. With the pid it
 // identifies a process across pid reuse.
 func ProcessStartTime(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	fields := procStat(pid)
 	if len(fields) < 20 || fields[0] == "Z" {
 		return ""
 	}
 	return fields[19]
+}
+
+// procStat is /proc/<pid>/stat's fields after the command name (which may
+// hold spaces and parentheses): state first; nil when unreadable.
+func procStat(pid int) []string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(data)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 }
 
 // lockFile takes an exclusive flock on path, waiting up to timeout or
