@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -37,6 +38,25 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return master, slave
 }
 
+// onTerminal runs cmd with its stderr on a fresh pty (stdout to stdout)
+// and returns what the terminal showed and how cmd ended.
+func onTerminal(t *testing.T, cmd *exec.Cmd, stdout io.Writer) (string, error) {
+	t.Helper()
+	master, slave := openPTY(t)
+	cmd.Stdout, cmd.Stderr = stdout, slave
+	require.NoError(t, cmd.Start())
+	slave.Close()
+	shown := make(chan string, 1)
+	go func() {
+		var b bytes.Buffer
+		_, _ = io.Copy(&b, master) // until the last writer closes (EIO)
+		shown <- b.String()
+	}()
+	err := cmd.Wait()
+	master.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return <-shown, err
+}
+
 // A stop of two workers that ignore SIGTERM, with stderr on a terminal:
 // both are stopped at once, each signal is shown as it is sent, and the
 // grace is --timeout's.
@@ -55,21 +75,8 @@ func TestStopShowsItsSignalsOnATerminal(t *testing.T) {
 		require.Eventually(t, func() bool { _, err := os.Stat(trapped); return err == nil }, 30*time.Second, 10*time.Millisecond)
 	}
 
-	master, slave := openPTY(t)
-	cmd := fleetAs(t, dir, "agent-tty", nil, "stop", "tty-a", "tty-b", "--timeout", "2s")
 	var stdout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, slave
-	require.NoError(t, cmd.Start())
-	slave.Close()
-	shown := make(chan string, 1)
-	go func() {
-		var b bytes.Buffer
-		_, _ = io.Copy(&b, master) // until the last writer closes (EIO)
-		shown <- b.String()
-	}()
-	err := cmd.Wait()
-	master.SetReadDeadline(time.Now().Add(5 * time.Second))
-	text := <-shown
+	text, err := onTerminal(t, fleetAs(t, dir, "agent-tty", nil, "stop", "tty-a", "tty-b", "--timeout", "2s"), &stdout)
 	require.NoError(t, err, "stdout:\n%s\nterminal:\n%s", stdout.String(), text)
 	for _, id := range ids {
 		require.Contains(t, text, id+": SIGTERM sent; SIGKILL in 2 s")
@@ -100,26 +107,13 @@ func TestEmptyLogIsNotedOnATerminal(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	t.Cleanup(func() { _ = fleetAs(t, dir, "agent-tty", nil, "stop", "tty-quiet", "--kill").Run() })
 
-	master, slave := openPTY(t)
-	cmd := fleetAs(t, dir, "agent-tty", nil, "logs", "tty-quiet")
 	var stdout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, slave
-	require.NoError(t, cmd.Start())
-	slave.Close()
-	shown := make(chan string, 1)
-	go func() {
-		var b bytes.Buffer
-		_, _ = io.Copy(&b, master) // until the last writer closes (EIO)
-		shown <- b.String()
-	}()
-	err = cmd.Wait()
-	master.SetReadDeadline(time.Now().Add(5 * time.Second))
-	text := <-shown
+	text, err := onTerminal(t, fleetAs(t, dir, "agent-tty", nil, "logs", "tty-quiet"), &stdout)
 	require.NoError(t, err, "stdout:\n%s\nterminal:\n%s", stdout.String(), text)
 	require.Empty(t, stdout.String())
 	require.Equal(t, "agent-fleet: the log of tty-quiet is empty\r\n", text)
 
-	cmd = fleetAs(t, dir, "agent-tty", nil, "logs", "tty-quiet")
+	cmd := fleetAs(t, dir, "agent-tty", nil, "logs", "tty-quiet")
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run())
