@@ -81,6 +81,18 @@ type recorded struct {
 	err       error
 }
 
+// loseRegistry deletes the registry file under the running workers and
+// opens a fresh one in its place, as a user who deleted it would leave it.
+func (w *world) loseRegistry() {
+	w.t.Helper()
+	path := fleet.RegistryPath(w.p)
+	require.NoError(w.t, os.Remove(path))
+	w.reg.Close()
+	reg, err := fleet.OpenRegistry(ctx, path)
+	require.NoError(w.t, err)
+	w.reg = reg
+}
+
 func (w *world) manager(id string, now func() time.Time) *manager {
 	w.t.Helper()
 	m := &manager{got: make(chan *intercom.InboundMessage, 64), recorded: make(chan recorded, 64)}
@@ -671,11 +683,7 @@ func TestRebuiltRecordKeepsWhatTheUnitKnows(t *testing.T) {
 	require.NoError(t, err)
 	require.NotZero(t, orig.LeaseDeadline, "an agent's worker has an idle lease")
 
-	path := fleet.RegistryPath(w.p)
-	require.NoError(t, os.Remove(path))
-	w.reg.Close()
-	w.reg, err = fleet.OpenRegistry(ctx, path)
-	require.NoError(t, err)
+	w.loseRegistry()
 	rep, err := w.fleet("boss").Reconcile(ctx)
 	require.NoError(t, err)
 	require.Len(t, rep.Recovered, 1)
@@ -712,11 +720,7 @@ func TestRebuiltRecordKeepsItsSpawnLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.DefaultLeasePolicy.Default, adopted.LeaseDuration, "an agent adopting a worker without a lease gives it the default")
 
-	path := fleet.RegistryPath(w.p)
-	require.NoError(t, os.Remove(path))
-	w.reg.Close()
-	w.reg, err = fleet.OpenRegistry(ctx, path)
-	require.NoError(t, err)
+	w.loseRegistry()
 	rep, err := w.fleet("boss").Reconcile(ctx)
 	require.NoError(t, err)
 	require.Len(t, rep.Recovered, 4)
