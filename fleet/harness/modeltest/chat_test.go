@@ -330,3 +330,14 @@ func (r *recorder) errs() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.errors...)
 }
+
+// Respond answers from the request: the model echoes what it was asked.
+func TestChatRespondFromRequest(t *testing.T) {
+	s := Start(t, Step{Respond: func(r *Request) Reply {
+		return Reply{ToolCalls: []ToolCall{Call("reply", map[string]string{"message": "re: " + r.Prompt()})}}
+	}})
+	_, calls, _ := assembled(t, stream(t, post(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"ask 42"}]}`)))
+	require.Len(t, calls, 1)
+	require.JSONEq(t, `{"message":"re: ask 42"}`, string(calls[0].Input))
+	require.NotEmpty(t, calls[0].ID, "ids are made up for a Respond's calls too")
+}

@@ -235,7 +235,10 @@ func (s *Server) take(req *Request) (Reply, int) {
 		}
 	}
 	rep := st.Reply
-	rep.ToolCalls = append([]ToolCall(nil), st.Reply.ToolCalls...)
+	if st.Respond != nil {
+		rep = st.Respond(req)
+	}
+	rep.ToolCalls = append([]ToolCall(nil), rep.ToolCalls...)
 	for i := range rep.ToolCalls {
 		if rep.ToolCalls[i].ID == "" {
 			rep.ToolCalls[i].ID = fmt.Sprintf("call_mt%d_%d", id, i)
