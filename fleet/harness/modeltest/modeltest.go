@@ -235,7 +235,10 @@ func (s *Server) take(req *Request) (Reply, int) {
 		}
 	}
 	rep := st.Reply
-	rep.ToolCalls = append([]ToolCall(nil), st.Reply.ToolCalls...)
+	if st.Respond != nil {
+		rep = st.Respond(req)
+	}
+	rep.ToolCalls = append([]ToolCall(nil), rep.ToolCalls...)
 	for i := range rep.ToolCalls {
 		if rep.ToolCalls[i].ID == "" {
 			rep.ToolCalls[i].ID = fmt.Sprintf("call_mt%d_%d", id, i)
@@ -265,7 +268,7 @@ type codec interface {
 	fail(w http.ResponseWriter, e *Error)
 }
 
-var codecs = []codec{}
+var codecs = []codec{chatCodec{}}
 
 func codecFor(p string) codec {
 	for _, c := range codecs {

@@ -37,6 +37,10 @@ type Step struct {
 	Expect func(*Request) error
 	// Reply is what the model answers.
 	Reply Reply
+	// Respond, when set, makes the answer from the request instead of
+	// Reply: a model that answers what it was asked (an ask's id). It
+	// runs with the server locked and must not call the Server.
+	Respond func(*Request) Reply
 	// Times answers this many consecutive requests with Reply (0 = 1):
 	// a harness retries a 429 before it gives up.
 	Times int
