@@ -81,8 +81,15 @@ func (w *harnessWorld) must(args ...string) string {
 
 func (w *harnessWorld) spawn(id, kind string, args ...string) output.Worker {
 	w.t.Helper()
+	return w.spawnCmd(id, kind, []string{filepath.Join(w.bin, kind)}, args...)
+}
+
+// spawnCmd spawns a worker running command (a real harness, with its own
+// arguments) in place of the stand-in.
+func (w *harnessWorld) spawnCmd(id, kind string, command []string, args ...string) output.Worker {
+	w.t.Helper()
 	all := append([]string{"spawn", "--id", id, "--kind", kind, "--json", "--env", TurnBackoffEnv + "=400ms"}, args...)
-	all = append(all, "--", filepath.Join(w.bin, kind))
+	all = append(append(all, "--"), command...)
 	out := w.must(all...)
 	var v output.Worker
 	require.NoError(w.t, json.Unmarshal([]byte(out), &v), out)
