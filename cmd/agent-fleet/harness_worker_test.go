@@ -90,12 +90,19 @@ func (w *harnessWorld) must(args ...string) string {
 
 func (w *harnessWorld) spawn(id, kind string, args ...string) output.Worker {
 	w.t.Helper()
-	all := append([]string{"spawn", "--id", id, "--kind", kind, "--json", "--env", TurnBackoffEnv + "=400ms"}, args...)
 	exe := filepath.Join(w.bin, kind)
 	if real := w.real[kind]; real != "" {
 		exe = real
 	}
-	all = append(all, "--", exe)
+	return w.spawnCmd(id, kind, []string{exe}, args...)
+}
+
+// spawnCmd spawns a worker running command (a real harness, with its own
+// arguments) in place of the stand-in.
+func (w *harnessWorld) spawnCmd(id, kind string, command []string, args ...string) output.Worker {
+	w.t.Helper()
+	all := append([]string{"spawn", "--id", id, "--kind", kind, "--json", "--env", TurnBackoffEnv + "=400ms"}, args...)
+	all = append(append(all, "--"), command...)
 	out := w.must(all...)
 	var v output.Worker
 	require.NoError(w.t, json.Unmarshal([]byte(out), &v), out)
