@@ -265,7 +265,7 @@ type codec interface {
 	fail(w http.ResponseWriter, e *Error)
 }
 
-var codecs = []codec{}
+var codecs = []codec{anthropicCodec{}}
 
 func codecFor(p string) codec {
 	for _, c := range codecs {
