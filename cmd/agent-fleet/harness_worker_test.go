@@ -35,6 +35,9 @@ type harnessWorld struct {
 	boss *listener
 	// piAdapter, when set, is the pi-mcp-adapter directory spawn is told of.
 	piAdapter string
+	// harness names, by kind, a real harness executable spawn runs in
+	// place of the stand-in.
+	harness map[string]string
 }
 
 func newHarnessWorld(t *testing.T) *harnessWorld {
@@ -82,7 +85,11 @@ func (w *harnessWorld) must(args ...string) string {
 func (w *harnessWorld) spawn(id, kind string, args ...string) output.Worker {
 	w.t.Helper()
 	all := append([]string{"spawn", "--id", id, "--kind", kind, "--json", "--env", TurnBackoffEnv + "=400ms"}, args...)
-	all = append(all, "--", filepath.Join(w.bin, kind))
+	exe := filepath.Join(w.bin, kind)
+	if real := w.harness[kind]; real != "" {
+		exe = real
+	}
+	all = append(all, "--", exe)
 	out := w.must(all...)
 	var v output.Worker
 	require.NoError(w.t, json.Unmarshal([]byte(out), &v), out)
