@@ -82,18 +82,6 @@ func refused(refusals ...string) func(*modeltest.Request) error {
 	}
 }
 
-// lacks is an Expect that the harness did not offer the named tools.
-func lacks(names ...string) func(*modeltest.Request) error {
-	return func(r *modeltest.Request) error {
-		for _, n := range names {
-			if r.HasTool(n) {
-				return fmt.Errorf("tool %q offered (offered: %s)", n, strings.Join(r.Tools, ", "))
-			}
-		}
-		return nil
-	}
-}
-
 var askIDRE = regexp.MustCompile(`ask (\S+), awaiting your reply`)
 
 // answerAsk is a Respond that answers the ask in the turn's prompt with
@@ -122,7 +110,7 @@ func TestRealOpencodeTurnsAgainstScriptedModel(t *testing.T) {
 		modeltest.Step{Name: "task", API: modeltest.ChatCompletions,
 			Expect: modeltest.All(modeltest.PromptContains("Your task from boss:\n\nsay hello"),
 				modeltest.Offers("agent-fleet_intercom_send", "agent-fleet_intercom_reply", "read", "write", "bash"),
-				lacks("agent-fleet_agent_fleet")),
+				modeltest.Lacks("agent-fleet_agent_fleet")),
 			Reply: modeltest.Reply{Text: "hello from opencode", Usage: modeltest.Usage{Input: 1200, Output: 30, CacheRead: 400}}},
 		modeltest.Step{Name: "send", Expect: modeltest.PromptContains("tell boss you started"),
 			Reply: modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.Call("agent-fleet_intercom_send",
@@ -207,7 +195,7 @@ func TestRealOpencodeWorker(t *testing.T) {
 	s := modeltest.Start(t,
 		modeltest.Step{Name: "task", Expect: modeltest.All(
 			modeltest.PromptContains(`You are "oc-w", a coding agent (opencode)`, "Your task from boss:\n\nWrite the parser"),
-			modeltest.Offers("agent-fleet_intercom_send", "agent-fleet_intercom_reply"), lacks("agent-fleet_agent_fleet")),
+			modeltest.Offers("agent-fleet_intercom_send", "agent-fleet_intercom_reply"), modeltest.Lacks("agent-fleet_agent_fleet")),
 			Reply: modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.Call("agent-fleet_intercom_send",
 				map[string]string{"to": "boss", "message": "oc-w: the parser is under way"})}}},
 		modeltest.Step{Name: "after send", Expect: modeltest.ToolResultContains("Message sent to boss."),
@@ -240,7 +228,7 @@ func TestRealOpencodeWorker(t *testing.T) {
 	// Read-only: OpenCode offers no tool that writes or runs commands,
 	// and refuses the model's calls of them.
 	ro := modeltest.Start(t,
-		modeltest.Step{Name: "write", Expect: lacks("write", "edit", "bash"),
+		modeltest.Step{Name: "write", Expect: modeltest.Lacks("write", "edit", "bash"),
 			Reply: modeltest.Reply{ToolCalls: []modeltest.ToolCall{
 				modeltest.Call("write", map[string]string{"filePath": filepath.Join(cwd, "notes.txt"), "content": "x"}),
 				modeltest.Call("bash", map[string]string{"command": "touch ran.txt", "description": "touch"}),

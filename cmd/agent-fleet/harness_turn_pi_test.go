@@ -104,7 +104,7 @@ func TestRealPiTurnsAgainstScriptedModel(t *testing.T) {
 	s := modeltest.Start(t,
 		modeltest.Step{Name: "task", API: modeltest.ChatCompletions, Expect: modeltest.All(
 			modeltest.PromptContains("Your task from boss:\n\nsay hello"),
-			modeltest.Offers("intercom_send", "intercom_reply", "read", "bash", "edit", "write"), lacks("agent_fleet"),
+			modeltest.Offers("intercom_send", "intercom_reply", "read", "bash", "edit", "write"), modeltest.Lacks("agent_fleet"),
 			func(r *modeltest.Request) error {
 				if !strings.Contains(r.System, `You are "pi-turn", a coding agent (pi)`) {
 					return fmt.Errorf("the mandate is not in the system prompt: %.200q", r.System)
@@ -188,7 +188,7 @@ func TestRealPiWorker(t *testing.T) {
 
 	s := modeltest.Start(t,
 		modeltest.Step{Name: "task", Expect: modeltest.All(modeltest.PromptContains("Your task from boss:\n\nWrite the parser"),
-			modeltest.Offers("intercom_send", "intercom_reply"), lacks("agent_fleet")),
+			modeltest.Offers("intercom_send", "intercom_reply"), modeltest.Lacks("agent_fleet")),
 			Reply: modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.Call("intercom_send",
 				map[string]string{"to": "boss", "message": "pi-w: the parser is under way"})}}},
 		modeltest.Step{Name: "after send", Expect: modeltest.ToolResultContains("Message sent to boss."),
@@ -218,7 +218,7 @@ func TestRealPiWorker(t *testing.T) {
 	// Read-only: Pi is given no tool that writes or runs commands, and
 	// refuses the model's calls of them.
 	ro := modeltest.Start(t,
-		modeltest.Step{Name: "write", Expect: lacks("write", "edit", "bash"),
+		modeltest.Step{Name: "write", Expect: modeltest.Lacks("write", "edit", "bash"),
 			Reply: modeltest.Reply{ToolCalls: []modeltest.ToolCall{
 				modeltest.Call("write", map[string]string{"path": filepath.Join(cwd, "notes.txt"), "content": "x"}),
 				modeltest.Call("bash", map[string]string{"command": "touch ran.txt"}),

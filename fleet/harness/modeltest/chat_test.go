@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// post sends a Chat Completions request the way an OpenAI client does.
-func post(t *testing.T, url, body string) *http.Response {
+// postChat sends a Chat Completions request the way an OpenAI client does.
+func postChat(t *testing.T, url, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func assembled(t *testing.T, cs []chunk) (text string, calls []ToolCall, finish 
 func TestChatStreamsTextAndUsage(t *testing.T) {
 	s := Start(t, Step{Name: "hello", API: ChatCompletions, Expect: PromptContains("say pong"),
 		Reply: Reply{Text: "pong — done", Usage: Usage{Input: 100, Output: 7, CacheRead: 40}}})
-	resp := post(t, s.URL+"/v1/chat/completions", `{"model":"scripted","stream":true,"stream_options":{"include_usage":true},
+	resp := postChat(t, s.URL+"/v1/chat/completions", `{"model":"scripted","stream":true,"stream_options":{"include_usage":true},
 		"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"say pong"}]}`)
 	cs := stream(t, resp)
 	text, calls, finish := assembled(t, cs)
@@ -149,7 +149,7 @@ func TestChatStreamsTextAndUsage(t *testing.T) {
 
 func TestChatStreamWithoutUsageOption(t *testing.T) {
 	s := Start(t, Step{Reply: Reply{Text: "x"}})
-	cs := stream(t, post(t, s.URL+"/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	cs := stream(t, postChat(t, s.URL+"/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	for _, c := range cs {
 		require.Nil(t, c.Usage, "usage only when stream_options.include_usage")
 		require.Len(t, c.Choices, 1)
@@ -177,7 +177,7 @@ func TestChatToolCallsAndResults(t *testing.T) {
 		}), Reply: Reply{Text: "sent"}},
 	)
 	tools := `"tools":[{"type":"function","function":{"name":"read","parameters":{}}},{"type":"function","function":{"name":"agent-fleet_intercom_send","parameters":{}}}]`
-	cs := stream(t, post(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,`+tools+`,"messages":[{"role":"user","content":[{"type":"text","text":"tell boss"}]}]}`))
+	cs := stream(t, postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,`+tools+`,"messages":[{"role":"user","content":[{"type":"text","text":"tell boss"}]}]}`))
 	text, calls, finish := assembled(t, cs)
 	require.Empty(t, text)
 	require.Equal(t, "tool_calls", finish)
@@ -192,7 +192,7 @@ func TestChatToolCallsAndResults(t *testing.T) {
 		map[string]any{"id": calls[1].ID, "type": "function", "function": map[string]any{"name": calls[1].Name, "arguments": string(calls[1].Input)}},
 	}})
 	require.NoError(t, err)
-	cs = stream(t, post(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,`+tools+`,"messages":[
+	cs = stream(t, postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,`+tools+`,"messages":[
 		{"role":"user","content":[{"type":"text","text":"tell boss"}]},`+string(asst)+`,
 		{"role":"tool","tool_call_id":"`+calls[0].ID+`","content":"sent to boss"},
 		{"role":"tool","tool_call_id":"call_fixed","content":[{"type":"text","text":"Error: no such file"}]}]}`))
@@ -234,7 +234,7 @@ func TestChatWholeAnswer(t *testing.T) {
 			Completion int `json:"completion_tokens"`
 		} `json:"usage"`
 	}
-	resp := post(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	resp := postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "application/json", resp.Header.Get("content-type"))
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
@@ -246,7 +246,7 @@ func TestChatWholeAnswer(t *testing.T) {
 	require.Equal(t, 2, v.Usage.Completion)
 
 	v.Choices = nil
-	resp = post(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	resp = postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
 	m := v.Choices[0].Message
 	require.Nil(t, m.Content, "no text: content is null")
@@ -265,7 +265,7 @@ func TestChatErrors(t *testing.T) {
 	)
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	for range 2 {
-		resp := post(t, s.URL+"/v1/chat/completions", body)
+		resp := postChat(t, s.URL+"/v1/chat/completions", body)
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		require.Equal(t, "3", resp.Header.Get("retry-after"))
 		var e struct {
@@ -279,12 +279,12 @@ func TestChatErrors(t *testing.T) {
 		require.Equal(t, "rate_limit_error", e.Error.Type)
 		require.NotEmpty(t, e.Error.Message)
 	}
-	resp := post(t, s.URL+"/v1/chat/completions", body)
+	resp := postChat(t, s.URL+"/v1/chat/completions", body)
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
 	require.Empty(t, resp.Header.Get("retry-after"))
 	b, _ := io.ReadAll(resp.Body)
 	require.Contains(t, string(b), `"code":"server_error"`)
-	text, _, _ := assembled(t, stream(t, post(t, s.URL+"/v1/chat/completions", body)))
+	text, _, _ := assembled(t, stream(t, postChat(t, s.URL+"/v1/chat/completions", body)))
 	require.Equal(t, "ok", text)
 }
 
@@ -294,9 +294,9 @@ func TestChatUnexpectedRequestFails(t *testing.T) {
 	rec := &recorder{TB: t}
 	s := Start(rec, Step{Expect: PromptContains("the task"), Reply: Reply{Text: "x"}})
 	s.AllowLeftover()
-	resp := post(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"something else"}]}`)
+	resp := postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"something else"}]}`)
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
-	resp = post(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"wizard","content":"x"}]}`)
+	resp = postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"wizard","content":"x"}]}`)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	b, _ := io.ReadAll(resp.Body)
 	require.Contains(t, string(b), `"type":"invalid_request_error"`)
@@ -336,7 +336,7 @@ func TestChatRespondFromRequest(t *testing.T) {
 	s := Start(t, Step{Respond: func(r *Request) Reply {
 		return Reply{ToolCalls: []ToolCall{Call("reply", map[string]string{"message": "re: " + r.Prompt()})}}
 	}})
-	_, calls, _ := assembled(t, stream(t, post(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"ask 42"}]}`)))
+	_, calls, _ := assembled(t, stream(t, postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"ask 42"}]}`)))
 	require.Len(t, calls, 1)
 	require.JSONEq(t, `{"message":"re: ask 42"}`, string(calls[0].Input))
 	require.NotEmpty(t, calls[0].ID, "ids are made up for a Respond's calls too")

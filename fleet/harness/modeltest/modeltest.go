@@ -268,7 +268,7 @@ type codec interface {
 	fail(w http.ResponseWriter, e *Error)
 }
 
-var codecs = []codec{chatCodec{}, responsesCodec{}}
+var codecs = []codec{anthropicCodec{}, chatCodec{}, responsesCodec{}}
 
 func codecFor(p string) codec {
 	for _, c := range codecs {

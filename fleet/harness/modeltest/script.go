@@ -217,6 +217,19 @@ func Offers(names ...string) func(*Request) error {
 	}
 }
 
+// Lacks is an Expect that the harness offered none of the named tools (a
+// permission mode that takes them away).
+func Lacks(names ...string) func(*Request) error {
+	return func(r *Request) error {
+		for _, n := range names {
+			if r.HasTool(n) {
+				return fmt.Errorf("tool %q offered (offered: %s)", n, strings.Join(r.Tools, ", "))
+			}
+		}
+		return nil
+	}
+}
+
 // PromptContains is an Expect that the user text holds every substring.
 func PromptContains(subs ...string) func(*Request) error {
 	return func(r *Request) error {
