@@ -4,36 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// recordingTB is a testing.TB whose Errorf is recorded, not reported: a
-// test of a failure the server must report.
-type recordingTB struct {
-	*testing.T
-	mu     sync.Mutex
-	errors []string
-}
-
-func (r *recordingTB) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errors = append(r.errors, fmt.Sprintf(format, args...))
-}
-
-func (r *recordingTB) failures() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.errors...)
-}
 
 // event is one server-sent event.
 type event struct {
@@ -355,14 +333,14 @@ func TestAnthropicHousekeeping(t *testing.T) {
 // What the script did not expect fails the test and gets an error the
 // harness stops on.
 func TestAnthropicUnexpected(t *testing.T) {
-	rec := &recordingTB{T: t}
+	rec := &recordingTB{TB: t}
 	s := Start(rec, Step{Name: "only", Expect: PromptContains("hello"), Reply: Reply{Text: "hi"}})
 	good := map[string]any{"model": "m", "max_tokens": 10, "messages": []any{map[string]any{"role": "user", "content": "hello"}}}
 
 	resp := post(t, s.URL+"/v1/messages", map[string]any{"model": "m", "max_tokens": 10, "messages": []any{map[string]any{"role": "user", "content": "bye"}}})
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "Expect refused it")
-	require.Len(t, rec.failures(), 1)
-	require.Contains(t, rec.failures()[0], `step 1 "only" refused the request`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "Expect refused it")
+	require.Len(t, rec.errs(), 1)
+	require.Contains(t, rec.errs()[0], `step 1 "only" refused the request`)
 
 	resp = post(t, s.URL+"/v1/messages", map[string]any{"model": "m", "messages": "not a list"})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
@@ -371,21 +349,21 @@ func TestAnthropicUnexpected(t *testing.T) {
 	require.Equal(t, "invalid_request_error", e.Error.Type)
 	resp = post(t, s.URL+"/v1/messages", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "no model")
-	require.Len(t, rec.failures(), 3)
-	require.Contains(t, rec.failures()[2], "undecodable request: model: field required")
+	require.Len(t, rec.errs(), 3)
+	require.Contains(t, rec.errs()[2], "undecodable request: model: field required")
 
 	resp = post(t, s.URL+"/v1/messages", good)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	resp = post(t, s.URL+"/v1/messages", good)
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
-	require.Contains(t, rec.failures()[3], "request after the script ended")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, rec.errs()[3], "request after the script ended")
 
 	r, err := http.Get(s.URL + "/v1/models")
 	require.NoError(t, err)
 	r.Body.Close()
 	require.Equal(t, http.StatusNotFound, r.StatusCode)
-	require.Contains(t, rec.failures()[4], "unexpected GET /v1/models")
-	require.Len(t, rec.failures(), 5)
+	require.Contains(t, rec.errs()[4], "unexpected GET /v1/models")
+	require.Len(t, rec.errs(), 5)
 }
 
 func TestDeferredTools(t *testing.T) {

@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -291,11 +289,11 @@ func TestChatErrors(t *testing.T) {
 // A request the script did not expect fails the test (checked on a
 // stand-in testing.TB), and is answered with an error the client sees.
 func TestChatUnexpectedRequestFails(t *testing.T) {
-	rec := &recorder{TB: t}
+	rec := &recordingTB{TB: t}
 	s := Start(rec, Step{Expect: PromptContains("the task"), Reply: Reply{Text: "x"}})
 	s.AllowLeftover()
 	resp := postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"something else"}]}`)
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	resp = postChat(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"wizard","content":"x"}]}`)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	b, _ := io.ReadAll(resp.Body)
@@ -304,31 +302,6 @@ func TestChatUnexpectedRequestFails(t *testing.T) {
 	require.Len(t, errs, 2)
 	require.Contains(t, errs[0], "refused the request")
 	require.Contains(t, errs[1], `unknown role "wizard"`)
-}
-
-// recorder is a testing.TB that keeps errors instead of failing.
-type recorder struct {
-	testing.TB
-	mu     sync.Mutex
-	errors []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errors = append(r.errors, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.errors) > 0
-}
-
-func (r *recorder) errs() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.errors...)
 }
 
 // Respond answers from the request: the model echoes what it was asked.

@@ -199,7 +199,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // take records req and finds its answer: an aside's, or the next step's.
-// A request nothing expected gets a 500.
+// A request nothing expected gets a 400 invalid_request_error, which no
+// harness retries: a script failure ends the turn at once.
 func (s *Server) take(req *Request) (Reply, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -213,17 +214,17 @@ func (s *Server) take(req *Request) (Reply, int) {
 	}
 	if s.next >= len(s.steps) {
 		s.fail("request after the script ended: %s", req.summary())
-		return Reply{Error: &Error{Status: http.StatusInternalServerError, Type: "api_error", Message: "modeltest: the script has no step for this request"}}, id
+		return Reply{Error: unexpected("the script has no step for this request")}, id
 	}
 	st := s.steps[s.next]
 	if st.API != "" && st.API != req.API {
 		s.fail("%s expects a %s request, got %s", s.stepName(s.next), st.API, req.summary())
-		return Reply{Error: &Error{Status: http.StatusInternalServerError, Type: "api_error", Message: "modeltest: wrong API for " + s.stepName(s.next)}}, id
+		return Reply{Error: unexpected("wrong API for " + s.stepName(s.next))}, id
 	}
 	if st.Expect != nil {
 		if err := st.Expect(req); err != nil {
 			s.fail("%s refused the request: %v\n  request: %s", s.stepName(s.next), err, req.summary())
-			return Reply{Error: &Error{Status: http.StatusInternalServerError, Type: "api_error", Message: "modeltest: " + s.stepName(s.next) + " refused the request"}}, id
+			return Reply{Error: unexpected(s.stepName(s.next) + " refused the request")}, id
 		}
 	}
 	s.taken++
@@ -248,6 +249,11 @@ func (s *Server) take(req *Request) (Reply, int) {
 		}
 	}
 	return rep, id
+}
+
+// unexpected is the answer to a request the script did not expect.
+func unexpected(why string) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "modeltest: " + why}
 }
 
 // codec is one API's wire format.

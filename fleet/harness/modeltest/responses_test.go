@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -367,11 +366,11 @@ func TestResponsesErrors(t *testing.T) {
 // test (checked on a stand-in testing.TB) and is answered with an error the
 // client sees.
 func TestResponsesUnexpectedRequestFails(t *testing.T) {
-	rec := &failures{TB: t}
+	rec := &recordingTB{TB: t}
 	s := Start(rec, Step{Expect: PromptContains("the task"), Reply: Reply{Text: "x"}})
 	s.AllowLeftover()
 	resp := postResponses(t, s.URL+"/v1/responses", `{"model":"m","input":"something else"}`)
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	resp = postResponses(t, s.URL+"/v1/responses", `{"model":"m","input":[{"type":"hologram"}]}`)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	b, _ := io.ReadAll(resp.Body)
@@ -388,29 +387,4 @@ func TestResponsesUnexpectedRequestFails(t *testing.T) {
 	require.Contains(t, errs[1], `unknown type "hologram"`)
 	require.Contains(t, errs[2], "not JSON")
 	require.Contains(t, errs[3], "unexpected GET /v1/models")
-}
-
-// failures is a testing.TB that keeps errors instead of failing.
-type failures struct {
-	testing.TB
-	mu   sync.Mutex
-	list []string
-}
-
-func (f *failures) Errorf(format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.list = append(f.list, fmt.Sprintf(format, args...))
-}
-
-func (f *failures) Failed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.list) > 0
-}
-
-func (f *failures) errs() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.list...)
 }
