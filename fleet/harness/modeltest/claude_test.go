@@ -101,7 +101,7 @@ func runClaude(t *testing.T, s *Server, cwd, prompt string, env []string, args .
 	return res, cmd.ProcessState.ExitCode()
 }
 
-func TestClaudeCodeTextTurn(t *testing.T) {
+func TestRealClaudeCodeTextTurn(t *testing.T) {
 	t.Parallel()
 	s := Start(t, Step{Name: "answer", API: Anthropic,
 		Expect: All(PromptContains("say pong"), Offers("Bash", "Read", "ToolSearch")),
@@ -131,7 +131,7 @@ func TestClaudeCodeTextTurn(t *testing.T) {
 
 // The model calls tools, one of which fails; Claude Code runs them and
 // sends the results back, and the model answers.
-func TestClaudeCodeToolTurn(t *testing.T) {
+func TestRealClaudeCodeToolTurn(t *testing.T) {
 	t.Parallel()
 	cwd := t.TempDir()
 	notes := filepath.Join(cwd, "notes.txt")
@@ -172,7 +172,7 @@ func TestClaudeCodeToolTurn(t *testing.T) {
 
 // A deferred (MCP-like) tool is loaded with ToolSearch as a real model
 // does; Claude Code then offers it in full.
-func TestClaudeCodeToolSearch(t *testing.T) {
+func TestRealClaudeCodeToolSearch(t *testing.T) {
 	t.Parallel()
 	var loaded *Request
 	s := Start(t,
@@ -202,7 +202,7 @@ func TestClaudeCodeToolSearch(t *testing.T) {
 // default: about three minutes); a retry-after over about a minute makes
 // it give up at once. Giving up, it exits 1 with is_error, the status in
 // api_error_status and the API's message in result.
-func TestClaudeCodeRateLimit(t *testing.T) {
+func TestRealClaudeCodeRateLimit(t *testing.T) {
 	t.Parallel()
 	t.Run("retried", func(t *testing.T) {
 		t.Parallel()
@@ -254,7 +254,7 @@ func requireAPIError(t *testing.T, res claudeResult, status int, kind, result st
 
 // 529 overloaded: three attempts, then it gives up; a 500 is retried like
 // a 429.
-func TestClaudeCodeServerErrors(t *testing.T) {
+func TestRealClaudeCodeServerErrors(t *testing.T) {
 	t.Parallel()
 	t.Run("overloaded", func(t *testing.T) {
 		t.Parallel()
