@@ -68,15 +68,30 @@ func ParseEnv(entries []string) ([]string, error) {
 
 // workerEnv builds a worker's environment: the allowlisted caller
 // variables, the agent directory, the --env entries, then the identity.
+// Every name appears once (systemd refuses a unit environment that names
+// one twice): an --env entry replaces the caller's variable of its name
+// (a worker's own HOME), and of two entries for one name the last wins.
 func workerEnv(callerEnv func(string) string, agentDir string, extra []string, identity map[string]string) []string {
+	last := map[string]int{}
+	for i, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = i
+	}
 	var env []string
 	for _, k := range passedThrough {
+		if _, set := last[k]; set {
+			continue
+		}
 		if v := callerEnv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
 	}
 	env = append(env, EnvAgentDir+"="+agentDir)
-	env = append(env, extra...)
+	for i, kv := range extra {
+		if k, _, _ := strings.Cut(kv, "="); last[k] == i {
+			env = append(env, kv)
+		}
+	}
 	keys := make([]string, 0, len(identity))
 	for k := range identity {
 		keys = append(keys, k)

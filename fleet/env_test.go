@@ -14,3 +14,13 @@ func TestShimKeep(t *testing.T) {
 	unit = append(unit, EnvShimKeep+"="+shimKeep(unit))
 	require.Equal(t, EnvShimKeep+"="+EnvWorkerID+","+EnvSessionID+",MY_INTERCOM_TOKEN", unit[len(unit)-1])
 }
+
+// --env may set a variable the worker would get from its caller (HOME),
+// or one name twice: the unit environment names each once, the --env
+// value (the last one) winning.
+func TestWorkerEnvOverrides(t *testing.T) {
+	caller := map[string]string{"PATH": "/bin", "HOME": "/home/u", "LANG": "C"}
+	env := workerEnv(func(k string) string { return caller[k] }, "/agent",
+		[]string{"HOME=/tmp/w", "A=1", "B=2", "A=3"}, map[string]string{EnvWorkerID: "w1"})
+	require.Equal(t, []string{"PATH=/bin", "LANG=C", EnvAgentDir + "=/agent", "HOME=/tmp/w", "B=2", "A=3", EnvWorkerID + "=w1"}, env)
+}

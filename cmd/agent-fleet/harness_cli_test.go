@@ -273,10 +273,10 @@ func TestRealOpencodeTurn(t *testing.T) {
 	require.Empty(t, stdout)
 }
 
-// Pi's CLI needs a newer Node than this machine has; pi-mcp-adapter's own
-// configuration loader and MCP client (its dist/ code, which runs here)
-// read the --mcp-config file a pi turn gets and connect to agent-fleet's
-// server acting as the worker.
+// pi-mcp-adapter's own configuration loader and MCP client (its dist/
+// code, on the machine's Node) read the --mcp-config file a pi turn gets
+// and connect to agent-fleet's server acting as the worker. Whole pi turns
+// are in harness_turn_pi_test.go.
 func TestPiMCPAdapterReadsTheWorkerConfig(t *testing.T) {
 	t.Parallel()
 	bin, err := filepath.EvalSymlinks(nodeTool(t, "pi-mcp-adapter"))

@@ -35,6 +35,11 @@ type harnessWorld struct {
 	boss *listener
 	// piAdapter, when set, is the pi-mcp-adapter directory spawn is told of.
 	piAdapter string
+	// real names real harness executables by kind, spawned instead of the
+	// stand-ins (their model is a scripted endpoint).
+	real map[string]string
+	// path, when set, is the PATH workers get instead of the test's.
+	path string
 }
 
 func newHarnessWorld(t *testing.T) *harnessWorld {
@@ -65,7 +70,11 @@ func newHarnessWorld(t *testing.T) *harnessWorld {
 func (w *harnessWorld) cli(args ...string) ([]byte, error) {
 	cmd := as(w.t, w.dir, "boss", args...)
 	cmd.Env = append(cmd.Env, unitstest.Require(w.t).Env()...)
-	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"), "HOME="+w.home)
+	path := os.Getenv("PATH")
+	if w.path != "" {
+		path = w.path
+	}
+	cmd.Env = append(cmd.Env, "PATH="+path, "HOME="+w.home)
 	if w.piAdapter != "" {
 		cmd.Env = append(cmd.Env, "AGENT_FLEET_PI_MCP_ADAPTER="+w.piAdapter)
 	}
@@ -81,8 +90,19 @@ func (w *harnessWorld) must(args ...string) string {
 
 func (w *harnessWorld) spawn(id, kind string, args ...string) output.Worker {
 	w.t.Helper()
+	exe := filepath.Join(w.bin, kind)
+	if real := w.real[kind]; real != "" {
+		exe = real
+	}
+	return w.spawnCmd(id, kind, []string{exe}, args...)
+}
+
+// spawnCmd spawns a worker running command (a real harness, with its own
+// arguments) in place of the stand-in.
+func (w *harnessWorld) spawnCmd(id, kind string, command []string, args ...string) output.Worker {
+	w.t.Helper()
 	all := append([]string{"spawn", "--id", id, "--kind", kind, "--json", "--env", TurnBackoffEnv + "=400ms"}, args...)
-	all = append(all, "--", filepath.Join(w.bin, kind))
+	all = append(append(all, "--"), command...)
 	out := w.must(all...)
 	var v output.Worker
 	require.NoError(w.t, json.Unmarshal([]byte(out), &v), out)

@@ -12,8 +12,8 @@ import (
 
 // The command lines below were checked against each CLI's --help (Claude
 // Code 2.1.332, Codex 0.171.0, OpenCode 1.18.33, Pi 1.6.0 documentation)
-// and, for the first three, by running them in CI (cmd/agent-fleet
-// harness_cli_test.go). The prompt always goes on standard input, never in
+// and by running them in CI (cmd/agent-fleet harness_cli_test.go; whole
+// OpenCode and Pi turns against a scripted model in harness_turn_*_test.go). The prompt always goes on standard input, never in
 // argv (no length limit, not visible in ps).
 
 // --- Claude Code: claude -p --output-format json -------------------------
