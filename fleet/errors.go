@@ -32,7 +32,7 @@ var (
 
 	// ErrCorrupt: the registry file is not a SQLite database or fails
 	// PRAGMA quick_check. The file is left as it was; the caller decides
-	// whether to keep it aside and rebuild (issue 6) (exit 1).
+	// whether to keep it aside and rebuild (exit 1).
 	ErrCorrupt = errors.New("registry file is corrupt")
 
 	// ErrInvalidID: a worker id does not match docs/architecture.md's

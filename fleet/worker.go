@@ -93,7 +93,7 @@ type Worker struct {
 	Manager      string
 	FirstManager string
 
-	// Lease fields (docs/architecture.md "Leases"; issue 6 owns their meaning, the
+	// Lease fields (docs/architecture.md "Leases" gives their meaning; the
 	// registry stores them faithfully).
 	LeaseDuration      time.Duration // 0 = no idle lease
 	LeaseDeadline      time.Time     // zero = none

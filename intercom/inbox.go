@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
@@ -22,6 +23,11 @@ const (
 	InboxVersion   = 3
 	MaxSeenKeys    = 4096
 	hashedFPPrefix = "sha256:"
+	// seenSlack is how far past MaxSeenKeys the keys in memory may grow
+	// before they are trimmed back: trimming walks them all, so doing it
+	// for every arrival cost more than everything else a receiver does.
+	// The file never holds more than MaxSeenKeys.
+	seenSlack = MaxSeenKeys / 8
 )
 
 // InboundMessage is a message a session received and stored.
@@ -76,11 +82,12 @@ type inboxFile struct {
 // Safe for concurrent use.
 //
 // Flush (called before acknowledging what was staged) returns once the
-// inbox is on disk; concurrent flushes share one write. Marking messages
-// read and dismissing, deferring or pruning asks are written with the next
-// write, or soon in the background: a crash before that shows a message
-// again or keeps an answered ask pending, the at-least-once the spec
-// allows (§5.4). Close writes everything.
+// inbox is on disk — in its journal (inbox_journal.go) — and concurrent
+// flushes share one write. Marking messages read and dismissing, deferring
+// or pruning asks are written with the next write, or soon in the
+// background: a crash before that shows a message again or keeps an
+// answered ask pending, the at-least-once the spec allows (§5.4). Close
+// writes everything into the inbox file and removes the journal.
 type Inbox struct {
 	path string
 
@@ -93,8 +100,22 @@ type Inbox struct {
 	fps     map[string]string
 	w       *fileWriter
 	// keyJSON caches the JSON string literal of each remembered key: an
-	// inbox rewrites up to MaxSeenKeys of them on every write.
+	// inbox rewrites up to MaxSeenKeys of them on every compaction.
 	keyJSON map[string][]byte
+
+	// The journal (inbox_journal.go). jpending are lines not yet
+	// written; compact makes the next write a snapshot; kind is what the
+	// write under way does. journal, jbytes and the sizes are used by the
+	// one write under way.
+	jpending     []byte
+	compact      bool
+	kind         writeKind
+	failuresSeen uint64
+	journal      *os.File
+	jbytes       int64 // journal bytes on disk
+	snapBytes    int64 // size of the last snapshot written
+	idle         *time.Timer
+	closed       bool
 }
 
 // OpenInbox loads (or starts) the inbox of sessionID, migrating versions 1
@@ -106,15 +127,25 @@ func OpenInbox(p Paths, sessionID string) (*Inbox, error) {
 	}
 	in := newInbox(path)
 	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return in, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return nil, fmt.Errorf("read inbox: %w", err)
+	default:
+		if err := in.load(data, false); err != nil {
+			keepAside(path)
+			in = newInbox(path)
+		}
 	}
-	if err := in.load(data, false); err != nil {
-		keepAside(path)
-		in = newInbox(path)
+	journal, err := readJournal(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(journal) > 0 {
+		in.replay(journal)
+		// What the journal held goes into the file with the first write.
+		in.compact = true
+		in.jbytes = int64(len(journal))
 	}
 	return in, nil
 }
@@ -122,7 +153,8 @@ func OpenInbox(p Paths, sessionID string) (*Inbox, error) {
 func newInbox(path string) *Inbox {
 	in := &Inbox{path: path, next: 1, seenSet: make(map[string]struct{}), fps: make(map[string]string),
 		keyJSON: make(map[string][]byte)}
-	in.w = newFileWriter(path, &in.mu, in.encode)
+	in.w = newFileWriter(path, &in.mu, in.render)
+	in.w.writeFile = in.persist
 	return in
 }
 
@@ -130,17 +162,22 @@ func newInbox(path string) *Inbox {
 // migrating or rewriting its inbox (manager inspection, spec §5.4, §7.4):
 // only version 3 is read; a missing file is an empty inbox.
 func ReadPendingAsks(p Paths, sessionID string) ([]*InboundMessage, error) {
-	data, err := os.ReadFile(p.Inbox(sessionID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	path := p.Inbox(sessionID)
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read inbox: %w", err)
 	}
 	in := newInbox("")
-	if err := in.load(data, true); err != nil {
+	if err == nil {
+		if err := in.load(data, true); err != nil {
+			return nil, err
+		}
+	}
+	journal, err := readJournal(path)
+	if err != nil {
 		return nil, err
 	}
+	in.replay(journal)
 	return in.PendingAsks(), nil
 }
 
@@ -285,6 +322,7 @@ func (in *Inbox) Stage(fromRaw []byte, from wire.SessionInfo, msg *wire.MessageI
 		switch {
 		case !known:
 			in.fps[key] = fp
+			in.compact = true
 			in.w.changed()
 		case strings.HasPrefix(prev, hashedFPPrefix) && prev != fp,
 			!strings.HasPrefix(prev, hashedFPPrefix) && prev != msg.PiFingerprint():
@@ -306,15 +344,17 @@ func (in *Inbox) Stage(fromRaw []byte, from wire.SessionInfo, msg *wire.MessageI
 	}
 	in.remember(key)
 	in.fps[key] = fp
-	in.trimSeen()
+	in.trimSeen(MaxSeenKeys + seenSlack)
+	in.jpending = appendStageRecord(in.jpending, m, fp)
 	in.w.changed()
 	return StageResult{Message: m}
 }
 
-// trimSeen keeps at most MaxSeenKeys remembered keys, always keeping those
-// of unread entries and pending asks.
-func (in *Inbox) trimSeen() {
-	if len(in.seen) <= MaxSeenKeys {
+// trimSeen cuts the remembered keys back to MaxSeenKeys once there are
+// more than limit, always keeping those of unread entries and pending
+// asks.
+func (in *Inbox) trimSeen(limit int) {
+	if len(in.seen) <= limit {
 		return
 	}
 	keep := map[string]bool{}
@@ -364,8 +404,13 @@ func (in *Inbox) Flush() error {
 	return in.w.sync(in.w.changes)
 }
 
-// Close writes what is not written yet.
-func (in *Inbox) Close() error { return in.Flush() }
+// Close writes what is not written yet into the inbox file and removes the
+// journal.
+func (in *Inbox) Close() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.closeJournal()
+}
 
 // changedSoon records a change that need not wait for the disk. Called
 // with mu held.
@@ -375,6 +420,7 @@ func (in *Inbox) changedSoon() {
 }
 
 func (in *Inbox) encode(dst []byte) []byte {
+	in.trimSeen(MaxSeenKeys)
 	b := bytes.NewBuffer(dst)
 	b.WriteString(`{"version":3,"nextSequence":`)
 	b.Write(wire.AppendNumber(nil, float64(in.next)))
@@ -465,6 +511,7 @@ func (in *Inbox) Consume(keys ...string) error {
 	n := len(in.entries)
 	in.entries = slices.DeleteFunc(in.entries, func(m *InboundMessage) bool { return drop[m.Key] })
 	if len(in.entries) != n {
+		in.jpending = appendConsumeRecord(in.jpending, keys)
 		in.changedSoon()
 	}
 	return nil
@@ -480,6 +527,7 @@ func (in *Inbox) DismissAsk(messageID, fromID string) error {
 		return m.Message.ID == messageID && (fromID == "" || m.From.ID == fromID)
 	})
 	if len(in.asks) != n {
+		in.compact = true
 		in.changedSoon()
 	}
 	return nil
@@ -493,6 +541,7 @@ func (in *Inbox) MarkDeferred(messageID, fromID string, at float64) error {
 	for _, a := range in.asks {
 		if a.Message.ID == messageID && a.From.ID == fromID && a.DeferredAt == 0 {
 			a.DeferredAt = at
+			in.compact = true
 			in.changedSoon()
 		}
 	}
@@ -507,6 +556,7 @@ func (in *Inbox) PruneAsks(ttlMs, nowMs float64) error {
 	n := len(in.asks)
 	in.asks = slices.DeleteFunc(in.asks, func(m *InboundMessage) bool { return nowMs-m.ReceivedAt > ttlMs })
 	if len(in.asks) != n {
+		in.compact = true
 		in.changedSoon()
 	}
 	return nil

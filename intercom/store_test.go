@@ -114,7 +114,7 @@ func TestInboxStageDedupConflictAndReload(t *testing.T) {
 	p := NewPaths(t.TempDir())
 	in, err := OpenInbox(p, "alpha")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
+	t.Cleanup(func() { _ = in.Close() }) // before the temp dir goes
 	r := stage(in, msg(t, "m1", "hello"))
 	require.False(t, r.Duplicate)
 	require.EqualValues(t, 1, r.Message.Sequence)
@@ -125,9 +125,9 @@ func TestInboxStageDedupConflictAndReload(t *testing.T) {
 	require.True(t, stage(in, msg(t, "m1", "hello")).Duplicate)
 	require.True(t, stage(in, msg(t, "m1", "different")).Conflict)
 
+	// A restart after a crash: what the first holder flushed is there.
 	in2, err := OpenInbox(p, "alpha")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = in2.Flush() }) // before the temp dir goes
 	require.Len(t, in2.Unread(), 2)
 	require.Len(t, in2.PendingAsks(), 1)
 	require.Equal(t, "q1", in2.PendingAsks()[0].Message.ID)
@@ -149,9 +149,17 @@ func TestInboxStageDedupConflictAndReload(t *testing.T) {
 func TestInboxFileIsPiVersion3(t *testing.T) {
 	p := NewPaths(t.TempDir())
 	in, _ := OpenInbox(p, "alpha")
-	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
+	t.Cleanup(func() { _ = in.Close() }) // before the temp dir goes
 	stage(in, msg(t, "q1", "ok?", func(m *wire.Message) { m.ExpectsReply = true }))
 	require.NoError(t, in.Flush())
+	// Durable in the journal, read by inspection from there...
+	asks, err := ReadPendingAsks(p, "alpha")
+	require.NoError(t, err)
+	require.Len(t, asks, 1)
+	// ...and in the Pi-format file once the session lets go of it.
+	require.NoError(t, in.Close())
+	_, err = os.Stat(journalPath(p.Inbox("alpha")))
+	require.ErrorIs(t, err, os.ErrNotExist, "the journal is removed on close")
 	data, err := os.ReadFile(p.Inbox("alpha"))
 	require.NoError(t, err)
 	var st map[string]json.RawMessage
@@ -167,7 +175,7 @@ func TestInboxFileIsPiVersion3(t *testing.T) {
 	require.Contains(t, string(entries[0]), `"key":"beta\u0000q1"`)
 
 	// The read-only view of another session's inbox.
-	asks, err := ReadPendingAsks(p, "alpha")
+	asks, err = ReadPendingAsks(p, "alpha")
 	require.NoError(t, err)
 	require.Len(t, asks, 1)
 	none, err := ReadPendingAsks(p, "nobody")
@@ -191,7 +199,7 @@ func TestInboxReadsPiFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Inbox("alpha"), []byte(pi), 0o600))
 	in, err := OpenInbox(p, "alpha")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
+	t.Cleanup(func() { _ = in.Close() }) // before the temp dir goes
 	require.Len(t, in.Unread(), 1)
 	require.True(t, stage(in, msg(t, "m5", "five")).Duplicate, "Pi JSON fingerprint understood")
 	require.True(t, stage(in, msg(t, "m5", "not five")).Conflict)
@@ -201,14 +209,14 @@ func TestInboxReadsPiFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Inbox("old"), []byte(v1), 0o600))
 	old, err := OpenInbox(p, "old")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = old.Flush() }) // before the temp dir goes
+	t.Cleanup(func() { _ = old.Close() }) // before the temp dir goes
 	require.Len(t, old.PendingAsks(), 1, "v1 derives pending asks from entries")
 }
 
 func TestInboxSeenIsCapped(t *testing.T) {
 	p := NewPaths(t.TempDir())
 	in, _ := OpenInbox(p, "alpha")
-	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
+	t.Cleanup(func() { _ = in.Close() }) // before the temp dir goes
 	keep := stage(in, msg(t, "keep", "unread"))
 	require.NoError(t, in.Consume())
 	var batch []string
@@ -226,8 +234,17 @@ func TestInboxSeenIsCapped(t *testing.T) {
 	n := len(in.seen)
 	_, kept := in.seenSet[keep.Message.Key]
 	in.mu.Unlock()
-	require.LessOrEqual(t, n, MaxSeenKeys)
+	require.LessOrEqual(t, n, MaxSeenKeys+seenSlack)
 	require.True(t, kept, "keys of unread entries are always remembered")
+
+	// The file holds at most MaxSeenKeys, the unread entry's among them.
+	require.NoError(t, in.Close())
+	data, err := os.ReadFile(p.Inbox("alpha"))
+	require.NoError(t, err)
+	var f inboxFile
+	require.NoError(t, json.Unmarshal(data, &f))
+	require.Len(t, f.Seen, MaxSeenKeys)
+	require.Contains(t, f.Seen, keep.Message.Key)
 }
 
 func TestInboxCorruptKeptAside(t *testing.T) {
@@ -236,7 +253,7 @@ func TestInboxCorruptKeptAside(t *testing.T) {
 	require.NoError(t, os.WriteFile(p.Inbox("a"), []byte(`garbage`), 0o600))
 	in, err := OpenInbox(p, "a")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = in.Flush() }) // before the temp dir goes
+	t.Cleanup(func() { _ = in.Close() }) // before the temp dir goes
 	require.Zero(t, in.Len())
 	m, _ := filepath.Glob(p.Inbox("a") + ".corrupt-*")
 	require.Len(t, m, 1)

@@ -55,7 +55,7 @@ type benchBrokerOptions struct {
 func newBenchBrokerCmd(f *factory.Factory, runF func(*benchBrokerOptions) error) *cobra.Command {
 	opts := &benchBrokerOptions{Factory: f}
 	cmd := &cobra.Command{
-		Use:   "broker [--socket PATH] [--pairs N] [--size BYTES] [--rate MSGS/S] [--window N] [--json]",
+		Use:   "broker [--socket PATH] [--against PATH] [--pairs N] [--size BYTES] [--rate MSGS/S] [--window N] [--json]",
 		Short: "Latency, throughput, CPU and memory of an intercom broker, through raw v4 frames",
 		Long: `Drive an intercom broker with raw protocol v4 frames and measure it.
 
@@ -78,15 +78,18 @@ everything the broker sends them and publish presence, for a broker at
 scale. --messages with --segment shows whether latency, CPU and memory stay
 flat as history grows.
 
-Issue 8's targets are checked where the load is theirs: 4 pairs × 100 msg/s
-of 256 B (p50 ≤ 0.2 ms, p99 ≤ 2 ms, ≤ 60 µs broker CPU per message, ≤ 30 MiB
-resident), unpaced (≥ 50,000 messages/s), and with segments (the last within
-10% of the first, memory no longer growing).`,
+--against SOCKET compares: the broker under test (started for the run, or
+--socket) and the v4 broker on SOCKET (e.g. the TypeScript reference) take
+turns under the same load, --rounds runs each, the first of a round
+alternating; it prints every run, each broker's medians and the ratios.
+Absolute figures do not carry from one machine to another; ratios measured
+in one run do.`,
 		Example: `  agent-fleet bench broker
   agent-fleet bench broker --rate 0 --window 64 --duration 10s
   agent-fleet bench broker --sessions 1000 --scopes 10 --presence-interval 10s
   agent-fleet bench broker --rate 2000 --messages 1000000 --segment 100000
-  agent-fleet bench broker --socket /tmp/ref/intercom/broker.sock --json`,
+  agent-fleet bench broker --socket /tmp/ref/intercom/broker.sock --json
+  agent-fleet bench broker --against /tmp/ref/intercom/broker.sock --rounds 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Load.Validate(); err != nil {
@@ -103,6 +106,9 @@ resident), unpaced (≥ 50,000 messages/s), and with segments (the last within
 	fs.IntVar(&opts.Load.Sessions, "sessions", 0, "sessions registered in all, the pairs' among them (0 = just the pairs); the others only read and publish presence")
 	fs.IntVar(&opts.Load.Spec.Scopes, "scopes", 1, "scopes the sessions are spread over, round-robin")
 	fs.DurationVar(&opts.Load.Spec.PresenceEvery, "presence-interval", 0, "each session sends a presence update this often (0 = never)")
+	fs.StringVar(&opts.Load.Against, "against", "", "also measure the v4 broker on this Unix socket, in turns, and print the ratios")
+	fs.IntVar(&opts.Load.AgainstPID, "against-pid", 0, "the --against broker's pid, for CPU and memory (default: broker.pid beside the socket, or its local API)")
+	fs.IntVar(&opts.Load.Rounds, "rounds", 3, "with --against: runs of each broker")
 	return cmd
 }
 
@@ -177,8 +183,8 @@ the worker shim N times outside systemd to measure the command's own start-up
 (exec of agent-fleet, intercom registration, session holder, exec of the
 command, READY). The four kinds take turns in a random order each round, and
 everything started runs until the stop phase, so each start meets the same
-units and sessions. It reports p50/p99 of each and the ratios; issue 5's
-target is a spawn within 1.3× of the bare unit plus that start-up.
+units and sessions. It reports p50/p99 of each and the ratios; the target
+is a spawn within 1.3× of the bare unit plus that start-up.
 
 It runs in a temporary agent directory with its own broker, on your user
 manager — or, as root on a machine whose PID 1 is not systemd, on a private

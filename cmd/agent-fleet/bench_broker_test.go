@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -55,7 +56,7 @@ func TestBenchBrokerStartsAndStopsItsBroker(t *testing.T) {
 
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(out, &raw))
-	for _, k := range []string{"broker", "load", "driver", "result", "targets", "includes", "presenceUpdates"} {
+	for _, k := range []string{"broker", "load", "driver", "result", "drift", "includes", "presenceUpdates"} {
 		require.Contains(t, raw, k)
 	}
 	var res bench.BrokerResult
@@ -79,15 +80,8 @@ func TestBenchBrokerStartsAndStopsItsBroker(t *testing.T) {
 	}
 	require.Equal(t, res.Result.Delivered, next)
 
-	// Unpaced: the throughput target; segments: the drift targets. The
-	// paced targets belong to the load only.
-	names := map[string]bool{}
-	for _, c := range res.Targets {
-		names[c.Name] = true
-	}
-	require.True(t, names["unpaced delivered messages/s"])
-	require.True(t, names["p50 change, last segment vs first"])
-	require.False(t, names["p50 send → delivered"])
+	require.NotNil(t, res.Drift, "segments are compared")
+	require.NotContains(t, raw, "targets", "no absolute pass/fail figures")
 
 	if runtime.GOOS == "linux" {
 		require.Positive(t, res.Broker.PID)
@@ -155,6 +149,43 @@ func TestBenchBrokerAgainstASocket(t *testing.T) {
 	}
 }
 
+// TestBenchBrokerAgainstAnother: --against runs the broker under test and
+// the other one in turns, reports every run and the ratios, and leaves the
+// other broker running.
+func TestBenchBrokerAgainstAnother(t *testing.T) {
+	t.Parallel()
+	ours, other := startBenchTarget(t, nil), startBenchTarget(t, nil)
+	s, out, errb := benchStreams()
+	require.NoError(t, runBench(s, "broker", "--socket", ours.BrokerSocket(), "--against", other.BrokerSocket(), "--rounds", "2",
+		"--json", "--pairs", "1", "--rate", "100", "--warmup", "0s", "--messages", "20"), errb.String())
+	var res bench.BrokerComparison
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	require.Equal(t, 2, res.Rounds)
+	require.Equal(t, ours.BrokerSocket(), res.Broker.Socket)
+	require.Equal(t, other.BrokerSocket(), res.Against.Socket)
+	var order []string
+	for _, r := range res.Runs {
+		order = append(order, fmt.Sprintf("%d %s", r.Round, r.Broker))
+		requireSaneMeasurement(t, r.Result, true)
+	}
+	require.Equal(t, []string{"1 agent-fleet", "1 other", "2 other", "2 agent-fleet"}, order, "the first of a round alternates")
+	for _, side := range []string{"agent-fleet", "other"} {
+		require.Positive(t, res.Medians[side].P50Ms)
+	}
+	require.NotNil(t, res.Ratios.P50)
+	require.InDelta(t, res.Medians["other"].P50Ms/res.Medians["agent-fleet"].P50Ms, *res.Ratios.P50, 0.01)
+	h, _ := intercom.ProbeBroker(context.Background(), other)
+	require.Equal(t, intercom.Compatible, h, "the other broker is left running")
+
+	s, out, errb = benchStreams()
+	require.NoError(t, runBench(s, "broker", "--socket", ours.BrokerSocket(), "--against", other.BrokerSocket(), "--rounds", "1",
+		"--pairs", "1", "--rate", "100", "--warmup", "0s", "--messages", "10"), errb.String())
+	for _, want := range []string{"Broker comparison", "round", "Medians", "p50 send → delivered", "(other ÷ agent-fleet)"} {
+		require.Contains(t, out.String(), want)
+	}
+	require.NotContains(t, out.String(), "MISSED")
+}
+
 // TestBenchBrokerSaysWhenTheRateLimitBites: a load above the broker's rate
 // limit ends with the broker's error and what to change.
 func TestBenchBrokerSaysWhenTheRateLimitBites(t *testing.T) {
@@ -174,6 +205,9 @@ func TestBenchFlagsAreChecked(t *testing.T) {
 		{"broker", "--pairs", "0"},
 		{"broker", "--sessions", "3", "--pairs", "2"},
 		{"broker", "--socket", "/nonexistent/intercom/broker.sock"},
+		{"broker", "--against", "/nonexistent/intercom/broker.sock"},
+		{"broker", "--against-pid", "12"},
+		{"broker", "--rounds", "-1"},
 		{"client", "--rate", "-1"},
 	} {
 		s, _, _ := benchStreams()

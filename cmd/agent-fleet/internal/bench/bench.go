@@ -54,23 +54,6 @@ type procUsage struct {
 	ok      bool
 }
 
-// targetCheck is one of issue 8's "done when" figures, checked against a
-// Measurement.
-type targetCheck struct {
-	Name  string  `json:"name"`
-	Limit string  `json:"limit"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit"`
-	Met   bool    `json:"met"`
-}
-
-func verdict(met bool) string {
-	if met {
-		return "met"
-	}
-	return "MISSED"
-}
-
 func mib(kib int64) float64 { return math.Round(float64(kib)/1024*10) / 10 }
 
 func round(v float64, decimals int) float64 {

@@ -40,31 +40,45 @@ func TestFramePeeking(t *testing.T) {
 	require.False(t, ok)
 }
 
-func TestCheckTargets(t *testing.T) {
-	o := &LoadOptions{Spec: LoadSpec{Pairs: 4, Rate: 100, TextBytes: 256}}
-	m := &Measurement{Latency: latencyDist{P50Ms: 0.1, P99Ms: 3}, BrokerCPU: &cpuFigures{PerMessageUs: 40},
-		BrokerMemory: &memFigures{RSSMiB: 31}}
-	got := map[string]bool{}
-	for _, c := range checkTargets(o, m) {
-		got[c.Name] = c.Met
-	}
-	require.Equal(t, map[string]bool{"p50 send → delivered": true, "p99 send → delivered": false,
-		"broker CPU per message": true, "broker resident memory": false}, got)
-
-	o.Spec.Rate = 0
-	m.PerSecond = 60000
+func TestDrift(t *testing.T) {
+	require.Nil(t, drift(&Measurement{}))
 	seg := func(p50, p99, cpu, rss float64) segment {
 		return segment{Latency: latencyDist{P50Ms: p50, P99Ms: p99}, BrokerCPUPerMessageUs: cpu, RSSMiB: rss}
 	}
-	m.Segments = []segment{seg(0.10, 1, 20, 20), seg(0.10, 1, 20, 22), seg(0.10, 1, 20, 22.5), seg(0.12, 1.05, 21, 25)}
-	got = map[string]bool{}
-	for _, c := range checkTargets(o, m) {
-		got[c.Name] = c.Met
+	d := drift(&Measurement{Segments: []segment{seg(0.10, 1, 20, 20), seg(0.10, 1, 20, 22), seg(0.10, 1, 20, 22.5), seg(0.12, 1.05, 21, 25)}})
+	require.Equal(t, 0.2, d.P50)
+	require.Equal(t, 0.05, d.P99)
+	require.Equal(t, 0.05, *d.BrokerCPU)
+	require.Equal(t, 3.0, *d.SecondHalfRSSMiB, "the most the second half had, over its first segment")
+}
+
+// TestComparisonFigures: medians over a side's runs, ratios oriented so
+// that above 1 means agent-fleet is better, absent where unknown.
+func TestComparisonFigures(t *testing.T) {
+	run := func(side string, rate, p50, p99 float64, cpu *cpuFigures, mem *memFigures) ComparisonRun {
+		return ComparisonRun{Broker: side, Result: &Measurement{PerSecond: rate, Latency: latencyDist{P50Ms: p50, P99Ms: p99}, BrokerCPU: cpu, BrokerMemory: mem}}
 	}
-	require.Equal(t, map[string]bool{"unpaced delivered messages/s": true,
-		"p50 change, last segment vs first": false, "p99 change, last segment vs first": true,
-		"broker CPU/message change, last segment vs first": true,
-		"broker RSS growth over the second half":           false}, got)
+	runs := []ComparisonRun{
+		run("agent-fleet", 400, 0.3, 1, &cpuFigures{PerMessageUs: 100}, &memFigures{RSSMiB: 20}),
+		run("other", 400, 1.0, 5, nil, nil),
+		run("agent-fleet", 400, 0.5, 2, &cpuFigures{PerMessageUs: 140}, &memFigures{RSSMiB: 22}),
+		run("other", 380, 1.2, 6, nil, nil),
+		run("agent-fleet", 400, 0.4, 3, &cpuFigures{PerMessageUs: 120}, &memFigures{RSSMiB: 21}),
+		run("other", 390, 1.1, 7, nil, nil),
+	}
+	ours, other := medians(runs, "agent-fleet"), medians(runs, "other")
+	require.Equal(t, 0.4, ours.P50Ms)
+	require.Equal(t, 2.0, ours.P99Ms)
+	require.Equal(t, 120.0, *ours.CPUPerMessageUs)
+	require.Equal(t, 21.0, *ours.RSSMiB)
+	require.Nil(t, other.CPUPerMessageUs, "no pid, no CPU figure")
+	r := ratios(ours, other)
+	require.Equal(t, 2.75, *r.P50)
+	require.Equal(t, 3.0, *r.P99)
+	require.Equal(t, 1.03, *r.PerSecond)
+	require.Nil(t, r.CPUPerMessage)
+	require.Nil(t, r.RSS)
+	require.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
 }
 
 func TestSummarize(t *testing.T) {

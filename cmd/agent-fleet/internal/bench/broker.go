@@ -18,19 +18,6 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 )
 
-// Issue 8's targets, at 4 pairs × 100 msg/s of 256-byte text.
-const (
-	targetP50Ms         = 0.2
-	targetP99Ms         = 2
-	targetCPUPerMsgUs   = 60
-	targetRSSMiB        = 30
-	targetUnpacedPerSec = 50000
-	targetDrift         = 0.10 // latency and CPU/msg after 1M messages vs the first 100k
-	issueLoadPairs      = 4
-	issueLoadRate       = 100
-	issueLoadText       = 256
-)
-
 // LoadOptions are the load options bench broker and bench client share.
 type LoadOptions struct {
 	Spec LoadSpec
@@ -42,13 +29,20 @@ type LoadOptions struct {
 	JSON   bool
 	// Sessions registered in all, the pairs' among them (0: just the pairs).
 	Sessions int
+	// Against is another v4 broker's socket to measure in turns with the
+	// broker under test, Rounds times each; AgainstPID is its pid (default
+	// as for Socket). Only bench broker compares.
+	Against    string
+	AgainstPID int
+	Rounds     int
 }
 
-// Issue 8's load, the default.
+// The default load: 4 pairs × 100 msg/s of 256 B text, a few agents
+// talking briskly.
 const (
-	DefaultPairs = issueLoadPairs
-	DefaultRate  = issueLoadRate
-	DefaultSize  = issueLoadText
+	DefaultPairs = 4
+	DefaultRate  = 100
+	DefaultSize  = 256
 )
 
 // Validate refuses a load that cannot run (usage errors naming the flag).
@@ -67,10 +61,17 @@ func (o *LoadOptions) Validate() error {
 		return factory.Usage(fmt.Errorf("--sessions must be at least the pairs' %d sessions", 2*s.Pairs))
 	case s.Scopes < 1:
 		return factory.Usage(errors.New("--scopes must be at least 1"))
+	case o.Rounds < 0 || o.Rounds > 100:
+		return factory.Usage(errors.New("--rounds must be between 1 and 100"))
+	case o.Against == "" && o.AgainstPID != 0:
+		return factory.Usage(errors.New("--against-pid needs --against"))
 	case s.PresenceEvery < 0 || o.Plan.Warmup < 0 || o.Plan.Duration <= 0 || o.Plan.Messages < 0 || o.Plan.Segment < 0:
 		return factory.Usage(errors.New("--presence-interval, --warmup, --messages and --segment must not be negative, --duration must be positive"))
 	}
 	s.Sessions = max(o.Sessions, 2*s.Pairs)
+	if o.Rounds == 0 {
+		o.Rounds = 3
+	}
 	return nil
 }
 
@@ -99,8 +100,9 @@ type BrokerResult struct {
 	Result *Measurement  `json:"result"`
 	// PresenceUpdates is how many presence frames the sessions sent during
 	// the whole run (warm-up included).
-	PresenceUpdates int64         `json:"presenceUpdates"`
-	Targets         []targetCheck `json:"targets,omitempty"`
+	PresenceUpdates int64 `json:"presenceUpdates"`
+	// Drift compares the last segment with the first (with --segment).
+	Drift *Drift `json:"drift,omitempty"`
 	// Includes says what each figure covers.
 	Includes map[string]string `json:"includes"`
 }
@@ -117,7 +119,7 @@ var benchBrokerIncludes = map[string]string{
 // openTarget starts a broker for the run or finds the --socket one.
 func openTarget(ctx context.Context, f *factory.Factory, o *LoadOptions, log io.Writer) (*brokerTarget, error) {
 	if o.Socket != "" {
-		return externalBrokerTarget(ctx, o.Socket, o.PID)
+		return externalBrokerTarget(ctx, o.Socket, o.PID, "--socket")
 	}
 	return startBrokerTarget(ctx, f, o.Spec, log)
 }
@@ -134,6 +136,9 @@ func RunBroker(ctx context.Context, f *factory.Factory, o *LoadOptions) error {
 	if o.JSON {
 		log = io.Discard
 	}
+	if o.Against != "" {
+		return runComparison(ctx, f, o, log)
+	}
 	t, err := openTarget(ctx, f, o, log)
 	if err != nil {
 		return fmt.Errorf("bench broker: %w", err)
@@ -147,7 +152,7 @@ func RunBroker(ctx context.Context, f *factory.Factory, o *LoadOptions) error {
 	}
 	res := &BrokerResult{Broker: t, Load: viewOfLoad(o), Driver: "raw v4 frames", Result: m,
 		PresenceUpdates: load.presences.Load(), Includes: benchBrokerIncludes}
-	res.Targets = checkTargets(o, m)
+	res.Drift = drift(m)
 	t.close(log)
 	if o.JSON {
 		return output.PrintJSON(f.IO.Out, res)
@@ -156,53 +161,43 @@ func RunBroker(ctx context.Context, f *factory.Factory, o *LoadOptions) error {
 	return nil
 }
 
-// checkTargets compares m with issue 8's targets that apply to its load.
-func checkTargets(o *LoadOptions, m *Measurement) []targetCheck {
-	var out []targetCheck
-	add := func(name, limit string, value float64, unit string, met bool) {
-		out = append(out, targetCheck{Name: name, Limit: limit, Value: value, Unit: unit, Met: met})
+// Drift is how the last segment of a long run differs from the first, as
+// fractions (+0.05: 5% higher), and how much resident memory the second
+// half added, in MiB: whether figures stay flat as history grows.
+type Drift struct {
+	P50              float64  `json:"p50"`
+	P99              float64  `json:"p99"`
+	BrokerCPU        *float64 `json:"brokerCpuPerMessage,omitempty"`
+	SecondHalfRSSMiB *float64 `json:"secondHalfRssGrowthMiB,omitempty"`
+}
+
+// drift compares m's segments; nil for fewer than two.
+func drift(m *Measurement) *Drift {
+	segs := m.Segments
+	if len(segs) < 2 {
+		return nil
 	}
-	sp := o.Spec
-	if sp.Pairs == issueLoadPairs && sp.Rate == issueLoadRate && sp.TextBytes == issueLoadText {
-		add("p50 send → delivered", "≤ 0.2 ms", m.Latency.P50Ms, "ms", m.Latency.P50Ms <= targetP50Ms)
-		add("p99 send → delivered", "≤ 2 ms", m.Latency.P99Ms, "ms", m.Latency.P99Ms <= targetP99Ms)
-		if m.BrokerCPU != nil {
-			add("broker CPU per message", "≤ 60 µs", m.BrokerCPU.PerMessageUs, "µs", m.BrokerCPU.PerMessageUs <= targetCPUPerMsgUs)
+	a, z := segs[0], segs[len(segs)-1]
+	change := func(x, y float64) float64 {
+		if x == 0 {
+			return 0
 		}
-		if m.BrokerMemory != nil {
-			add("broker resident memory", "≤ 30 MiB", m.BrokerMemory.RSSMiB, "MiB", m.BrokerMemory.RSSMiB <= targetRSSMiB)
-		}
+		return round((y-x)/x, 3)
 	}
-	if sp.Rate == 0 {
-		add("unpaced delivered messages/s", "≥ 50,000", m.PerSecond, "msgs/s", m.PerSecond >= targetUnpacedPerSec)
+	d := &Drift{P50: change(a.Latency.P50Ms, z.Latency.P50Ms), P99: change(a.Latency.P99Ms, z.Latency.P99Ms)}
+	if a.BrokerCPUPerMessageUs > 0 {
+		c := change(a.BrokerCPUPerMessageUs, z.BrokerCPUPerMessageUs)
+		d.BrokerCPU = &c
 	}
-	if segs := m.Segments; len(segs) >= 2 {
-		a, z := segs[0], segs[len(segs)-1]
-		drift := func(x, y float64) float64 {
-			if x == 0 {
-				return 0
-			}
-			return round((y-x)/x, 3)
+	if mid := segs[(len(segs)-1)/2]; mid.RSSMiB > 0 && len(segs) >= 3 {
+		var top float64
+		for _, s := range segs[(len(segs)-1)/2:] {
+			top = max(top, s.RSSMiB)
 		}
-		d50, d99 := drift(a.Latency.P50Ms, z.Latency.P50Ms), drift(a.Latency.P99Ms, z.Latency.P99Ms)
-		add("p50 change, last segment vs first", "≤ +10%", d50, "ratio", d50 <= targetDrift)
-		add("p99 change, last segment vs first", "≤ +10%", d99, "ratio", d99 <= targetDrift)
-		if a.BrokerCPUPerMessageUs > 0 {
-			dc := drift(a.BrokerCPUPerMessageUs, z.BrokerCPUPerMessageUs)
-			add("broker CPU/message change, last segment vs first", "≤ +10%", dc, "ratio", dc <= targetDrift)
-		}
-		if mid := segs[(len(segs)-1)/2]; mid.RSSMiB > 0 && len(segs) >= 3 {
-			// Memory has stopped growing when the second half adds no
-			// more than the larger of 1 MiB and 5%.
-			var top float64
-			for _, s := range segs[(len(segs)-1)/2:] {
-				top = max(top, s.RSSMiB)
-			}
-			growth := round(top-mid.RSSMiB, 1)
-			add("broker RSS growth over the second half", "≤ max(1 MiB, 5%)", growth, "MiB", growth <= max(1, 0.05*mid.RSSMiB))
-		}
+		g := round(top-mid.RSSMiB, 1)
+		d.SecondHalfRSSMiB = &g
 	}
-	return out
+	return d
 }
 
 func printBenchBroker(out io.Writer, r *BrokerResult) {
@@ -213,7 +208,7 @@ func printBenchBroker(out io.Writer, r *BrokerResult) {
 	if r.PresenceUpdates > 0 {
 		fmt.Fprintf(out, "  (%d presence updates sent during the run)\n", r.PresenceUpdates)
 	}
-	printTargets(out, r.Targets)
+	printDrift(out, r.Drift)
 }
 
 func printLoad(out io.Writer, l LoadView) {
@@ -271,18 +266,16 @@ func printMeasurement(out io.Writer, m *Measurement) {
 	}
 }
 
-func printTargets(out io.Writer, ts []targetCheck) {
-	if len(ts) == 0 {
+func printDrift(out io.Writer, d *Drift) {
+	if d == nil {
 		return
 	}
-	fmt.Fprintln(out, "\nIssue 8 targets at this load:")
-	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-	for _, t := range ts {
-		v := fmt.Sprintf("%g %s", t.Value, t.Unit)
-		if t.Unit == "ratio" {
-			v = fmt.Sprintf("%+.1f%%", t.Value*100)
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, t.Limit, v, verdict(t.Met))
+	fmt.Fprintf(out, "\nLast segment vs first: p50 %+.1f%%, p99 %+.1f%%", d.P50*100, d.P99*100)
+	if d.BrokerCPU != nil {
+		fmt.Fprintf(out, ", broker CPU/message %+.1f%%", *d.BrokerCPU*100)
 	}
-	tw.Flush()
+	if d.SecondHalfRSSMiB != nil {
+		fmt.Fprintf(out, "; the second half added %.1f MiB resident", *d.SecondHalfRSSMiB)
+	}
+	fmt.Fprintln(out, ".")
 }

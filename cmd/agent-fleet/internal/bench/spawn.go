@@ -25,7 +25,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
-// SpawnTarget is issue 5's target: a full spawn within 1.3× of a bare unit
+// SpawnTarget is the spawn target, a ratio: a full spawn within 1.3× of a bare unit
 // plus the command's own start-up.
 const SpawnTarget = 1.3
 

@@ -137,16 +137,16 @@ func startBrokerTarget(ctx context.Context, f *factory.Factory, spec LoadSpec, l
 	return t, nil
 }
 
-// externalBrokerTarget measures a broker already listening on socket. Its
-// pid is pid when given, else broker.pid beside the socket, else what the
-// agent-fleet local API beside it reports.
-func externalBrokerTarget(ctx context.Context, socket string, pid int) (*brokerTarget, error) {
+// externalBrokerTarget measures a broker already listening on socket (the
+// value of flag). Its pid is pid when given, else broker.pid beside the
+// socket, else what the agent-fleet local API beside it reports.
+func externalBrokerTarget(ctx context.Context, socket string, pid int, flag string) (*brokerTarget, error) {
 	abs, err := filepath.Abs(socket)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(abs); err != nil {
-		return nil, factory.Usage(fmt.Errorf("--socket: %w", err))
+		return nil, factory.Usage(fmt.Errorf("%s: %w", flag, err))
 	}
 	t := &brokerTarget{Socket: abs, Implementation: "other", RateLimit: "unknown (the broker was not started by this run)"}
 	t.dial = func(ctx context.Context) (net.Conn, error) {
