@@ -163,6 +163,12 @@ func newInbox(path string) *Inbox {
 // only version 3 is read; a missing file is an empty inbox.
 func ReadPendingAsks(p Paths, sessionID string) ([]*InboundMessage, error) {
 	path := p.Inbox(sessionID)
+	// The journal first: a compaction between the two reads then puts
+	// what it held into the file read second, and replay skips it there.
+	journal, err := readJournal(path)
+	if err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read inbox: %w", err)
@@ -172,10 +178,6 @@ func ReadPendingAsks(p Paths, sessionID string) ([]*InboundMessage, error) {
 		if err := in.load(data, true); err != nil {
 			return nil, err
 		}
-	}
-	journal, err := readJournal(path)
-	if err != nil {
-		return nil, err
 	}
 	in.replay(journal)
 	return in.PendingAsks(), nil
