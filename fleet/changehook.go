@@ -7,10 +7,12 @@ import (
 
 // A Registry's change hook keeps the views other tools read of it up to
 // date: today the workers.json view of an agent directory's registry
-// (view.go). It runs on a goroutine of its own, off the writer's path (a
-// spawn does not wait for a view to be rewritten), one run at a time per
-// Registry; writes made while it runs are coalesced into one more run, so
-// the last run always follows the last write. Registry.Close and
+// (view.go), so it runs after the writes that change a live worker's
+// Summary (Update skips the others). It runs on a goroutine of its own,
+// off the writer's path (a spawn does not wait for a view to be
+// rewritten), one run at a time per Registry; writes made while it runs
+// are coalesced into one more run, so the last run always follows the
+// last such write. Registry.Close and
 // Registry.AwaitChangeHook wait for it. The hook reads the registry; it
 // must not write to it nor close it.
 

@@ -67,6 +67,30 @@ func TestChangeHook(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(filepath.Dir(elsewhere.Path()), "workers.json"))
 }
 
+// Only an update that changes what the view shows — a live worker's
+// summary — refreshes it: an exit status recorded on a stopping worker, or
+// a change to an ended one, does not.
+func TestChangeHookSkipsUpdatesTheViewDoesNotShow(t *testing.T) {
+	ctx := context.Background()
+	reg := openTestRegistry(t, registryPath(t), nil)
+	runs := countRuns(reg)
+	w := &Worker{ID: "a", Kind: "exec", Manager: "m"}
+	require.NoError(t, reg.Reserve(ctx, w))
+	update := func(fn func(*Worker)) int32 {
+		t.Helper()
+		reg.AwaitChangeHook()
+		before := runs.Load()
+		_, err := reg.Update(ctx, w.ID, w.RunID, func(r *Worker) error { fn(r); return nil })
+		require.NoError(t, err)
+		reg.AwaitChangeHook()
+		return runs.Load() - before
+	}
+	require.Equal(t, int32(1), update(func(r *Worker) { r.State = StateStopping }), "a live state change shows")
+	require.Zero(t, update(func(r *Worker) { r.HasExit, r.ExitCode, r.ExitStatus = true, "killed", 15 }), "an exit status does not")
+	require.Equal(t, int32(1), update(func(r *Worker) { r.State = StateStopped }), "ending shows: the worker leaves the view")
+	require.Zero(t, update(func(r *Worker) { r.State, r.LastError = StateFailed, "x" }), "an ended worker is not shown")
+}
+
 // The hook runs off the writer's path: a write does not wait for it, the
 // writes made while it runs are coalesced into one more run that sees the
 // last of them, and Close waits for that run.

@@ -437,6 +437,48 @@ func TestStoppingAWorkerNeverTakesTheBrokerDown(t *testing.T) {
 	require.True(t, peer.Connected)
 }
 
+// A stop's grace is the caller's, whichever sends the SIGTERM: the unit's
+// stop job when its own stop timeout (3 s here, the fleet's at spawn) is no
+// shorter, else the fleet, so that a longer grace is not cut short by the
+// unit's SIGKILL. A worker that ignores SIGTERM is SIGKILLed by the fleet
+// at the grace either way — a SIGKILL systemd sent first would end the
+// unit before the fleet reports one — and one that ends on SIGTERM hears
+// nothing more.
+func TestStopGraceIsTheCallers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		grace  time.Duration
+		ignore bool
+		want   []string
+	}{
+		{"stop job's SIGTERM", time.Second, true, []string{"SIGTERM 1s", "SIGKILL 1s"}},
+		{"fleet's SIGTERM, grace beyond the unit's", 5 * time.Second, true, []string{"SIGTERM 5s", "SIGKILL 5s"}},
+		{"ends on SIGTERM", 5 * time.Second, false, []string{"SIGTERM 5s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			script := "exec sleep 300"
+			if tc.ignore {
+				script = `trap "" TERM; exec sleep 300`
+			}
+			wk := w.spawn("graced", "sh", "-c", script)
+			var steps []string
+			res, err := w.f.StopWith(ctx, wk.ID, fleet.StopOptions{Grace: tc.grace, Progress: func(s fleet.StopStep) {
+				steps = append(steps, fmt.Sprintf("%s %s", s.Signal, s.Grace))
+			}})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, steps)
+			require.Equal(t, fleet.StateStopped, res.Worker.State)
+			require.True(t, res.Worker.HasExit)
+			if tc.ignore {
+				require.Equal(t, int(syscall.SIGKILL), res.Worker.ExitStatus, "%+v", res.Worker)
+			}
+			require.Positive(t, res.Took.End)
+		})
+	}
+}
+
 func TestStopRefusesAnotherManagersWorker(t *testing.T) {
 	w := newWorld(t)
 	w.spawn("mine", "sleep", "60")

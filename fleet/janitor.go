@@ -272,7 +272,7 @@ func (f *Fleet) expire(ctx context.Context, w *Worker) (bool, string) {
 	if skipped {
 		return false, "renewed before it expired"
 	}
-	if _, err := f.stopUnit(ctx, marked, StopOptions{}); err != nil {
+	if _, err := f.stopUnit(ctx, marked, StopOptions{}, f.readStopTimeout(ctx, marked.Unit)); err != nil {
 		return false, err.Error()
 	}
 	f.log.Info("worker stopped: lease expired", "id", w.ID, "manager", w.Manager)

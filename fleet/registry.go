@@ -46,9 +46,10 @@ type RegistryOptions struct {
 // having written nothing.
 //
 // The registry of an agent directory (RegistryPath) keeps the workers.json
-// view beside it (view.go) up to date after every committed write, off the
-// writer's path; Close waits for the last refresh, so a process that closes
-// its registries before it exits leaves the view current.
+// view beside it (view.go) up to date after every committed write that
+// changes what it shows (the live workers' summaries), off the writer's
+// path; Close waits for the last refresh, so a process that closes its
+// registries before it exits leaves the view current.
 type Registry struct {
 	path      string
 	db        *sql.DB
@@ -489,6 +490,7 @@ func (r *Registry) LiveSummaries(ctx context.Context) ([]Summary, error) {
 // set an unknown state (ErrInvalidRecord), nor make the incarnation live while
 // another incarnation of the id is (ErrConflict). UpdatedAt is set to now; on
 // a change from a live to a terminal state a zero EndedAt is set to now.
+// The change hook runs only if the update changed a live worker's Summary.
 // Returns the record as stored. Errors: ErrInvalidID, ErrNotFound, ErrBusy.
 func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker) error) (*Worker, error) {
 	op := fmt.Sprintf("update worker %q run %s", id, runID)
@@ -503,7 +505,8 @@ func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker
 	}
 	var out *Worker
 	var fnErr error
-	err := r.write(ctx, func(tx querier) error {
+	shown := false
+	err := r.writeLocked(ctx, func(tx querier) error {
 		cur, err := getRun(ctx, tx, id, runID)
 		if err != nil {
 			return err
@@ -539,6 +542,7 @@ func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker
 		if err := updateWorker(ctx, tx, w); err != nil {
 			return err
 		}
+		shown = (cur.State.Live() || w.State.Live()) && cur.Summary() != w.Summary()
 		out = roundTrip(w)
 		return nil
 	})
@@ -547,6 +551,12 @@ func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if shown {
+		// Views show live workers' summaries: a write that changes none
+		// (an exit status, a lease) needs no refresh, and a process that
+		// made only such writes closes without waiting for one.
+		r.hooks.changed(context.WithoutCancel(ctx))
 	}
 	return out, nil
 }

@@ -21,6 +21,23 @@ type StopResult struct {
 	// Survivors are processes still in the worker's cgroup after SIGKILL;
 	// non-empty means ErrCleanupIncomplete.
 	Survivors []units.Process
+	// Took is where the stop's time went.
+	Took StopTimings
+}
+
+// StopTimings is where a stop's time went, step by step.
+type StopTimings struct {
+	// Fence is reading the record and writing the registry's stop fence
+	// (the unit's stop timeout is read meanwhile).
+	Fence time.Duration
+	// End is from the first signal until the unit was inactive: the
+	// worker's own exit, systemd's stop and the exit record's ExecStopPost.
+	End time.Duration
+	// Proof is reading the cgroup, and killing what outlived the unit.
+	Proof time.Duration
+	// Record is writing the outcome to the registry (the unit is reset
+	// meanwhile).
+	Record time.Duration
 }
 
 // StopOptions tune how a stop ends a worker.
@@ -56,6 +73,7 @@ func (f *Fleet) Stop(ctx context.Context, id string) (*StopResult, error) {
 // whatever is still there, reads it again, and resets the unit. Stopping
 // an ended worker only settles its record.
 func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*StopResult, error) {
+	began := time.Now()
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
@@ -69,6 +87,9 @@ func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*Sto
 	if w.State.Terminal() {
 		return &StopResult{Worker: w, AlreadyEnded: true}, nil
 	}
+	// The unit's own stop timeout decides who sends the SIGTERM (endUnit):
+	// read it while the fence is written.
+	timeout := f.readStopTimeout(ctx, w.Unit)
 	// The durable stop fence: from here on, a unit of this incarnation that
 	// is found running is stopped, never revived (reconcile).
 	w, err = f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
@@ -81,12 +102,31 @@ func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*Sto
 	if err != nil {
 		return nil, fmt.Errorf("stop %s: %w", id, err)
 	}
-	return f.stopUnit(ctx, w, opts)
+	res, err := f.stopUnit(ctx, w, opts, timeout)
+	if res != nil {
+		res.Took.Fence = time.Since(began) - res.Took.End - res.Took.Proof - res.Took.Record
+	}
+	return res, err
+}
+
+// readStopTimeout reads the stop timeout of unit on a goroutine of its
+// own, to overlap what the stop does first; the channel gets it, or 0 when
+// it could not be read.
+func (f *Fleet) readStopTimeout(ctx context.Context, unit string) <-chan time.Duration {
+	ch := make(chan time.Duration, 1)
+	go func() {
+		d, err := f.cfg.Units.StopTimeout(ctx, unit)
+		if err != nil {
+			d = 0
+		}
+		ch <- d
+	}()
+	return ch
 }
 
 // stopUnit stops the unit of w (already marked stopping) and proves the
-// cleanup.
-func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*StopResult, error) {
+// cleanup. timeout gets the unit's own stop timeout (readStopTimeout).
+func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeout <-chan time.Duration) (*StopResult, error) {
 	res := &StopResult{}
 	grace := opts.Grace
 	if grace <= 0 {
@@ -102,17 +142,10 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*Sto
 			cgroup = st.ControlGroup
 		}
 	}
-	// The escalation is the fleet's own, so that its grace is the caller's
-	// and every signal can be reported: the unit's TimeoutStopSec, fixed
-	// when it started, only applies once its own command has ended.
-	f.signalUnit(sctx, w, opts, grace)
-	stopErr := f.cfg.Units.StopUnit(sctx, w.Unit)
-	if errors.Is(stopErr, units.ErrUnitNotFound) {
-		stopErr = nil
-	}
-	if stopErr == nil {
-		stopErr = f.waitInactive(sctx, w.Unit)
-	}
+	unitTimeout := <-timeout
+	lap := time.Now()
+	stopErr := f.endUnit(sctx, w, cgroup, opts, grace, unitTimeout)
+	res.Took.End, lap = time.Since(lap), time.Now()
 	// Proof: read the cgroup the unit had; kill what is left.
 	var survivors []units.Process
 	if cgroup != "" {
@@ -127,7 +160,14 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*Sto
 			f.log.Warn("processes outlived the worker's stop; killed through its cgroup", "id", w.ID, "pids", pids)
 		}
 	}
-	_ = f.cfg.Units.ResetFailed(sctx, w.Unit)
+	res.Took.Proof, lap = time.Since(lap), time.Now()
+	// Resetting the unit and recording the outcome are independent: the
+	// reset's round trip to the manager overlaps the registry write.
+	reset := make(chan struct{})
+	go func() {
+		defer close(reset)
+		_ = f.cfg.Units.ResetFailed(sctx, w.Unit)
+	}()
 	rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
 	updated, err := f.cfg.Registry.Update(sctx, w.ID, w.RunID, func(r *Worker) error {
 		if recErr == nil && !r.HasExit {
@@ -144,6 +184,8 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*Sto
 		}
 		return nil
 	})
+	<-reset
+	res.Took.Record = time.Since(lap)
 	if err != nil {
 		return nil, fmt.Errorf("stop %s: %w", w.ID, err)
 	}
@@ -158,36 +200,96 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions) (*Sto
 	return res, nil
 }
 
-// signalUnit sends SIGTERM to every process of w's unit and, when the unit
-// is still active after grace, SIGKILL (at once with opts.Kill). A unit
-// that is already gone needs neither; errors are left to the stop that
-// follows.
-func (f *Fleet) signalUnit(ctx context.Context, w *Worker, opts StopOptions, grace time.Duration) {
+// endUnit ends w's unit and waits until it is inactive: SIGTERM to every
+// process of the unit (SIGKILL at once with opts.Kill), SIGKILL if the
+// unit still runs once grace has passed, and the unit's stop job, which
+// is done once the unit is inactive (its exit record written). Every wait
+// is an event, not a poll.
+//
+// The grace is the caller's, and every signal is reported. Where the
+// unit's own stop timeout (unitTimeout, fixed when it started) is no
+// shorter than the grace, the stop job sends the SIGTERM and the fleet the
+// SIGKILL at the grace: one call, and the job's completion arrives as the
+// unit goes inactive, before systemd collects it. Otherwise the job would
+// SIGKILL too early: the fleet sends SIGTERM itself (KillUnit), waits for
+// the main process on a pidfd, SIGKILLs at the grace, and only then starts
+// the job, whose timeout applies once the main process has ended.
+func (f *Fleet) endUnit(ctx context.Context, w *Worker, cgroup string, opts StopOptions, grace, unitTimeout time.Duration) error {
 	step := func(sig string, d time.Duration) {
 		if opts.Progress != nil {
 			opts.Progress(StopStep{ID: w.ID, Signal: sig, Grace: d})
 		}
 	}
-	if !opts.Kill {
+	killAt := time.Now().Add(grace)
+	killed := false
+	kill := func(d time.Duration) {
+		if !killed && f.cfg.Units.KillUnit(ctx, w.Unit, syscall.SIGKILL) == nil {
+			killed = true
+			step("SIGKILL", d)
+		}
+	}
+	jobTerm := false
+	switch {
+	case opts.Kill:
+		kill(0)
+	case unitTimeout >= grace:
+		jobTerm = true
+	default:
 		if err := f.cfg.Units.KillUnit(ctx, w.Unit, syscall.SIGTERM); err != nil {
-			return
+			break // gone already, or the manager did not answer: the job decides
 		}
 		step("SIGTERM", grace)
-		gctx, cancel := context.WithTimeout(ctx, grace)
-		err := f.waitInactive(gctx, w.Unit)
+		killAt = time.Now().Add(grace)
+		gctx, cancel := context.WithDeadline(ctx, killAt)
+		err := f.waitMainExit(gctx, w, cgroup)
 		graceOver := gctx.Err() != nil && ctx.Err() == nil
 		cancel()
-		if err == nil || !graceOver {
-			return // ended, or the manager did not answer: the stop decides
+		if err != nil && graceOver {
+			kill(grace)
 		}
 	}
-	if err := f.cfg.Units.KillUnit(ctx, w.Unit, syscall.SIGKILL); err != nil {
-		return
+	// The job's queueing is reported from this goroutine, as every step is.
+	queued := make(chan struct{}, 1)
+	jctx := ctx
+	if jobTerm {
+		jctx = units.WithJobQueued(ctx, func() { queued <- struct{}{} })
 	}
-	if opts.Kill {
-		grace = 0
+	done := make(chan error, 1)
+	go func() { done <- f.cfg.Units.StopUnit(jctx, w.Unit) }()
+	escalate := time.NewTimer(time.Until(killAt))
+	defer escalate.Stop()
+	for {
+		select {
+		case <-queued:
+			step("SIGTERM", grace)
+			escalate.Reset(grace) // the grace runs from the job's SIGTERM
+		case err := <-done:
+			select {
+			case <-queued:
+				step("SIGTERM", grace)
+			default:
+			}
+			if errors.Is(err, units.ErrUnitNotFound) {
+				return nil // ended and collected already
+			}
+			return err
+		case <-escalate.C:
+			kill(grace) // still running at the grace: the main process, or what outlived it
+		}
 	}
-	step("SIGKILL", grace)
+}
+
+// waitMainExit waits until the main process of w's unit has ended: on a
+// pidfd where the recorded pid can be watched, else by polling the unit
+// until it is inactive.
+func (f *Fleet) waitMainExit(ctx context.Context, w *Worker, cgroup string) error {
+	if w.MainPID > 0 && cgroup != "" {
+		err := f.cfg.Cgroups.WaitExit(ctx, w.MainPID, cgroup)
+		if !errors.Is(err, units.ErrUnsupported) {
+			return err
+		}
+	}
+	return f.waitInactive(ctx, w.Unit)
 }
 
 // waitInactive waits until the unit is no longer active or activating.

@@ -100,3 +100,62 @@ func (c *Cgroups) killMember(pid int, cgroup string) bool {
 	}
 	return unix.Kill(pid, unix.SIGKILL) == nil
 }
+
+// WaitExit waits until process pid, a member of cgroup (or of a cgroup
+// below it), has exited, or until ctx ends (then ctx's error). A pid that
+// is gone already, or that now lives elsewhere (its number was reused),
+// has exited. The wait is a pidfd in Go's poller: no polling, and the
+// membership is checked on the pidfd's process, so a reused pid is never
+// waited for. Errors wrapping ErrUnsupported mean this host cannot watch
+// the process (kernel < 5.3, a fixture Root): the caller must poll.
+func (c *Cgroups) WaitExit(ctx context.Context, pid int, cgroup string) error {
+	if c.Root != "" && c.Root != "/" {
+		return fmt.Errorf("wait for pid %d: %w: fixture root %q", pid, ErrUnsupported, c.Root)
+	}
+	if pid <= 0 {
+		return fmt.Errorf("wait for pid %d: %w: no such pid", pid, ErrUnsupported)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return nil
+	case err != nil:
+		return fmt.Errorf("wait for pid %d: %w: pidfd: %v", pid, ErrUnsupported, err)
+	}
+	if m, err := c.Membership(pid); err != nil || !InCgroup(m.Path, cgroup) {
+		unix.Close(fd)
+		return nil
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("wait for pid %d: %w: %v", pid, ErrUnsupported, err)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("wait for pid %d: %w: %v", pid, ErrUnsupported, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = f.SetReadDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	// A pidfd polls readable once its process has exited; the poller waits
+	// for that whenever the callback says "not yet".
+	err = rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 0)
+		return err != nil && !errors.Is(err, unix.EINTR) || n > 0
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return context.DeadlineExceeded // the poller's timer fired before ctx's
+	}
+	// The poller does not take this pidfd.
+	return fmt.Errorf("wait for pid %d: %w: %v", pid, ErrUnsupported, err)
+}

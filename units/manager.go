@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"syscall"
 	"time"
 )
@@ -30,8 +31,14 @@ type Manager interface {
 	StartService(ctx context.Context, spec ServiceSpec) (UnitState, error)
 	// StopUnit stops a unit and waits for the stop job (SIGTERM, then
 	// SIGKILL after the unit's stop timeout, to the whole cgroup). Stopping
-	// a unit that is not loaded gives ErrUnitNotFound.
+	// a unit that is not loaded gives ErrUnitNotFound. A ctx from
+	// WithJobQueued hears when the manager has queued the job.
 	StopUnit(ctx context.Context, name string) error
+	// StopTimeout is how long a service's stop job waits after SIGTERM
+	// before it sends SIGKILL (TimeoutStopUSec, fixed when the unit
+	// started); NoTimeout for none. One property read. A unit that is not
+	// loaded answers with the manager's default (90 s unless configured).
+	StopTimeout(ctx context.Context, name string) (time.Duration, error)
 	// ResetFailed forgets a failed unit so its name can be used again. It
 	// is a no-op for units that are not loaded or not failed.
 	ResetFailed(ctx context.Context, name string) error
@@ -59,6 +66,26 @@ type Manager interface {
 	Ping(ctx context.Context) error
 	// Close releases the connection. Safe to call twice.
 	Close() error
+}
+
+// NoTimeout is StopTimeout's answer for a unit that waits forever.
+const NoTimeout = time.Duration(math.MaxInt64)
+
+type jobQueuedKey struct{}
+
+// WithJobQueued returns a ctx that makes StopUnit call queued once the
+// manager has accepted the stop job, before the job is done: the moment
+// its SIGTERM goes out. queued runs at most once, on StopUnit's goroutine.
+func WithJobQueued(ctx context.Context, queued func()) context.Context {
+	return context.WithValue(ctx, jobQueuedKey{}, queued)
+}
+
+// JobQueued calls ctx's WithJobQueued callback, if any: what a Manager
+// does once its manager accepted a stop job.
+func JobQueued(ctx context.Context) {
+	if fn, ok := ctx.Value(jobQueuedKey{}).(func()); ok && fn != nil {
+		fn()
+	}
 }
 
 // ServiceCommand is what a service's main process runs (Manager.ServiceCommand).

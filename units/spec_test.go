@@ -2,6 +2,7 @@ package units
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,7 +62,14 @@ func TestParseExitRecord(t *testing.T) {
 	_, ok = ExitRecord{Result: "signal", Code: "killed", Status: "KILL"}.ExitStatus()
 	require.False(t, ok)
 	_, err = parseExitRecord("")
-	require.Error(t, err)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	for _, partial := range []string{"SERVICE_RESULT=exit-code\nEXIT_CODE=exited\n", "SERVICE_RESULT=exit-code\nEXIT_CODE=exited\nEXIT_STATUS=3\nINVOCATION_ID=ab"} {
+		_, err = parseExitRecord(partial)
+		require.ErrorIs(t, err, os.ErrNotExist, "a record still being written is not there yet: %q", partial)
+	}
+	r, err = parseExitRecord("SERVICE_RESULT=exit-code\nEXIT_CODE=exited\nEXIT_STATUS=3\nINVOCATION_ID=\n")
+	require.NoError(t, err, "an empty last value is complete")
+	require.Equal(t, "exit-code", r.Result)
 	_, err = ReadExitRecord(filepath.Join(t.TempDir(), "none"))
 	require.Error(t, err)
 }

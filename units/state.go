@@ -128,7 +128,8 @@ func (r ExitRecord) ExitStatus() (int, bool) {
 }
 
 // ReadExitRecord reads the record a unit wrote to path. It returns an error
-// wrapping os.ErrNotExist while the unit has not ended.
+// wrapping os.ErrNotExist while the unit has not ended, including while
+// the record is being written (a file without its last line).
 func ReadExitRecord(path string) (ExitRecord, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -139,6 +140,12 @@ func ReadExitRecord(path string) (ExitRecord, error) {
 
 func parseExitRecord(data string) (ExitRecord, error) {
 	var r ExitRecord
+	// INVOCATION_ID is the last line the script writes: a file that does
+	// not end with it is still being written (or was cut short by a crash).
+	if last := strings.LastIndex(strings.TrimSuffix(data, "\n"), "\n"); !strings.HasSuffix(data, "\n") ||
+		!strings.HasPrefix(data[last+1:], "INVOCATION_ID=") {
+		return r, fmt.Errorf("exit record %q is incomplete: %w", data, os.ErrNotExist)
+	}
 	for line := range strings.SplitSeq(data, "\n") {
 		k, v, ok := strings.Cut(line, "=")
 		if !ok {
@@ -161,11 +168,16 @@ func parseExitRecord(data string) (ExitRecord, error) {
 	return r, nil
 }
 
-// exitRecordScript writes the record atomically (temp file + rename). $1 is
-// the record path. systemd sets the variables for ExecStopPost.
-const exitRecordScript = `umask 077; t="$1.$$.tmp"; ` +
+// exitRecordScript writes the record with the shell's builtins alone: one
+// process (the ExecStopPost that systemd spawns in the unit's cgroup, on
+// every stop's path), no mv. printf writes the whole record at once and
+// ReadExitRecord refuses a file without its last line, so a reader never
+// takes a record in the making for a finished one. $1 is the record path,
+// in a 0700 directory, written once per run; systemd sets the variables
+// for ExecStopPost.
+const exitRecordScript = `umask 077; ` +
 	`printf 'SERVICE_RESULT=%s\nEXIT_CODE=%s\nEXIT_STATUS=%s\nINVOCATION_ID=%s\n' ` +
-	`"$SERVICE_RESULT" "$EXIT_CODE" "$EXIT_STATUS" "$INVOCATION_ID" > "$t" && mv -f "$t" "$1"`
+	`"$SERVICE_RESULT" "$EXIT_CODE" "$EXIT_STATUS" "$INVOCATION_ID" > "$1"`
 
 // exitRecordArgv is the ExecStopPost command that writes an exit record.
 func exitRecordArgv(path string) []string {

@@ -255,6 +255,7 @@ func (s *Systemd) StopUnit(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	JobQueued(ctx)
 	result, err := s.waitJob(ctx, what, used, ch)
 	if errors.Is(err, errDropped) {
 		for {
@@ -278,6 +279,29 @@ func (s *Systemd) StopUnit(ctx context.Context, name string) error {
 		return &JobError{Unit: name, Job: "stop", Result: result, State: st}
 	}
 	return nil
+}
+
+// StopTimeout implements Manager: one property read.
+func (s *Systemd) StopTimeout(ctx context.Context, name string) (time.Duration, error) {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	var v dbus.Variant
+	_, err := s.call(ctx, "read the stop timeout of "+name, func(c *conn) error {
+		obj := c.sys.Object("org.freedesktop.systemd1", dbus.ObjectPath("/org/freedesktop/systemd1/unit/"+sdbus.PathBusEscape(name)))
+		return obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0,
+			"org.freedesktop.systemd1.Service", "TimeoutStopUSec").Store(&v)
+	})
+	if err != nil {
+		return 0, err
+	}
+	us, ok := v.Value().(uint64)
+	if !ok {
+		return 0, fmt.Errorf("read the stop timeout of %s: TimeoutStopUSec is %T", name, v.Value())
+	}
+	if us > uint64(NoTimeout/time.Microsecond) {
+		return NoTimeout, nil
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }
 
 // ResetFailed implements Manager.

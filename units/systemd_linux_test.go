@@ -159,6 +159,36 @@ func TestCgroupKill(t *testing.T) {
 	}
 }
 
+// TestWaitExit: WaitExit returns once a unit's main process has ended,
+// at once for a pid that is gone or lives in another cgroup, and with
+// ctx's error while the process runs on.
+func TestWaitExit(t *testing.T) {
+	t.Parallel()
+	m := unitstest.Manager(t)
+	cg, err := units.OpenCgroups("")
+	require.NoError(t, err)
+	name := unitstest.UnitName("agent-fleet-waitexit")
+	st := start(t, m, units.ServiceSpec{Name: name, Argv: []string{"/bin/sleep", "300"}, Collect: units.CollectInactive})
+	require.NotZero(t, st.MainPID)
+
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, cg.WaitExit(short, st.MainPID, st.ControlGroup), context.DeadlineExceeded, "it runs on")
+	require.NoError(t, cg.WaitExit(testCtx(t, 5*time.Second), os.Getpid(), st.ControlGroup), "not a member: nothing to wait for")
+
+	waited := make(chan error, 1)
+	go func() { waited <- cg.WaitExit(testCtx(t, 30*time.Second), st.MainPID, st.ControlGroup) }()
+	require.NoError(t, m.KillUnit(testCtx(t, 10*time.Second), name, syscall.SIGTERM))
+	require.NoError(t, <-waited)
+	require.Eventually(t, func() bool { return syscall.Kill(st.MainPID, 0) == syscall.ESRCH }, 10*time.Second, 10*time.Millisecond,
+		"systemd reaps it")
+	require.NoError(t, cg.WaitExit(testCtx(t, 5*time.Second), st.MainPID, st.ControlGroup), "a gone pid has exited")
+
+	fixture := *cg
+	fixture.Root = t.TempDir()
+	require.ErrorIs(t, fixture.WaitExit(testCtx(t, time.Second), st.MainPID, st.ControlGroup), units.ErrUnsupported)
+}
+
 // TestNotifyService: a Type=notify start returns only after READY=1, and an
 // exit before READY=1 fails the start job.
 func TestNotifyService(t *testing.T) {

@@ -5,6 +5,7 @@ package units
 import (
 	"context"
 	"syscall"
+	"time"
 )
 
 // Systemd is the real Manager. Off Linux there is no systemd user manager:
@@ -31,6 +32,11 @@ func (s *Systemd) StartService(context.Context, ServiceSpec) (UnitState, error) 
 
 // StopUnit returns ErrUnsupported.
 func (s *Systemd) StopUnit(context.Context, string) error { return ErrUnsupported }
+
+// StopTimeout returns ErrUnsupported.
+func (s *Systemd) StopTimeout(context.Context, string) (time.Duration, error) {
+	return 0, ErrUnsupported
+}
 
 // ServiceEnvironment is unsupported off Linux.
 func (s *Systemd) ServiceEnvironment(context.Context, string) ([]string, error) {

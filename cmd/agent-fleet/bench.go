@@ -183,8 +183,11 @@ the worker shim N times outside systemd to measure the command's own start-up
 (exec of agent-fleet, intercom registration, session holder, exec of the
 command, READY). The four kinds take turns in a random order each round, and
 everything started runs until the stop phase, so each start meets the same
-units and sessions. It reports p50/p99 of each and the ratios; the target
-is a spawn within 1.3× of the bare unit plus that start-up.
+units and sessions; the stops take turns too, beside a bare unit with a
+worker's exit record (the ExecStopPost every worker stop waits for), and
+each worker stop is split into its steps. It reports p50/p99 of each and
+the ratios; the targets are a spawn within 1.3× of the bare unit plus that
+start-up, and a stop within 2.5× of the bare unit's stop.
 
 It runs in a temporary agent directory with its own broker, on your user
 manager — or, as root on a machine whose PID 1 is not systemd, on a private

@@ -30,7 +30,7 @@ func TestBenchSpawn(t *testing.T) {
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(out, &raw))
 	for _, k := range []string{"workers", "command", "manager", "systemdVersion", "spawn", "stop", "bareStart", "bareStop",
-		"shimStartup", "shimUnitStart", "shimUnitStop", "ratios", "target", "includes", "unitPatterns"} {
+		"shimStartup", "shimUnitStart", "shimUnitStop", "recordUnitStop", "stopSteps", "ratios", "target", "includes", "unitPatterns"} {
 		require.Contains(t, raw, k)
 	}
 	var res bench.SpawnResult
@@ -39,7 +39,8 @@ func TestBenchSpawn(t *testing.T) {
 	require.Equal(t, "user", res.Manager)
 	require.Equal(t, "300", res.Command[1])
 	for name, l := range map[string]bench.Latency{"spawn": res.Spawn, "stop": res.Stop, "bareStart": res.BareStart, "bareStop": res.BareStop,
-		"shimStartup": res.ShimStartup, "shimUnitStart": res.ShimUnitStart, "shimUnitStop": res.ShimUnitStop} {
+		"shimStartup": res.ShimStartup, "shimUnitStart": res.ShimUnitStart, "shimUnitStop": res.ShimUnitStop,
+		"recordUnitStop": res.RecordUnitStop, "stopSteps.end": res.StopSteps.End} {
 		require.Equal(t, 3, l.N, name)
 		require.Positive(t, l.P50Ms, name)
 		require.GreaterOrEqual(t, l.P99Ms, l.P50Ms, name)
@@ -50,6 +51,13 @@ func TestBenchSpawn(t *testing.T) {
 	require.InDelta(t, res.Spawn.P50Ms/(res.BareStart.P50Ms+res.ShimStartup.P50Ms), res.Ratios.SpawnToBarePlusStartup.P50, 1e-9)
 	require.Equal(t, bench.SpawnTarget, res.Target.SpawnToBarePlusStartup)
 	require.Equal(t, res.Ratios.SpawnToBarePlusStartup.P50 <= bench.SpawnTarget, res.Target.MetAtP50)
+	require.InDelta(t, res.Stop.P50Ms/res.BareStop.P50Ms, res.Ratios.StopToBare.P50, 1e-9)
+	require.Equal(t, bench.StopTarget, res.Target.StopToBare)
+	require.Equal(t, res.Ratios.StopToBare.P50 <= bench.StopTarget, res.Target.StopMetAtP50)
+	for name, l := range map[string]bench.Latency{"fence": res.StopSteps.Fence, "proof": res.StopSteps.Proof, "record": res.StopSteps.Record} {
+		require.Equal(t, 3, l.N, name)
+		require.LessOrEqual(t, l.P50Ms, res.Stop.MaxMs, "a step of the stop takes no longer than a stop: %s", name)
+	}
 	require.Len(t, res.UnitPatterns, 2)
 
 	m := unitstest.Connect(t, inst)

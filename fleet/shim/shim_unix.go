@@ -69,6 +69,13 @@ func Run(ctx context.Context, cfg Config) int {
 		if err := notifyReady(); err != nil {
 			log.Warn("sd_notify READY failed", "err", err)
 		}
+		// The exit is recorded on a stop's path: open the registry now,
+		// off the way to READY, so that recording it is one write.
+		go func() {
+			if reg, err := s.regs.Get(context.WithoutCancel(ctx)); err == nil && reg != nil {
+				_, _ = reg.GetRun(context.WithoutCancel(ctx), cfg.WorkerID, cfg.RunID)
+			}
+		}()
 	case !errors.Is(err, errStopped):
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
 	}
@@ -86,9 +93,9 @@ func readyGrace(d time.Duration) time.Duration {
 	return d
 }
 
-// held is what the shim holds for its workload: the registry (opened when
-// first needed, off the way to READY) and the worker's session, held with
-// its holder socket serving the worker's own processes.
+// held is what the shim holds for its workload: the registry (opened right
+// after READY, or when first needed before) and the worker's session, held
+// with its holder socket serving the worker's own processes.
 type held struct {
 	regs *fleet.RegistryHandle
 	*intercom.Held

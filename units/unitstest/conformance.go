@@ -58,7 +58,9 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 			require.Contains(t, listed(t, m), units.UnitSummary{Name: name, Description: "conformance " + name,
 				LoadState: "loaded", ActiveState: "active", SubState: "running"})
 
-			require.NoError(t, m.StopUnit(ctx, name))
+			queued := 0
+			require.NoError(t, m.StopUnit(units.WithJobQueued(ctx, func() { queued++ }), name))
+			require.Equal(t, 1, queued, "the stop job was queued, once")
 			after, err := m.Unit(ctx, name)
 			require.NoError(t, err)
 			require.True(t, after.Gone(), "a stopped transient unit is collected: %+v", after)
@@ -67,6 +69,20 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 			require.Equal(t, units.ExitRecord{Result: "success", Code: "killed", Status: "TERM", InvocationID: st.InvocationID}, rec)
 		})
 	}
+
+	t.Run("StopTimeout", func(t *testing.T) {
+		t.Parallel()
+		m, ctx := newManager(t), ctxFor(t)
+		name := UnitName(conformancePrefix)
+		_, err := start(t, m, units.ServiceSpec{Name: name, Argv: []string{sleep, "300"}, StopTimeout: 1500 * time.Millisecond})
+		require.NoError(t, err)
+		d, err := m.StopTimeout(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, 1500*time.Millisecond, d)
+		d, err = m.StopTimeout(ctx, UnitName(conformancePrefix))
+		require.NoError(t, err, "a unit that is not loaded has the manager's default")
+		require.Positive(t, d)
+	})
 
 	t.Run("LogFile", func(t *testing.T) {
 		t.Parallel()

@@ -259,10 +259,24 @@ func (f *Fake) StopUnit(ctx context.Context, name string) error {
 	if u == nil {
 		return fmt.Errorf("%s: %w: Unit %s not loaded.", what, units.ErrUnitNotFound, name)
 	}
+	units.JobQueued(ctx)
 	if u.state.Running() {
 		f.end(u, units.CodeKilled, int(syscall.SIGTERM))
 	}
 	return nil
+}
+
+// StopTimeout implements units.Manager: the spec's, else (and for a unit
+// that is not loaded) systemd's default of 90 s.
+func (f *Fake) StopTimeout(ctx context.Context, name string) (time.Duration, error) {
+	if err := f.enter(ctx, "read the stop timeout of "+name); err != nil {
+		return 0, err
+	}
+	defer f.mu.Unlock()
+	if u := f.units[name]; u != nil && u.spec.StopTimeout > 0 {
+		return u.spec.StopTimeout, nil
+	}
+	return 90 * time.Second, nil
 }
 
 // ResetFailed implements units.Manager.
@@ -484,6 +498,14 @@ func (c *fakeConn) StopUnit(ctx context.Context, name string) error {
 		return err
 	}
 	return c.Fake.StopUnit(ctx, name)
+}
+
+// StopTimeout implements units.Manager.
+func (c *fakeConn) StopTimeout(ctx context.Context, name string) (time.Duration, error) {
+	if err := c.check("read the stop timeout of " + name); err != nil {
+		return 0, err
+	}
+	return c.Fake.StopTimeout(ctx, name)
 }
 
 // ResetFailed implements units.Manager.

@@ -29,6 +29,10 @@ import (
 // plus the command's own start-up.
 const SpawnTarget = 1.3
 
+// StopTarget is the stop target, a ratio: a worker's stop, until its cgroup
+// is proven empty, within 2.5× of a bare unit's stop.
+const StopTarget = 2.5
+
 // benchMaxRuntime makes systemd stop the benchmark's units even if the
 // benchmark itself is killed before it can.
 const benchMaxRuntime = 10 * time.Minute
@@ -79,16 +83,30 @@ type SpawnResult struct {
 	// until READY, the stop call until its job is done.
 	ShimUnitStart Latency `json:"shimUnitStart"`
 	ShimUnitStop  Latency `json:"shimUnitStop"`
-	Ratios        struct {
+	// RecordUnitStop is the bare unit with a worker's exit record: its
+	// ExecStopPost, a process systemd starts in the unit's cgroup as the
+	// unit stops, is systemd's part of every worker stop.
+	RecordUnitStop Latency `json:"recordUnitStop"`
+	// StopSteps split the worker stops (fleet.StopTimings).
+	StopSteps struct {
+		Fence  Latency `json:"fence"`
+		End    Latency `json:"end"`
+		Proof  Latency `json:"proof"`
+		Record Latency `json:"record"`
+	} `json:"stopSteps"`
+	Ratios struct {
 		SpawnToBare            Ratio `json:"spawnToBare"`
 		SpawnToBarePlusStartup Ratio `json:"spawnToBarePlusStartup"`
 		SpawnToShimUnit        Ratio `json:"spawnToShimUnit"`
 		StopToBare             Ratio `json:"stopToBare"`
+		StopToRecordUnit       Ratio `json:"stopToRecordUnit"`
 	} `json:"ratios"`
 	Target struct {
 		SpawnToBarePlusStartup float64 `json:"spawnToBarePlusStartup"`
 		MetAtP50               bool    `json:"metAtP50"`
 		MetAtP99               bool    `json:"metAtP99"`
+		StopToBare             float64 `json:"stopToBare"`
+		StopMetAtP50           bool    `json:"stopMetAtP50"`
 	} `json:"target"`
 	// Includes says what each Measurement covers.
 	Includes map[string]string `json:"includes"`
@@ -100,10 +118,12 @@ var benchIncludes = map[string]string{
 	"spawn":       "fleet.Spawn: running-unit check and user manager environment read (concurrent D-Bus calls), registry reserve, transient Type=notify unit start until the shim's READY (exec of agent-fleet, intercom registration, session holder, exec of the command), registry update",
 	"bareStart":   "units.StartService of a Type=exec transient unit running the same command, on the same D-Bus connection: start call until the start job is done (systemd forked and executed the command)",
 	"shimStartup": "the worker shim started by this process outside systemd, from fork/exec until READY=1 on a notify socket: the command's own start-up under agent-fleet (it runs on, holding its session, until the stop phase)",
-	"stop":        "fleet.Stop: registry stop fence, stop job (SIGTERM to the cgroup), wait until inactive, cgroup read (and SIGKILL of survivors), reset-failed, exit record, registry update",
+	"stop":        "fleet.Stop: registry stop fence (the unit's stop timeout read meanwhile), stop job (SIGTERM to the cgroup) until the unit is inactive (the shim's exit record in the registry, the ExecStopPost exit record), cgroup read (and SIGKILL of survivors), registry update (reset-failed meanwhile)",
+	"stopSteps":   "the worker stops step by step: fence (record read, stop fence), end (first signal until the unit is inactive), proof (cgroup read), record (outcome written, unit reset)",
 	"bareStop":    "units.StopUnit of the bare unit until its stop job is done",
+	"recordUnit":  "the bare unit with a worker's exit record (ExecStopPost: /bin/sh in the unit's cgroup), stopped until its job is done: systemd's own part of a worker stop",
 	"shimUnit":    "the worker shim (running the same command) as a bare Type=notify transient unit on the same connection: systemd plus the shim's start-up until READY, and its stop, without fleet's registry and environment work",
-	"ratios":      "ratios of the percentiles (p50 to p50, p99 to p99); spawnToBarePlusStartup = spawn / (bareStart + shimStartup)",
+	"ratios":      "ratios of the percentiles (p50 to p50, p99 to p99); spawnToBarePlusStartup = spawn / (bareStart + shimStartup); stopToBare is the stop target's",
 }
 
 // RunSpawn is `bench spawn`: spawn and stop opts.Workers workers beside bare
@@ -176,6 +196,12 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 		return factory.BareUnit{Name: name, Description: "agent-fleet bench spawn: bare unit", Argv: res.Command,
 			MaxRuntime: benchMaxRuntime, LogFile: bareLog}
 	}
+	// A record unit is the bare unit with a worker's exit record.
+	recordSpec := func(name string) factory.BareUnit {
+		u := bareSpec(name)
+		u.Description, u.ExitRecord = "agent-fleet bench spawn: bare unit with an exit record", filepath.Join(sb.Paths.AgentDir, name+".exit")
+		return u
+	}
 	// A shim unit is the worker shim as a bare Type=notify unit: systemd
 	// and the shim's start-up to READY, without fleet's bookkeeping.
 	shimSpec := func(name, id string) factory.BareUnit {
@@ -198,6 +224,13 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	if err := sb.StopBareUnit(ctx, warm); err != nil {
 		return fmt.Errorf("bench spawn: bare unit: %w", err)
 	}
+	warmRecord := "agent-fleet-bench-" + tag + "-record-warmup.service"
+	if err := sb.StartBareUnit(ctx, recordSpec(warmRecord)); err != nil {
+		return fmt.Errorf("bench spawn: record unit: %w", err)
+	}
+	if err := sb.StopBareUnit(ctx, warmRecord); err != nil {
+		return fmt.Errorf("bench spawn: record unit: %w", err)
+	}
 	warmShim := "agent-fleet-bench-" + tag + "-shim-warmup.service"
 	if err := sb.StartBareUnit(ctx, shimSpec(warmShim, "bench-"+tag+"-shim-warmup")); err != nil {
 		return fmt.Errorf("bench spawn: shim unit: %w", err)
@@ -219,7 +252,8 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	// The four kinds alternate, so that each sees the same load of running
 	// units and sessions; operations run back to back (pausing between them
 	// lets the CPUs idle, and waking them costs more than the operation).
-	var spawnT, stopT, bareStartT, bareStopT, shimT, shimUnitStartT, shimUnitStopT []time.Duration
+	var spawnT, stopT, bareStartT, bareStopT, shimT, shimUnitStartT, shimUnitStopT, recordStopT []time.Duration
+	var fenceT, endT, proofT, recordT []time.Duration
 	timed := func(into *[]time.Duration, op func() error) error {
 		began := time.Now()
 		if err := op(); err != nil {
@@ -230,6 +264,7 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	}
 	bareName := func(i int) string { return fmt.Sprintf("agent-fleet-bench-%s-%d.service", tag, i) }
 	shimName := func(i int) string { return fmt.Sprintf("agent-fleet-bench-%s-shim-%d.service", tag, i) }
+	recordName := func(i int) string { return fmt.Sprintf("agent-fleet-bench-%s-record-%d.service", tag, i) }
 	workerID := func(i int) string { return fmt.Sprintf("bench-%s-%d", tag, i) }
 	probeID := func(i int) string { return fmt.Sprintf("bench-%s-probe-%d", tag, i) }
 
@@ -262,20 +297,38 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 			}
 		}
 	}
+	// The record units only stop in the timed phase: their starts are
+	// the bare units', untimed here.
+	for i := range opts.Workers {
+		if err := sb.StartBareUnit(ctx, recordSpec(recordName(i))); err != nil {
+			return fmt.Errorf("bench spawn: record unit: %w", err)
+		}
+	}
 	fmt.Fprintf(log, "bench spawn: stopping them\n")
 	for i := range opts.Workers {
 		probe.stop(probeID(i))
-		if err := timed(&bareStopT, func() error { return sb.StopBareUnit(ctx, bareName(i)) }); err != nil {
-			return fmt.Errorf("bench spawn: bare unit: %w", err)
+		stops := []struct {
+			into *[]time.Duration
+			what string
+			op   func() error
+		}{
+			{&bareStopT, "bare unit: ", func() error { return sb.StopBareUnit(ctx, bareName(i)) }},
+			{&recordStopT, "record unit: ", func() error { return sb.StopBareUnit(ctx, recordName(i)) }},
+			{&shimUnitStopT, "shim unit: ", func() error { return sb.StopBareUnit(ctx, shimName(i)) }},
+			{&stopT, "", func() error {
+				r, err := sb.Stop(ctx, workerID(i))
+				if err == nil {
+					fenceT, endT = append(fenceT, r.Took.Fence), append(endT, r.Took.End)
+					proofT, recordT = append(proofT, r.Took.Proof), append(recordT, r.Took.Record)
+				}
+				return err
+			}},
 		}
-		if err := timed(&shimUnitStopT, func() error { return sb.StopBareUnit(ctx, shimName(i)) }); err != nil {
-			return fmt.Errorf("bench spawn: shim unit: %w", err)
-		}
-		if err := timed(&stopT, func() error {
-			_, err := sb.Stop(ctx, workerID(i))
-			return err
-		}); err != nil {
-			return fmt.Errorf("bench spawn: %w", err)
+		mrand.Shuffle(len(stops), func(a, b int) { stops[a], stops[b] = stops[b], stops[a] })
+		for _, st := range stops {
+			if err := timed(st.into, st.op); err != nil {
+				return fmt.Errorf("bench spawn: %s%w", st.what, err)
+			}
 		}
 	}
 
@@ -286,7 +339,13 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	res.Ratios.SpawnToBarePlusStartup = Ratio{res.Spawn.P50Ms / (res.BareStart.P50Ms + res.ShimStartup.P50Ms),
 		res.Spawn.P99Ms / (res.BareStart.P99Ms + res.ShimStartup.P99Ms)}
 	res.Ratios.SpawnToShimUnit = Ratio{res.Spawn.P50Ms / res.ShimUnitStart.P50Ms, res.Spawn.P99Ms / res.ShimUnitStart.P99Ms}
+	res.RecordUnitStop = summarize(recordStopT)
+	res.StopSteps.Fence, res.StopSteps.End = summarize(fenceT), summarize(endT)
+	res.StopSteps.Proof, res.StopSteps.Record = summarize(proofT), summarize(recordT)
 	res.Ratios.StopToBare = Ratio{res.Stop.P50Ms / res.BareStop.P50Ms, res.Stop.P99Ms / res.BareStop.P99Ms}
+	res.Ratios.StopToRecordUnit = Ratio{res.Stop.P50Ms / res.RecordUnitStop.P50Ms, res.Stop.P99Ms / res.RecordUnitStop.P99Ms}
+	res.Target.StopToBare = StopTarget
+	res.Target.StopMetAtP50 = res.Ratios.StopToBare.P50 <= StopTarget
 	res.Target.SpawnToBarePlusStartup = SpawnTarget
 	res.Target.MetAtP50 = res.Ratios.SpawnToBarePlusStartup.P50 <= SpawnTarget
 	res.Target.MetAtP99 = res.Ratios.SpawnToBarePlusStartup.P99 <= SpawnTarget
@@ -324,9 +383,15 @@ func printBenchSpawn(out io.Writer, r *SpawnResult) {
 	times("spawn / shim unit", r.Ratios.SpawnToShimUnit)
 	fmt.Fprintln(tw, "\t\t\t")
 	row("bare unit stop", r.BareStop)
-	row("shim unit stop", r.ShimUnitStop)
+	row("bare unit with an exit record, stop", r.RecordUnitStop)
+	row("shim as a bare notify unit, stop", r.ShimUnitStop)
 	row("worker stop until cgroup proven empty", r.Stop)
+	row("  fence", r.StopSteps.Fence)
+	row("  signal until inactive", r.StopSteps.End)
+	row("  cgroup proof", r.StopSteps.Proof)
+	row("  outcome recorded", r.StopSteps.Record)
 	times("stop / bare", r.Ratios.StopToBare)
+	times("stop / bare with an exit record", r.Ratios.StopToRecordUnit)
 	tw.Flush()
 	verdict := func(ok bool) string {
 		if ok {
@@ -336,8 +401,10 @@ func printBenchSpawn(out io.Writer, r *SpawnResult) {
 	}
 	fmt.Fprintf(out, "\nTarget: spawn within %.1f× of the bare unit plus the command's own start-up — %s at p50, %s at p99.\n",
 		r.Target.SpawnToBarePlusStartup, verdict(r.Target.MetAtP50), verdict(r.Target.MetAtP99))
+	fmt.Fprintf(out, "Target: stop within %.1f× of the bare unit's stop — %s at p50 (%.2f×).\n",
+		r.Target.StopToBare, verdict(r.Target.StopMetAtP50), r.Ratios.StopToBare.P50)
 	fmt.Fprintln(out, "\nWhat the figures include:")
-	for _, k := range []string{"bareStart", "shimStartup", "shimUnit", "spawn", "bareStop", "stop", "ratios"} {
+	for _, k := range []string{"bareStart", "shimStartup", "shimUnit", "spawn", "bareStop", "recordUnit", "stop", "stopSteps", "ratios"} {
 		fmt.Fprintf(out, "  %-11s %s\n", k+":", r.Includes[k])
 	}
 }

@@ -3,6 +3,7 @@ package factory
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -17,9 +18,10 @@ var _ units.Manager = offlineUnits{}
 func (o offlineUnits) StartService(context.Context, units.ServiceSpec) (units.UnitState, error) {
 	return units.UnitState{}, o.err
 }
-func (o offlineUnits) StopUnit(context.Context, string) error                 { return o.err }
-func (o offlineUnits) ResetFailed(context.Context, string) error              { return o.err }
-func (o offlineUnits) KillUnit(context.Context, string, syscall.Signal) error { return o.err }
+func (o offlineUnits) StopUnit(context.Context, string) error                     { return o.err }
+func (o offlineUnits) StopTimeout(context.Context, string) (time.Duration, error) { return 0, o.err }
+func (o offlineUnits) ResetFailed(context.Context, string) error                  { return o.err }
+func (o offlineUnits) KillUnit(context.Context, string, syscall.Signal) error     { return o.err }
 func (o offlineUnits) Unit(_ context.Context, name string) (units.UnitState, error) {
 	return units.UnitState{Name: name}, o.err
 }

@@ -218,6 +218,9 @@ type BareUnit struct {
 	Notify     bool
 	MaxRuntime time.Duration
 	LogFile    string
+	// ExitRecord, when set, gives it a worker's exit record (its
+	// ExecStopPost).
+	ExitRecord string
 }
 
 // StartBareUnit starts u and waits for its start job; Close stops it if
@@ -229,7 +232,7 @@ func (sb *Sandbox) StartBareUnit(ctx context.Context, u BareUnit) error {
 	}
 	sb.bare[u.Name] = false
 	_, err := sb.units.StartService(ctx, units.ServiceSpec{Name: u.Name, Description: u.Description, Argv: u.Argv, Env: u.Env,
-		WorkingDirectory: u.Dir, Type: typ, MaxRuntime: u.MaxRuntime, LogFile: u.LogFile})
+		WorkingDirectory: u.Dir, Type: typ, MaxRuntime: u.MaxRuntime, LogFile: u.LogFile, ExitRecord: u.ExitRecord})
 	return err
 }
 
