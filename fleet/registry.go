@@ -16,6 +16,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 // DefaultBusyTimeout is how long a registry operation waits for another
@@ -113,18 +115,8 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		// Create it ourselves so it is 0600 (SQLite would make it 0644);
-		// SQLite gives the -wal and -shm files the database file's mode.
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil && !errors.Is(err, os.ErrExist) { // ErrExist: another process won the race
+		if err := createRegistryFile(ctx, path, busy); err != nil {
 			return nil, fmt.Errorf("open registry %s: %w", path, err)
-		}
-		if f != nil {
-			f.Close()
-			// Companions of a deleted database would be replayed into the
-			// new one: they go with it.
-			_ = os.Remove(path + "-wal")
-			_ = os.Remove(path + "-shm")
 		}
 	case err != nil:
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
@@ -164,6 +156,30 @@ func OpenRegistryWithOptions(ctx context.Context, path string, opts RegistryOpti
 		r.hooks.fn = r.refreshOwnView
 	}
 	return r, nil
+}
+
+// createRegistryFile creates an empty registry file, 0600 (SQLite would
+// make it 0644; it gives the -wal and -shm files the database file's
+// mode). Companions of a deleted database would be replayed into the new
+// one, so they are removed first — under a lock, and only while no
+// database file exists: a concurrent opener that found the new file may
+// already use its own companions.
+func createRegistryFile(ctx context.Context, path string, wait time.Duration) error {
+	unlock, err := intercom.LockFile(ctx, path+".create-lock", wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(path); err == nil {
+		return nil // another opener created it
+	}
+	_ = os.Remove(path + "-wal")
+	_ = os.Remove(path + "-shm")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Stale reports whether the file at Path is no longer the one this handle
