@@ -23,6 +23,8 @@ type countingUnits struct {
 	mu    sync.Mutex
 	reads map[string]int
 	lists int
+	// limit, when set, is the task limit the manager reports.
+	limit *units.TaskLimit
 }
 
 func (c *countingUnits) Unit(ctx context.Context, name string) (units.UnitState, error) {
@@ -37,6 +39,13 @@ func (c *countingUnits) ListUnits(ctx context.Context, patterns ...string) ([]un
 	c.lists++
 	c.mu.Unlock()
 	return c.Manager.ListUnits(ctx, patterns...)
+}
+
+func (c *countingUnits) TaskLimit(context.Context) (units.TaskLimit, error) {
+	if c.limit == nil {
+		return units.TaskLimit{}, nil
+	}
+	return *c.limit, nil
 }
 
 // counted returns the reads and listings since the last call.
@@ -108,4 +117,21 @@ func TestListReadsTheUnitsOnce(t *testing.T) {
 	reads, lists = cu.counted()
 	require.Equal(t, 1, lists, "the janitor lists once: its reconcile's listing settles")
 	require.Empty(t, reads)
+}
+
+// A spawn that fails while the user manager is at its task limit says so
+// and what to do; one that fails with room to spare does not blame it.
+func TestFailedSpawnNamesTheTaskLimit(t *testing.T) {
+	t.Parallel()
+	cu := &countingUnits{limit: &units.TaskLimit{Where: "/user.slice/user-1000.slice", Current: 10810, Max: 10813}}
+	w := newWorld(t, counting(cu))
+	_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "full", Command: []string{"false"}})
+	require.ErrorIs(t, err, fleet.ErrSpawnFailed)
+	require.Contains(t, err.Error(), "started; it has already exited (exit 1); the user manager is at its task limit: "+
+		"10810 of 10813 tasks (pids.max of /user.slice/user-1000.slice), and a worker needs about 10")
+
+	cu.limit.Current = 4000
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "room", Command: []string{"false"}})
+	require.ErrorIs(t, err, fleet.ErrSpawnFailed)
+	require.NotContains(t, err.Error(), "task limit")
 }
