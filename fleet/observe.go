@@ -204,9 +204,10 @@ type unitListing struct {
 	byName map[string]units.UnitSummary
 }
 
-// keepListing keeps Reconcile's listing for one settleLive.
-func (f *Fleet) keepListing(list []units.UnitSummary) {
-	l := &unitListing{at: time.Now(), byName: make(map[string]units.UnitSummary, len(list))}
+// keepListing keeps Reconcile's listing, asked for at at, for one
+// settleLive.
+func (f *Fleet) keepListing(list []units.UnitSummary, at time.Time) {
+	l := &unitListing{at: at, byName: make(map[string]units.UnitSummary, len(list))}
 	for _, u := range list {
 		l.byName[u.Name] = u
 	}

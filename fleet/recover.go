@@ -86,6 +86,7 @@ type ReconcileReport struct {
 // anything ambiguous leaves the fleet read-only with a diagnostic.
 func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 	rep := &ReconcileReport{}
+	listedAt := time.Now()
 	list, err := f.cfg.Units.ListUnits(ctx, UnitPrefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -170,7 +171,7 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 	if err := f.markDegraded(rep.Ambiguous); err != nil {
 		return rep, err
 	}
-	f.keepListing(list)
+	f.keepListing(list, listedAt)
 	return rep, nil
 }
 
