@@ -117,6 +117,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 				st, fix = CheckWarn, "systemd 240 or newer is recommended for transient-unit properties agent-fleet sets"
 			}
 			add("systemd version", st, probe.Version.Raw, fix)
+			add(taskLimitCheck(ctx, cfg.Getenv))
 		}
 	}
 	add(lingerStatus(ctx, cfg.Getenv))
@@ -147,6 +148,31 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 		add("worker logs", CheckOK, "no journald: workers log to "+LogDir(cfg.Paths), "")
 	}
 	return out
+}
+
+// taskLimitCheck says how many more workers the tightest task limit over
+// the user manager (units.TasksOf) leaves room for.
+func taskLimitCheck(ctx context.Context, getenv func(string) string) (string, CheckStatus, string, string) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: getenv})
+	if err != nil {
+		return "task limit", CheckOK, "unknown: " + err.Error(), ""
+	}
+	defer m.Close()
+	lim, err := m.TaskLimit(cctx)
+	switch {
+	case err != nil:
+		return "task limit", CheckOK, "unknown: " + err.Error(), ""
+	case lim.Where == "":
+		return "task limit", CheckOK, "none applies to the user manager", ""
+	}
+	room := lim.Room() / TasksPerWorker
+	detail := fmt.Sprintf("%s: room for about %s (an exec worker takes about %d tasks)", lim, Plural(room, "more worker"), TasksPerWorker)
+	if room < 10 {
+		return "task limit", CheckWarn, detail, "stop workers, or raise the limit (TasksMax= of the slice or unit named, logind's UserTasksMax=, kernel.pid_max)"
+	}
+	return "task limit", CheckOK, detail, ""
 }
 
 func socketPathCheck(p intercom.Paths) (string, CheckStatus, string, string) {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -76,10 +77,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Fleet performs fleet operations for one caller.
+// Fleet performs fleet operations for one caller. Safe for concurrent use.
 type Fleet struct {
 	cfg Config
 	log *slog.Logger
+
+	mu sync.Mutex
+	// listing is Reconcile's ListUnits of the worker units, for the
+	// settleLive that follows it (workerUnits).
+	listing *unitListing
 }
 
 // New returns a Fleet. Registry, Units and Shim are required.
@@ -115,6 +121,10 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	return &Fleet{cfg: cfg, log: cfg.Logger}, nil
 }
+
+// ReadyGrace is how long an exec worker's command runs before its shim
+// signals READY (Config.ReadyGrace, defaults applied).
+func (f *Fleet) ReadyGrace() time.Duration { return f.cfg.ReadyGrace }
 
 // RegistryPath is where the fleet registry of p lives.
 func RegistryPath(p intercom.Paths) string {

@@ -85,14 +85,19 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 	if err != nil {
 		return rep, err
 	}
+	// One listing settles them all; a worker about to be acted on is read
+	// again, on its own, right before (due).
+	f.settleLive(ctx, ws)
 	actions := 0
 	for _, w := range ws {
 		if ctx.Err() != nil || actions >= opts.MaxActions {
 			rep.BudgetExhausted = true
 			break
 		}
-		w, _ = f.settle(ctx, w)
-		if !w.State.Live() || w.LeaseDeadline.IsZero() || w.State == StateStopping {
+		if !f.due(w) {
+			continue
+		}
+		if w, _ = f.settle(ctx, w); !f.due(w) {
 			continue
 		}
 		now := f.cfg.Now()
@@ -133,6 +138,16 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 	return rep, nil
 }
 
+// due reports whether the janitor has something to do for w now: a live
+// worker with an idle lease, not being stopped, whose checkpoints have
+// begun (Cleanup says which action).
+func (f *Fleet) due(w *Worker) bool {
+	if !w.State.Live() || w.LeaseDeadline.IsZero() || w.State == StateStopping {
+		return false
+	}
+	return !f.cfg.Now().Before(w.LeaseDeadline.Add(-f.cfg.Leases.Warning))
+}
+
 // Worker log files are capped: past LogCap bytes, all but the last
 // LogKeep bytes are dropped.
 const (
@@ -162,7 +177,7 @@ func (f *Fleet) tidyFiles(ctx context.Context, execute bool) []CleanupAction {
 				continue
 			}
 			old := fi.ModTime().Before(f.cfg.Now().Add(-f.cfg.Leases.Retention))
-			if _, err := f.cfg.Registry.GetRun(ctx, name[:i], name[i+1:]); errors.Is(err, ErrNotFound) && old {
+			if old && f.recordGone(ctx, name[:i], name[i+1:]) {
 				a := CleanupAction{Kind: "remove-file", ID: name[:i], RunID: name[i+1:], Reason: path + " belongs to a record that is gone"}
 				if execute {
 					a.Done = os.Remove(path) == nil
@@ -184,6 +199,14 @@ func (f *Fleet) tidyFiles(ctx context.Context, execute bool) []CleanupAction {
 		}
 	}
 	return out
+}
+
+// recordGone reports whether the registry has no record of incarnation
+// id+run (only asked of files past retention: a file of every worker is
+// read each run).
+func (f *Fleet) recordGone(ctx context.Context, id, run string) bool {
+	_, err := f.cfg.Registry.GetRun(ctx, id, run)
+	return errors.Is(err, ErrNotFound)
 }
 
 // capLog keeps the last LogKeep bytes of a log file in place (the worker's

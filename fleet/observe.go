@@ -147,7 +147,7 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 }
 
 // List returns the caller's workers (every manager's with all), settled
-// against systemd.
+// against systemd: one ListUnits call for all of them (settleLive).
 func (f *Fleet) List(ctx context.Context, all bool) ([]*Worker, error) {
 	filter := Filter{}
 	if !all {
@@ -157,12 +157,96 @@ func (f *Fleet) List(ctx context.Context, all bool) ([]*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.settleLive(ctx, ws)
+	return ws, nil
+}
+
+// settleLive settles the live records of ws in place with one ListUnits
+// call of the worker units however many there are (workerUnits; a
+// property read per unit took a D-Bus round trip each): a record whose
+// unit's summary agrees with it is as settle would leave it, and only the
+// others are settled one by one, with a full read of their unit. A unit
+// missing from the listing is read too, so a listing older than the
+// records (Reconcile's) can only show a just-ended unit as running, never
+// a just-started one as gone. When the listing fails (no manager answers)
+// the records stay as read.
+func (f *Fleet) settleLive(ctx context.Context, ws []*Worker) {
+	var live []int
 	for i, w := range ws {
-		if w.State.Live() {
-			ws[i], _ = f.settle(ctx, w)
+		if w.State.Live() && !f.spawnInFlight(w) {
+			live = append(live, i)
 		}
 	}
-	return ws, nil
+	if len(live) == 0 {
+		return
+	}
+	loaded, err := f.workerUnits(ctx)
+	if err != nil {
+		return
+	}
+	for _, i := range live {
+		if u, ok := loaded[ws[i].Unit]; !ok || !agrees(ws[i], u) {
+			ws[i], _ = f.settle(ctx, ws[i])
+		}
+	}
+}
+
+// listingReuse is how old Reconcile's listing of the worker units may be
+// for the settleLive after it to use it instead of asking again: a verb
+// reconciles when it opens the fleet and lists right after, and at 500
+// units a listing costs ~5 ms.
+const listingReuse = 500 * time.Millisecond
+
+// unitListing is a ListUnits of the worker units, by name, and when it was
+// taken.
+type unitListing struct {
+	at     time.Time
+	byName map[string]units.UnitSummary
+}
+
+// keepListing keeps Reconcile's listing, asked for at at, for one
+// settleLive.
+func (f *Fleet) keepListing(list []units.UnitSummary, at time.Time) {
+	l := &unitListing{at: at, byName: make(map[string]units.UnitSummary, len(list))}
+	for _, u := range list {
+		l.byName[u.Name] = u
+	}
+	f.mu.Lock()
+	f.listing = l
+	f.mu.Unlock()
+}
+
+// workerUnits is every loaded worker unit's summary by name: Reconcile's
+// listing when it is fresh (listingReuse; used once), else a new one.
+func (f *Fleet) workerUnits(ctx context.Context) (map[string]units.UnitSummary, error) {
+	f.mu.Lock()
+	l := f.listing
+	f.listing = nil
+	f.mu.Unlock()
+	if l != nil && time.Since(l.at) < listingReuse {
+		return l.byName, nil
+	}
+	list, err := f.cfg.Units.ListUnits(ctx, UnitPrefix+"*")
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]units.UnitSummary, len(list))
+	for _, u := range list {
+		byName[u.Name] = u
+	}
+	return byName, nil
+}
+
+// agrees reports whether a live record needs nothing from settle given
+// its unit's summary: the unit is loaded and has not ended, and the record
+// is past provisioning (a provisioning record of a running unit takes the
+// unit's pid and cgroup, which only a full read gives).
+func agrees(w *Worker, u units.UnitSummary) bool {
+	st := units.UnitState{LoadState: u.LoadState, ActiveState: u.ActiveState}
+	if unitEnded(st) {
+		return false
+	}
+	return w.State != StateProvisioning || !st.Running()
 }
 
 // Status returns one worker's record, unit state and processes.

@@ -86,11 +86,20 @@ type ReconcileReport struct {
 // anything ambiguous leaves the fleet read-only with a diagnostic.
 func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 	rep := &ReconcileReport{}
+	listedAt := time.Now()
 	list, err := f.cfg.Units.ListUnits(ctx, UnitPrefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	journal := readOwnership(f.cfg.Paths)
+	// One query for the common case, a live unit of a live record; the
+	// others are looked up one by one.
+	live := map[string]bool{} // unit names of live records
+	if ss, err := f.cfg.Registry.LiveSummaries(ctx); err == nil {
+		for _, s := range ss {
+			live[WorkerUnitName(s.ID, s.RunID)] = true
+		}
+	}
 	claimed := map[string]string{} // worker id → the unit running it
 	type orphan struct {
 		unit, id, run string
@@ -107,6 +116,10 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		id, run, ok := ParseUnitName(u.Name)
 		if !ok {
 			continue // not named as agent-fleet names workers: not ours
+		}
+		if live[u.Name] {
+			claimed[id] = u.Name
+			continue
 		}
 		w, err := f.cfg.Registry.GetRun(ctx, id, run)
 		switch {
@@ -158,6 +171,7 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 	if err := f.markDegraded(rep.Ambiguous); err != nil {
 		return rep, err
 	}
+	f.keepListing(list, listedAt)
 	return rep, nil
 }
 

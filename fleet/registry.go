@@ -235,6 +235,16 @@ func (r *Registry) ID() string { return r.id }
 // CreatedAt is when the registry file was created (millisecond precision).
 func (r *Registry) CreatedAt() time.Time { return r.createdAt }
 
+// Bytes is the database's size in bytes (page count × page size),
+// whether its pages are in the file yet or still in the write-ahead log.
+func (r *Registry) Bytes(ctx context.Context) (int64, error) {
+	var pages, size int64
+	if err := r.db.QueryRowContext(ctx, `SELECT page_count, page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&pages, &size); err != nil {
+		return 0, fmt.Errorf("registry size: %w", classify(err))
+	}
+	return pages * size, nil
+}
+
 // Check runs PRAGMA quick_check and PRAGMA foreign_key_check on the open
 // registry (for doctor). Problems are ErrCorrupt, with at most 10 listed.
 func (r *Registry) Check(ctx context.Context) error {

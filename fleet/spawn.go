@@ -231,7 +231,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		updated, _ = f.settle(ctx, updated)
 	}
 	if updated.State == StateFailed || (updated.HasExit && updated.ExitStatus != 0) {
-		return updated, &SpawnError{ID: w.ID, RunID: w.RunID, Reason: startedButEnded(updated), LogTail: tailLines(w.LogPath, 10)}
+		return updated, f.spawnError(ctx, w, startedButEnded(updated))
 	}
 	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
 	return updated, nil
@@ -348,7 +348,36 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 	case err == nil && updated.HasExit:
 		reason = exitReason(updated) + " before it was ready"
 	}
+	return f.spawnError(sctx, w, reason)
+}
+
+// TasksPerWorker is about how many tasks (threads, what TasksMax= counts)
+// an exec worker takes: its shim's threads and its command's.
+const TasksPerWorker = 10
+
+// spawnError is a failed spawn's error. When the user manager is at its
+// task limit — a thread or process the worker needed was refused, which
+// shows only as a crash or an exit in its log — the reason says so and
+// what to do.
+func (f *Fleet) spawnError(ctx context.Context, w *Worker, reason string) *SpawnError {
+	if lim, ok := f.taskLimit(ctx); ok && lim.Room() < 3*TasksPerWorker {
+		reason += fmt.Sprintf("; the user manager is at its task limit: %s, and a worker needs about %d. "+
+			"Stop workers, or raise the limit (TasksMax= of the slice or unit named, logind's UserTasksMax=, kernel.pid_max)", lim, TasksPerWorker)
+	}
 	return &SpawnError{ID: w.ID, RunID: w.RunID, Reason: reason, LogTail: tailLines(w.LogPath, 10)}
+}
+
+// taskLimit is the user manager's tightest task limit, when its manager
+// can tell (units.Systemd can; fakes cannot).
+func (f *Fleet) taskLimit(ctx context.Context) (units.TaskLimit, bool) {
+	tl, ok := f.cfg.Units.(interface {
+		TaskLimit(context.Context) (units.TaskLimit, error)
+	})
+	if !ok {
+		return units.TaskLimit{}, false
+	}
+	lim, err := tl.TaskLimit(ctx)
+	return lim, err == nil && lim.Where != ""
 }
 
 // refuseRunningUnit refuses an id whose worker unit still runs, whatever

@@ -79,7 +79,10 @@ type Session struct {
 	claimed map[string]bool       // inbox keys handed to an ask waiter
 	staged  []*InboundMessage     // new since the last commit
 	wake    chan struct{}         // closed and replaced when messages arrive
-	roster  map[string]wire.SessionInfo
+	// roster is the ids of the sessions seen in this session's audience,
+	// for resolveTarget; ids only, copied out of their frames, so that a
+	// worker among 500 keeps kilobytes of them, not every peer's frame.
+	roster map[string]struct{}
 	// listener is the pid of the process whose listen consumes the
 	// session's messages (0: none).
 	listener int
@@ -116,7 +119,7 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	s := &Session{
 		cfg: cfg, log: cfg.Logger, inbox: inbox, outbox: outbox,
 		waiters: make(map[string]*askWaiter), claimed: make(map[string]bool),
-		wake: make(chan struct{}), roster: make(map[string]wire.SessionInfo),
+		wake: make(chan struct{}), roster: make(map[string]struct{}),
 	}
 	s.client = NewClient(ClientConfig{
 		Paths: cfg.Paths, Identity: cfg.Identity, Logger: cfg.Logger, Start: cfg.Start,
@@ -136,7 +139,7 @@ func (s *Session) SwitchScope(ctx context.Context, scope string) error {
 		return err
 	}
 	s.mu.Lock()
-	s.roster = make(map[string]wire.SessionInfo)
+	s.roster = make(map[string]struct{})
 	s.mu.Unlock()
 	return nil
 }
@@ -226,7 +229,9 @@ func (s *Session) Event(f *wire.BrokerFrame) {
 		_ = s.inbox.MarkDeferred(f.MessageID, f.FromID, float64(time.Now().UnixMilli()))
 	case wire.TypeSessionJoined, wire.TypePresenceUpdate:
 		s.mu.Lock()
-		s.roster[f.Session.ID] = f.Session
+		if _, ok := s.roster[f.Session.ID]; !ok {
+			s.roster[strings.Clone(f.Session.ID)] = struct{}{}
+		}
 		s.mu.Unlock()
 		if f.Type == wire.TypeSessionJoined && s.cfg.OnSessionJoined != nil {
 			s.cfg.OnSessionJoined(f.Session.ID)
@@ -253,9 +258,9 @@ func (s *Session) sessions(ctx context.Context) ([]wire.SessionInfo, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	s.roster = make(map[string]wire.SessionInfo, len(list))
+	s.roster = make(map[string]struct{}, len(list))
 	for _, si := range list {
-		s.roster[si.ID] = si
+		s.roster[strings.Clone(si.ID)] = struct{}{}
 	}
 	s.mu.Unlock()
 	return list, nil

@@ -118,6 +118,9 @@ func classify(err error) error {
 		case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
 			"org.freedesktop.DBus.Error.Disconnected", "org.freedesktop.DBus.Error.NoServer":
 			return fmt.Errorf("%w: %w", ErrManagerUnreachable, err)
+		case "org.freedesktop.DBus.Error.LimitsExceeded":
+			return fmt.Errorf("the user bus refused the call: one of its limits per connection or per user is reached "+
+				"(pending replies, match rules, connections; docs/systemd.md \"At scale\"): %w", err)
 		}
 		return err
 	}

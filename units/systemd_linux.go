@@ -566,6 +566,30 @@ func (s *Systemd) Ping(ctx context.Context) error {
 	return err
 }
 
+// ManagerPID is the user manager's pid, as the bus reports the owner of
+// org.freedesktop.systemd1.
+func (s *Systemd) ManagerPID(ctx context.Context) (int, error) {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	var pid uint32
+	_, err := s.call(ctx, "read the user manager's pid", func(c *conn) error {
+		return c.sys.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixProcessID", 0,
+			"org.freedesktop.systemd1").Store(&pid)
+	})
+	return int(pid), err
+}
+
+// TaskLimit is the tightest task limit over the user manager's cgroup,
+// its ancestors and the kernel (TasksOf): how many more tasks its units
+// may start.
+func (s *Systemd) TaskLimit(ctx context.Context) (TaskLimit, error) {
+	pid, err := s.ManagerPID(ctx)
+	if err != nil {
+		return TaskLimit{}, err
+	}
+	return TasksOf("", pid)
+}
+
 // sleepFor waits d or until ctx ends (then its error).
 func sleepFor(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

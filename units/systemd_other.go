@@ -72,3 +72,9 @@ func (s *Systemd) Ping(context.Context) error { return ErrUnsupported }
 
 // Close does nothing.
 func (s *Systemd) Close() error { return nil }
+
+// ManagerPID is the user manager's pid; unsupported off Linux.
+func (s *Systemd) ManagerPID(context.Context) (int, error) { return 0, ErrUnsupported }
+
+// TaskLimit is the user manager's task limit; unsupported off Linux.
+func (s *Systemd) TaskLimit(context.Context) (TaskLimit, error) { return TaskLimit{}, ErrUnsupported }

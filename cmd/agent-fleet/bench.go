@@ -22,12 +22,14 @@ func newBenchCmd(f *factory.Factory) *cobra.Command {
   bench client   the same through the Go client with its durable outbox and
                  inbox, beside a raw-frame run at the same load
   bench spawn    worker spawn and stop latency beside a bare systemd unit
+  bench fleet    a fleet grown to hundreds of workers: spawn throughput, list,
+                 status and janitor times, registry, broker and memory growth
 
 Figures depend on the machine and on what else runs on it: run a benchmark
 several times and compare medians.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchBrokerCmd(f, nil), newBenchClientCmd(f, nil), newBenchSpawnCmd(f, nil))
+	cmd.AddCommand(newBenchBrokerCmd(f, nil), newBenchClientCmd(f, nil), newBenchSpawnCmd(f, nil), newBenchFleetCmd(f, nil))
 	return cmd
 }
 
@@ -173,7 +175,7 @@ func newBenchSpawnCmd(f *factory.Factory, runF func(*benchSpawnOptions) error) *
 	cmd := &cobra.Command{
 		Use:   "spawn [--workers N] [--json]",
 		Short: "Spawn-to-ready and stop-to-verified-clean latency, beside a bare transient unit",
-		Long: `Spawn N exec workers running "sleep 300" one after another and stop them again,
+		Long: `Spawn N exec workers running "sleep 86400" one after another and stop them again,
 timing fleet.Spawn (until the worker shim signalled READY: the command was
 executed and the worker's intercom session registered) and fleet.Stop (until
 the unit is inactive and its cgroup proven empty). In the same run, on the same
@@ -187,12 +189,16 @@ units and sessions; the stops take turns too, beside a bare unit with a
 worker's exit record (the ExecStopPost every worker stop waits for), and
 each worker stop is split into its steps. It reports p50/p99 of each and
 the ratios; the targets are a spawn within 1.3× of the bare unit plus that
-start-up, and a stop within 2.5× of the bare unit's stop.
+start-up, and a stop within 2.5× of the bare unit's stop. It also gives the
+one-at-a-time spawn rate and the p50 of the first and the last tenth of the
+rounds, so that --workers 500 (2,000 units and processes at the end: about
+15,000 tasks) shows how each figure grows as the units pile up; bench fleet
+measures a fleet of that size as its managers use it.
 
 It runs in a temporary agent directory with its own broker, on your user
 manager — or, as root on a machine whose PID 1 is not systemd, on a private
 one booted for the run — and removes everything it started.`,
-		Example: "  agent-fleet bench spawn --workers 50\n  agent-fleet bench spawn --workers 10 --json",
+		Example: "  agent-fleet bench spawn --workers 50\n  agent-fleet bench spawn --workers 500\n  agent-fleet bench spawn --workers 10 --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Spawn.Workers < 1 || opts.Spawn.Workers > 500 {
@@ -212,4 +218,72 @@ one booted for the run — and removes everything it started.`,
 
 func benchSpawnRun(ctx context.Context, opts *benchSpawnOptions) error {
 	return bench.RunSpawn(ctx, opts.Factory, &opts.Spawn)
+}
+
+type benchFleetOptions struct {
+	Factory *factory.Factory
+	Fleet   bench.FleetOptions
+}
+
+func newBenchFleetCmd(f *factory.Factory, runF func(*benchFleetOptions) error) *cobra.Command {
+	opts := &benchFleetOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "fleet [--sizes N,N,…] [--managers M] [--parallel P] [--samples S] [--json]",
+		Short: "Spawn throughput, list/status/janitor times and memory as a fleet grows to hundreds of workers",
+		Long: `Grow a fleet of exec workers running "sleep 86400", owned round-robin by
+--managers managers (each also an intercom session of the benchmark), to each
+of --sizes in turn, and measure it at each size:
+
+  spawn       workers/s and p50/p99 until READY, half of each step's new
+              workers one at a time (each followed by a bare Type=exec unit's
+              start, the reference) and half --parallel at a time
+  list        through the CLI's own code path, in-process (open the fleet:
+              D-Bus connection, registry, reconcile; list; the text table):
+              one manager's workers, and --all; beside the one ListUnits D-Bus
+              call it makes, and "agent-fleet list --all --json" as a process
+              beside "systemctl --user list-units" of the same units
+  status      of a random worker, the same way
+  janitor     "cleanup --execute" passes with nothing due
+  files       the registry (fleet.db and its WAL) and the workers.json view
+  broker      its sessions (workers plus managers), resident memory and CPU
+  memory      the user manager's, and each worker's private memory and tasks
+
+It then prints how each figure grew from the smallest size to the largest:
+for times the exponent k of time ∝ workers^k (1 is linear), for memory what
+each added worker cost between sizes. The aim for list --all is under 50 ms
+at p50 with 500 workers. Every exec worker waits out the readiness grace
+(250 ms, AGENT_FLEET_READY_GRACE) before READY, so one-at-a-time spawns run
+at about 3 a second and concurrent ones overlap their graces.
+
+It runs in a temporary agent directory with its own broker, on your user
+manager — or, as root on a machine whose PID 1 is not systemd, on a private
+one booted for the run — and at the end stops every worker (--parallel at a
+time, each until its cgroup is proven empty), its bare units, its broker and
+its manager, and checks by name that no unit of the run is left. Workers
+carry a 1 h RuntimeMaxSec, so systemd ends them even if the benchmark is
+killed. 500 workers need about 2 GiB of memory and 5,000 tasks.`,
+		Example: "  agent-fleet bench fleet\n  agent-fleet bench fleet --sizes 20,50 --managers 5 --samples 10 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Fleet.Validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return benchFleetRun(cmd.Context(), opts)
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntSliceVar(&opts.Fleet.Sizes, "sizes", []int{50, 200, 500}, "fleet sizes to measure at, ascending")
+	fs.IntVar(&opts.Fleet.Managers, "managers", 50, "managers owning the workers, round-robin")
+	fs.IntVar(&opts.Fleet.Parallel, "parallel", 8, "spawns in flight in the concurrent half of each step (and stops in the teardown)")
+	fs.IntVar(&opts.Fleet.Samples, "samples", 30, "measurements of each list and status kind per size")
+	fs.BoolVar(&opts.Fleet.JSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&opts.Fleet.NoBoot, "no-boot", false, "never boot a private user manager")
+	return cmd
+}
+
+func benchFleetRun(ctx context.Context, opts *benchFleetOptions) error {
+	return bench.RunFleet(ctx, opts.Factory, &opts.Fleet)
 }

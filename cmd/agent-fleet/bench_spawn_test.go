@@ -37,7 +37,7 @@ func TestBenchSpawn(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &res))
 	require.Equal(t, 3, res.Workers)
 	require.Equal(t, "user", res.Manager)
-	require.Equal(t, "300", res.Command[1])
+	require.Equal(t, "86400", res.Command[1])
 	for name, l := range map[string]bench.Latency{"spawn": res.Spawn, "stop": res.Stop, "bareStart": res.BareStart, "bareStop": res.BareStop,
 		"shimStartup": res.ShimStartup, "shimUnitStart": res.ShimUnitStart, "shimUnitStop": res.ShimUnitStop,
 		"recordUnitStop": res.RecordUnitStop, "stopSteps.end": res.StopSteps.End} {

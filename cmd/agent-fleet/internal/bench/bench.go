@@ -1,7 +1,8 @@
 // Package bench measures agent-fleet on the machine it runs on: an
 // intercom broker through raw v4 frames (RunBroker), the Go client with its
-// durable outbox and inbox (RunClient), and worker spawn and stop beside a
-// bare systemd unit (RunSpawn). Results are JSON-ready structs; the CLI
+// durable outbox and inbox (RunClient), worker spawn and stop beside a
+// bare systemd unit (RunSpawn), and a fleet grown to hundreds of workers
+// (RunFleet). Results are JSON-ready structs; the CLI
 // (`agent-fleet bench`) prints them. Figures are machine-specific: compare
 // medians of several runs, and ratios measured in one run.
 package bench

@@ -80,3 +80,13 @@ func processName(pid int) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// privateMemory is pid's private resident memory (RssAnon: the binary's
+// pages are shared) and its thread count, from /proc/<pid>/status.
+func privateMemory(pid int) (kib, threads int64, ok bool) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	return parseProcStatusKiB(status, "RssAnon:"), parseProcStatusKiB(status, "Threads:"), true
+}

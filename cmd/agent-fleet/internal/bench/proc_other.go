@@ -11,3 +11,5 @@ func readProcUsage(int) (procUsage, error) {
 }
 
 func processName(int) string { return "" }
+
+func privateMemory(int) (kib, threads int64, ok bool) { return 0, 0, false }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -23,6 +24,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/broker"
 )
 
 // SpawnTarget is the spawn target, a ratio: a full spawn within 1.3× of a bare unit
@@ -34,8 +36,12 @@ const SpawnTarget = 1.3
 const StopTarget = 2.5
 
 // benchMaxRuntime makes systemd stop the benchmark's units even if the
-// benchmark itself is killed before it can.
-const benchMaxRuntime = 10 * time.Minute
+// benchmark itself is killed before it can; the command they run,
+// benchSleep, outlasts every run (500 workers take minutes).
+const (
+	benchMaxRuntime = time.Hour
+	benchSleep      = "86400"
+)
 
 // SpawnOptions are bench spawn's.
 type SpawnOptions struct {
@@ -108,6 +114,18 @@ type SpawnResult struct {
 		StopToBare             float64 `json:"stopToBare"`
 		StopMetAtP50           bool    `json:"stopMetAtP50"`
 	} `json:"target"`
+	// SpawnsPerSecond is the spawns' throughput one at a time (1000 / the
+	// mean spawn in ms); bench fleet measures them concurrent too.
+	SpawnsPerSecond float64 `json:"spawnsPerSecond"`
+	// Growth is the p50 of the first and of the last tenth of the rounds
+	// (ms): starts meet from none to Workers-1 of each kind already
+	// running, stops from all of them to none.
+	Growth struct {
+		Spawn     [2]float64 `json:"spawnP50Ms"`
+		BareStart [2]float64 `json:"bareStartP50Ms"`
+		Stop      [2]float64 `json:"stopP50Ms"`
+		BareStop  [2]float64 `json:"bareStopP50Ms"`
+	} `json:"growth"`
 	// Includes says what each Measurement covers.
 	Includes map[string]string `json:"includes"`
 	// UnitPatterns match every unit the run created (all gone at the end).
@@ -141,7 +159,7 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 		return fmt.Errorf("bench spawn: %w", err)
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), factory.CleanupTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(len(sb.Workers)))
 		defer cancel()
 		for _, line := range sb.Close(cctx) {
 			fmt.Fprintln(log, "bench spawn:", line)
@@ -166,7 +184,10 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	if sleep, err = filepath.Abs(sleep); err != nil {
 		return err
 	}
-	res.Command = []string{sleep, "300"}
+	res.Command = []string{sleep, benchSleep}
+	// Every round registers three sessions (probe, shim unit, worker),
+	// all there until the stop phase.
+	sb.BrokerArgs = []string{"--max-sessions", strconv.Itoa(max(broker.DefaultMaxSessions, 3*opts.Workers+16))}
 	if err := sb.EnsureBroker(ctx); err != nil {
 		return fmt.Errorf("bench spawn: start the intercom broker: %w", err)
 	}
@@ -346,6 +367,11 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	res.Ratios.StopToRecordUnit = Ratio{res.Stop.P50Ms / res.RecordUnitStop.P50Ms, res.Stop.P99Ms / res.RecordUnitStop.P99Ms}
 	res.Target.StopToBare = StopTarget
 	res.Target.StopMetAtP50 = res.Ratios.StopToBare.P50 <= StopTarget
+	if res.Spawn.MeanMs > 0 {
+		res.SpawnsPerSecond = round(1000/res.Spawn.MeanMs, 2)
+	}
+	res.Growth.Spawn, res.Growth.BareStart = tenths(spawnT), tenths(bareStartT)
+	res.Growth.Stop, res.Growth.BareStop = tenths(stopT), tenths(bareStopT)
 	res.Target.SpawnToBarePlusStartup = SpawnTarget
 	res.Target.MetAtP50 = res.Ratios.SpawnToBarePlusStartup.P50 <= SpawnTarget
 	res.Target.MetAtP99 = res.Ratios.SpawnToBarePlusStartup.P99 <= SpawnTarget
@@ -354,6 +380,22 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	}
 	printBenchSpawn(f.IO.Out, res)
 	return nil
+}
+
+// cleanupTimeout bounds a benchmark's cleanup after success, failure or
+// Ctrl-C, with workers left to stop one by one.
+func cleanupTimeout(workers int) time.Duration {
+	return factory.CleanupTimeout + time.Duration(workers)*200*time.Millisecond
+}
+
+// tenths is the p50 (ms) of the first and of the last tenth of ds (at
+// least one each).
+func tenths(ds []time.Duration) [2]float64 {
+	if len(ds) == 0 {
+		return [2]float64{}
+	}
+	n := max(1, len(ds)/10)
+	return [2]float64{summarize(ds[:n]).P50Ms, summarize(ds[len(ds)-n:]).P50Ms}
 }
 
 // spawnAndTrack spawns a worker of the run.
@@ -399,6 +441,10 @@ func printBenchSpawn(out io.Writer, r *SpawnResult) {
 		}
 		return "missed"
 	}
+	fmt.Fprintf(out, "\nOne at a time: %.1f spawns/s. As the running units grow to %d of each kind, p50 of the first tenth → the last tenth:\n", r.SpawnsPerSecond, r.Workers)
+	fmt.Fprintf(out, "  spawn %s → %s, bare unit start %s → %s; stop %s → %s, bare unit stop %s → %s (stops from %d running down to 1).\n",
+		ms(r.Growth.Spawn[0]), ms(r.Growth.Spawn[1]), ms(r.Growth.BareStart[0]), ms(r.Growth.BareStart[1]),
+		ms(r.Growth.Stop[0]), ms(r.Growth.Stop[1]), ms(r.Growth.BareStop[0]), ms(r.Growth.BareStop[1]), r.Workers)
 	fmt.Fprintf(out, "\nTarget: spawn within %.1f× of the bare unit plus the command's own start-up — %s at p50, %s at p99.\n",
 		r.Target.SpawnToBarePlusStartup, verdict(r.Target.MetAtP50), verdict(r.Target.MetAtP99))
 	fmt.Fprintf(out, "Target: stop within %.1f× of the bare unit's stop — %s at p50 (%.2f×).\n",

@@ -23,16 +23,21 @@ import (
 // directory, else as its own transient unit when a user manager is
 // reachable, else with a double fork and setsid. Its output goes to the
 // bounded broker.log in every case.
-func (f *Factory) BrokerStarter() intercom.BrokerStarter {
+func (f *Factory) BrokerStarter() intercom.BrokerStarter { return f.brokerStarter(nil) }
+
+// brokerStarter is BrokerStarter for `agent-fleet broker` with extra
+// arguments (a sandbox's --max-sessions); an installed socket unit's
+// broker takes none.
+func (f *Factory) brokerStarter(args []string) intercom.BrokerStarter {
 	return func(ctx context.Context, p intercom.Paths) error {
-		err := f.startBrokerUnit(ctx, p)
+		err := f.startBrokerUnit(ctx, p, args)
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, errNoUserManager) {
 			return err
 		}
-		return f.detachBroker(ctx, p)
+		return f.detachBroker(ctx, p, args)
 	}
 }
 
@@ -48,7 +53,7 @@ func BrokerUnitName(agentDir string) string {
 
 // startBrokerUnit runs the broker as a transient service of the user
 // manager, collected when it ends (a failed one is reset before a start).
-func (f *Factory) startBrokerUnit(ctx context.Context, p intercom.Paths) error {
+func (f *Factory) startBrokerUnit(ctx context.Context, p intercom.Paths, args []string) error {
 	if !hasUserBus(f.Env) {
 		return errNoUserManager
 	}
@@ -83,7 +88,7 @@ func (f *Factory) startBrokerUnit(ctx context.Context, p intercom.Paths) error {
 	_, err = m.StartService(ctx, units.ServiceSpec{
 		Name:             BrokerUnitName(p.AgentDir),
 		Description:      "agent-fleet intercom broker for " + p.AgentDir,
-		Argv:             []string{exe, "broker"},
+		Argv:             append([]string{exe, "broker"}, args...),
 		WorkingDirectory: "/",
 		Env:              env,
 		// The broker must not inherit identities or scopes from the user
@@ -143,12 +148,12 @@ func hasUserBus(getenv func(string) string) bool {
 // detachBroker runs `agent-fleet broker --detach`, which starts the real
 // broker in a new session and exits at once, so the broker is reparented
 // away from the caller and never becomes the caller's zombie.
-func (f *Factory) detachBroker(ctx context.Context, p intercom.Paths) error {
+func (f *Factory) detachBroker(ctx context.Context, p intercom.Paths, args []string) error {
 	exe, err := f.Exe()
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, exe, "broker", "--detach")
+	cmd := exec.CommandContext(ctx, exe, append([]string{"broker", "--detach"}, args...)...)
 	cmd.Env = append(append(os.Environ(), f.ChildEnv...), intercom.AgentDirEnv+"="+p.AgentDir)
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
@@ -18,7 +19,7 @@ import (
 // and the workers it starts inherit it, and a systemd user manager — the
 // user's own, or a private one booted for the run — or none. Close undoes
 // all of it, touching only what the run created. Not safe for concurrent
-// use.
+// use, except where a method says it is.
 type Sandbox struct {
 	Paths intercom.Paths
 	// Private is the manager booted for this run (nil: the user's own, or
@@ -32,13 +33,18 @@ type Sandbox struct {
 	Missing error
 	// Fleet is the fleet of the run's caller, once OpenFleet ran.
 	Fleet *FleetEnv
-	// Workers were spawned here (Spawn); Close stops those not Stopped.
+	// Workers were spawned here (Spawn, SpawnAs); Close stops those not
+	// Stopped. Read them only while no spawn or stop runs.
 	Workers []*fleet.Worker
 	Stopped map[string]bool
 	// CloseErr is what Close could not undo.
 	CloseErr error
+	// BrokerArgs are extra arguments of the `agent-fleet broker` the run
+	// starts (a benchmark's --max-sessions); set before EnsureBroker.
+	BrokerArgs []string
 
 	f             *Factory
+	mu            sync.Mutex      // guards Workers and Stopped
 	units         *units.Systemd  // the sandbox's own connection (nil without a manager)
 	bare          map[string]bool // transient units started here directly (name → stopped)
 	brokerStarted bool
@@ -162,14 +168,14 @@ func (sb *Sandbox) connect(ctx context.Context) error {
 // EnsureBroker starts the run's broker (Close stops it).
 func (sb *Sandbox) EnsureBroker(ctx context.Context) error {
 	sb.brokerStarted = true
-	return intercom.EnsureBroker(ctx, sb.Paths, sb.f.BrokerStarter())
+	return intercom.EnsureBroker(ctx, sb.Paths, sb.f.brokerStarter(sb.BrokerArgs))
 }
 
 // OpenSession registers a session of this process with the run's broker,
 // starting one when none answers (Close stops it).
 func (sb *Sandbox) OpenSession(ctx context.Context, id intercom.Identity) (*intercom.Session, error) {
 	sb.brokerStarted = true
-	return intercom.OpenSession(ctx, intercom.SessionConfig{Paths: sb.Paths, Identity: id, Start: sb.f.BrokerStarter()})
+	return intercom.OpenSession(ctx, intercom.SessionConfig{Paths: sb.Paths, Identity: id, Start: sb.f.brokerStarter(sb.BrokerArgs)})
 }
 
 // OpenFleet opens the fleet of the run's caller.
@@ -182,22 +188,94 @@ func (sb *Sandbox) OpenFleet(ctx context.Context) (*FleetEnv, error) {
 	return fe, nil
 }
 
-// Spawn spawns a worker of the run and records it for Close.
+// Spawn spawns a worker of the run's caller and records it for Close.
 func (sb *Sandbox) Spawn(ctx context.Context, req fleet.SpawnRequest) (*fleet.Worker, error) {
 	w, err := sb.Fleet.Fleet.Spawn(ctx, req)
-	if w != nil {
-		sb.Workers = append(sb.Workers, w)
-	}
+	sb.track(w)
 	return w, err
 }
 
-// Stop stops a worker of the run and records that it was stopped.
+// SpawnAs spawns a worker as another manager the way a CLI verb does it:
+// open that manager's fleet in the run's agent directory, spawn, close.
+// It records the worker for Close. Safe for concurrent use.
+func (sb *Sandbox) SpawnAs(ctx context.Context, manager string, req fleet.SpawnRequest) (*fleet.Worker, error) {
+	fe, err := sb.f.FleetAs(ctx, sb.Paths, manager)
+	if err != nil {
+		return nil, err
+	}
+	defer fe.Close()
+	w, err := fe.Fleet.Spawn(ctx, req)
+	sb.track(w)
+	return w, err
+}
+
+func (sb *Sandbox) track(w *fleet.Worker) {
+	if w == nil {
+		return
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.Workers = append(sb.Workers, w)
+}
+
+// Stop stops a worker of the run as its manager — through the run's
+// fleet, or one opened for the stop like SpawnAs's — and records that it
+// was stopped. Safe for concurrent use.
 func (sb *Sandbox) Stop(ctx context.Context, id string) (*fleet.StopResult, error) {
-	res, err := sb.Fleet.Fleet.Stop(ctx, id)
+	fe := sb.Fleet
+	sb.mu.Lock()
+	manager := fe.Caller
+	for _, w := range sb.Workers {
+		if w.ID == id {
+			manager = w.Manager
+		}
+	}
+	sb.mu.Unlock()
+	if manager != fe.Caller {
+		var err error
+		if fe, err = sb.f.FleetAs(ctx, sb.Paths, manager); err != nil {
+			return nil, err
+		}
+		defer fe.Close()
+	}
+	res, err := fe.Fleet.Stop(ctx, id)
 	if err == nil {
+		sb.mu.Lock()
 		sb.Stopped[id] = true
+		sb.mu.Unlock()
 	}
 	return res, err
+}
+
+// CountUnits is how many loaded units match the glob patterns: one
+// ListUnits call on the sandbox's own connection.
+func (sb *Sandbox) CountUnits(ctx context.Context, patterns ...string) (int, error) {
+	if sb.units == nil {
+		return 0, sb.Unavailable()
+	}
+	list, err := sb.units.ListUnits(ctx, patterns...)
+	return len(list), err
+}
+
+// ManagerPID is the pid of the user manager in use (0 when unknown).
+func (sb *Sandbox) ManagerPID(ctx context.Context) int {
+	if sb.Private != nil {
+		return sb.Private.PID
+	}
+	if sb.units == nil {
+		return 0
+	}
+	pid, _ := sb.units.ManagerPID(ctx)
+	return pid
+}
+
+// CgroupProcs lists the processes of a cgroup (a unit's ControlGroup).
+func (sb *Sandbox) CgroupProcs(cgroup string) ([]int, error) {
+	cg, err := units.OpenCgroups("")
+	if err != nil {
+		return nil, err
+	}
+	return cg.Procs(cgroup)
 }
 
 // BrokerUnitRunning is the run's broker unit when it runs as one.
@@ -253,10 +331,15 @@ func (sb *Sandbox) StopWorkers(ctx context.Context, say func(format string, args
 		return err
 	}
 	var errs []error
+	sb.mu.Lock()
+	var pending []*fleet.Worker
 	for _, w := range sb.Workers {
-		if sb.Stopped[w.ID] {
-			continue
+		if !sb.Stopped[w.ID] {
+			pending = append(pending, w)
 		}
+	}
+	sb.mu.Unlock()
+	for _, w := range pending {
 		began := time.Now()
 		res, err := sb.Stop(ctx, w.ID)
 		if err != nil {
@@ -307,7 +390,7 @@ func (sb *Sandbox) Close(ctx context.Context) []string {
 			if err := sb.StopWorkers(ctx, func(string, ...any) {}); err != nil {
 				errs = append(errs, err)
 			} else {
-				said = append(said, fmt.Sprintf("Stopped what was still running (%s), with verified cleanup.", strings.Join(pending, ", ")))
+				said = append(said, fmt.Sprintf("Stopped what was still running (%s), with verified cleanup.", listShort(pending, 10)))
 			}
 		}
 		sb.Fleet.Close()
@@ -374,6 +457,14 @@ func (sb *Sandbox) Close(ctx context.Context) []string {
 	sb.restoreEnv = nil
 	sb.CloseErr = errors.Join(errs...)
 	return said
+}
+
+// listShort joins names, the first n of them and how many more.
+func listShort(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // stopBroker stops the broker of the run's agent directory: its unit when

@@ -227,9 +227,15 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 	return nil, factory.Usagef("%s does not run on the fleet", a.Action)
 }
 
+// StopsInFlight is how many workers a stop of several stops at once. Each
+// stop mostly waits on systemd (signals, jobs, the unit going inactive),
+// so a few overlap well; all of 500 at once would have every stop polling
+// its unit together and run each past its time budget.
+const StopsInFlight = 16
+
 // stopSeveral stops a.IDs, or with a.All every live worker of the caller,
-// all at once, and reports each; the error, when some failed, is a
-// *StopsError.
+// StopsInFlight at a time, and reports each; the error, when some failed,
+// is a *StopsError.
 func stopSeveral(ctx context.Context, fl *fleet.Fleet, a Args, opts fleet.StopOptions) (output.Report, error) {
 	var ids []string
 	if a.All {
@@ -250,9 +256,12 @@ func stopSeveral(ctx context.Context, fl *fleet.Fleet, a Args, opts fleet.StopOp
 		}
 	}
 	rep := output.StopsReport{Stops: make([]output.StopItem, len(ids))}
+	slots := make(chan struct{}, StopsInFlight)
 	var wg sync.WaitGroup
 	for i, id := range ids {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			res, err := fl.StopWith(ctx, id, opts)
 			rep.Stops[i] = output.StopItem{ID: id, Res: res, Err: err}
 		})

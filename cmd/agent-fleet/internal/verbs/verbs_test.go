@@ -2,9 +2,12 @@ package verbs
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // fakeFleet is the fleet of caller on the fake user manager, opened as a
@@ -153,4 +157,65 @@ func TestVerbsRefuseAnotherManagersWorker(t *testing.T) {
 	rep := must(t, bob, Args{Action: "list", All: true})
 	require.Len(t, rep.JSON(), 1, "--all shows every manager's workers")
 	require.Empty(t, must(t, bob, Args{Action: "list"}).JSON(), "bob has none of his own")
+}
+
+// gauge counts calls in flight and the most there ever were.
+type gauge struct {
+	mu       sync.Mutex
+	now, max int
+}
+
+func (g *gauge) enter() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.now++
+	g.max = max(g.max, g.now)
+}
+
+func (g *gauge) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.now--
+}
+
+// slowStops is a user manager whose stop jobs take a while, counted.
+type slowStops struct {
+	units.Manager
+	g *gauge
+}
+
+func (s slowStops) StopUnit(ctx context.Context, name string) error {
+	s.g.enter()
+	defer s.g.leave()
+	time.Sleep(20 * time.Millisecond)
+	return s.Manager.StopUnit(ctx, name)
+}
+
+// A stop of several stops every worker, a few at a time (all of 500 at
+// once would run each past its time budget).
+func TestStopAllStopsAFewAtATime(t *testing.T) {
+	t.Parallel()
+	e := fleettest.New(t, "boss")
+	g := &gauge{}
+	f := factory.New(&factory.IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, "test")
+	f.Getenv = e.Getenv
+	f.ConnectUnits = func(ctx context.Context) (units.Manager, error) {
+		m, err := e.Connect(ctx)
+		return slowStops{Manager: m, g: g}, err
+	}
+	fe, err := f.Fleet(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(fe.Close)
+	const n = 3*StopsInFlight + 1
+	for i := range n {
+		must(t, fe, Args{Action: "spawn", ID: fmt.Sprintf("w%02d", i), Spawn: fleet.SpawnRequest{Command: []string{"sleep", "300"}}})
+	}
+	rep := must(t, fe, Args{Action: "stop", All: true}).(output.StopsReport)
+	require.Len(t, rep.Stops, n)
+	for _, it := range rep.Stops {
+		require.NoError(t, it.Err, it.ID)
+		require.Equal(t, fleet.StateStopped, it.Res.Worker.State, it.ID)
+	}
+	require.LessOrEqual(t, g.max, StopsInFlight)
+	require.Greater(t, g.max, 1, "the stops overlap")
 }
