@@ -18,6 +18,10 @@ type Usage struct {
 	Model            string  `json:"model,omitempty"`
 }
 
+// ReportsCost reports whether kind's harness reports what its turns cost
+// (Codex reports tokens only).
+func ReportsCost(kind string) bool { return IsKind(kind) && kind != "codex" }
+
 // Tokens is every token u counts: input, output and both cache figures.
 func (u Usage) Tokens() int64 {
 	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
