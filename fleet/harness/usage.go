@@ -55,9 +55,10 @@ func (u Usage) minus(v Usage) (Usage, bool) {
 	return u, true
 }
 
-// UsageTotals is usage summed over turns: Turns counts the turns whose
-// output reported usage, UnpricedTurns those of them that reported no cost
-// (CostUSD leaves them out), Model is the last turn's. Units as Usage's.
+// UsageTotals is usage summed over turns: Turns counts the turns added
+// (those that consumed something), UnpricedTurns those of them whose
+// harness reported no cost (CostUSD leaves them out), Model is the last
+// turn's. Units as Usage's.
 type UsageTotals struct {
 	Turns            int     `json:"turns"`
 	InputTokens      int64   `json:"inputTokens"`
