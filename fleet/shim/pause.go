@@ -26,8 +26,11 @@ import (
 const (
 	rateLimitBackoff    = 30 * time.Second
 	maxRateLimitBackoff = 15 * time.Minute
-	budgetPoll          = 5 * time.Second
 )
+
+// budgetPoll is how often a worker whose budget is spent re-reads it from
+// the registry (renew raises it there).
+const budgetPoll = 5 * time.Second
 
 // State reasons the registry shows (list, status) for a paused worker.
 const (
@@ -35,27 +38,10 @@ const (
 	reasonBudgetSpent = "budget-spent"
 )
 
-// clock is the wake loop's time: Now, and timers that fire once d has
-// passed on the clock's own time (stop releases one that is no longer
-// waited for). Tests move it.
-type clock interface {
-	Now() time.Time
-	NewTimer(d time.Duration) (c <-chan time.Time, stop func() bool)
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	t := time.NewTimer(d)
-	return t.C, t.Stop
-}
-
-// keptTurn is a turn to run: the task's, or a batch of messages. One that
-// could not run, or ended on a rate limit, is kept (wakeLoop.kept) until
-// it may run.
-type keptTurn struct {
+// turnWork is what a turn is for: the task, or a batch of messages. Work
+// that could not run, or whose turn ended on a rate limit, is kept
+// (wakeLoop.kept) until it may run.
+type turnWork struct {
 	reason string // "task" or "messages"
 	batch  []intercom.MessageView
 	// again: it ran and ended on a rate limit; its prompt says it comes
@@ -118,7 +104,7 @@ func (w *wakeLoop) mayResume(ctx context.Context) (bool, time.Duration) {
 
 // resume hands back the kept turn, with the messages that arrived during
 // the pause joining a kept batch.
-func (w *wakeLoop) resume(ctx context.Context) *keptTurn {
+func (w *wakeLoop) resume(ctx context.Context) *turnWork {
 	k := w.kept
 	w.kept = nil
 	if k.reason != "messages" {
@@ -149,7 +135,7 @@ func (w *wakeLoop) sleep(ctx context.Context, d time.Duration) bool {
 
 // keepForBudget keeps k, which must not run: the budget is spent (how
 // says by what). The manager is told once, until a turn runs again.
-func (w *wakeLoop) keepForBudget(ctx context.Context, k *keptTurn, how string) {
+func (w *wakeLoop) keepForBudget(ctx context.Context, k *turnWork, how string) {
 	w.kept = k
 	w.state.Pause = &harness.Pause{Reason: harness.PauseBudget, Since: w.now(), Task: k.reason == "task",
 		Messages: len(k.batch), Error: "spent " + how}
@@ -175,7 +161,7 @@ func (w *wakeLoop) keepForBudget(ctx context.Context, k *keptTurn, how string) {
 // pauseForRateLimit keeps k, whose turn rec ended on a rate limit or
 // overload, to run again at the reset the harness reported, else after a
 // backoff. The manager is told of the first of a streak.
-func (w *wakeLoop) pauseForRateLimit(ctx context.Context, rec *harness.TurnRecord, res harness.TurnResult, k *keptTurn, manager string) {
+func (w *wakeLoop) pauseForRateLimit(ctx context.Context, rec *harness.TurnRecord, res harness.TurnResult, k *turnWork, manager string) {
 	w.rateLimits++
 	now := w.now()
 	until := res.RateLimit.ResetAt
@@ -243,9 +229,9 @@ func pauseWhat(kind string) string {
 	return "rate limit"
 }
 
-// keptText says what a kept turn is for: "the task", "your message", "2
-// messages".
-func keptText(k *keptTurn) string {
+// keptText says what kept work is: "its task", "the message it was to
+// work on", "the 2 messages it was to work on".
+func keptText(k *turnWork) string {
 	switch {
 	case k.reason == "task":
 		return "its task"
@@ -255,7 +241,7 @@ func keptText(k *keptTurn) string {
 	return fmt.Sprintf("the %d messages it was to work on", len(k.batch))
 }
 
-func itThem(k *keptTurn) string {
+func itThem(k *turnWork) string {
 	if k.reason == "messages" && len(k.batch) > 1 {
 		return "them"
 	}

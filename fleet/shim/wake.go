@@ -77,7 +77,9 @@ const (
 )
 
 // wakeLoop runs a coding-agent worker: the task's turn, then one turn per
-// batch of inbound messages, resuming the same conversation.
+// batch of inbound messages, resuming the same conversation; paused, with
+// the work kept, while its budget is spent or a rate limit lasts
+// (pause.go).
 type wakeLoop struct {
 	cfg   wakeConfig
 	kind  string
@@ -90,11 +92,11 @@ type wakeLoop struct {
 	heldMu sync.Mutex
 	held   []harness.HeldMessage
 
-	// kept is the turn a pause keeps (pause.go); rateLimits counts the
+	// kept is the work a pause keeps (pause.go); rateLimits counts the
 	// turns in a row that ended on a rate limit; budgetTold says the
 	// manager knows its spent budget; presence that a pause set the
 	// session's presence status.
-	kept       *keptTurn
+	kept       *turnWork
 	rateLimits int
 	budgetTold bool
 	presence   bool
@@ -174,7 +176,7 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 
 	if w.cfg.Spec.Task != "" {
 		started := false
-		w.attempt(ctx, &keptTurn{reason: "task"}, func() { started = true; ready() })
+		w.attempt(ctx, &turnWork{reason: "task"}, func() { started = true; ready() })
 		if !started && ctx.Err() == nil {
 			return errFirstTurn
 		}
@@ -192,7 +194,7 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 
 // next waits for the next turn to run: the kept one once its pause ends,
 // else the next batch of messages; false when ctx ended.
-func (w *wakeLoop) next(ctx context.Context) (*keptTurn, bool) {
+func (w *wakeLoop) next(ctx context.Context) (*turnWork, bool) {
 	for {
 		if w.kept != nil {
 			ok, wait := w.mayResume(ctx)
@@ -215,13 +217,13 @@ func (w *wakeLoop) next(ctx context.Context) (*keptTurn, bool) {
 		if len(res.Unread) == 0 {
 			continue // read during the last turn already
 		}
-		return &keptTurn{reason: "messages", batch: res.Unread}, true
+		return &turnWork{reason: "messages", batch: res.Unread}, true
 	}
 }
 
-// attempt runs turn k unless the budget is spent: then k is kept (and
+// attempt runs a turn for k unless the budget is spent: then k is kept (and
 // started, when given, is called: the worker is up, its turn waits).
-func (w *wakeLoop) attempt(ctx context.Context, k *keptTurn, started func()) {
+func (w *wakeLoop) attempt(ctx context.Context, k *turnWork, started func()) {
 	if spent, how := w.budgetSpent(ctx); spent {
 		if started != nil {
 			started()
@@ -281,9 +283,9 @@ func (w *wakeLoop) manager(ctx context.Context) string {
 	return w.cfg.FirstManager
 }
 
-// turn runs turn k and delivers its outcome; one that ends on a rate limit
-// is kept to run again (pauseForRateLimit).
-func (w *wakeLoop) turn(ctx context.Context, k *keptTurn, started func()) {
+// turn runs a turn for k and delivers its outcome; one that ends on a rate
+// limit keeps k to run again (pauseForRateLimit).
+func (w *wakeLoop) turn(ctx context.Context, k *turnWork, started func()) {
 	spec := w.cfg.Spec
 	reason, batch := k.reason, k.batch
 	manager := w.manager(ctx)
