@@ -430,13 +430,14 @@ func (w *wakeLoop) succeeded(ctx context.Context, rec *harness.TurnRecord, res h
 	if text == "" {
 		text = fmt.Sprintf("(%s finished turn %d without a written answer.)", w.cfg.WorkerID, rec.N)
 	}
+	// The registry first: once the manager has the answer, status says so.
+	w.setReason(ctx, "idle", "", true, time.Time{})
 	for _, target := range w.replyToOpenAsks(ctx, rec, batch, fitText(text)) {
 		messaged[target] = true
 	}
 	if !messaged[manager] {
 		w.send(ctx, rec, manager, fitText(text))
 	}
-	w.setReason(ctx, "idle", "", true, time.Time{})
 }
 
 // failed reports a failed turn to the manager (and to the askers of the
@@ -453,11 +454,12 @@ func (w *wakeLoop) failed(ctx context.Context, rec *harness.TurnRecord, res harn
 	}
 	b.WriteString(".")
 	report := fitText(b.String())
+	// The registry first: once the manager has the report, status says it.
+	w.setReason(ctx, "turn-failed", fmt.Sprintf("turn %d failed: %s", rec.N, res.Error), true, time.Time{})
 	replied := w.replyToOpenAsks(ctx, rec, batch, report)
 	if !contains(replied, manager) {
 		w.send(ctx, rec, manager, report)
 	}
-	w.setReason(ctx, "turn-failed", fmt.Sprintf("turn %d failed: %s", rec.N, res.Error), true, time.Time{})
 }
 
 // replyToOpenAsks answers the batch's asks that are still pending with
