@@ -157,17 +157,18 @@ func (claudeCLI) parse(out []byte, now time.Time) TurnResult {
 					u.Model, lead.cost, lead.out = model, m.CostUSD, m.OutputTokens
 				}
 			}
+			if v.TotalCostUSD != nil {
+				u.CostUSD = *v.TotalCostUSD // the same calls, as Claude Code sums them
+			}
 			u.CostKnown = true
 			r.Usage, r.UsageCumulative = u, true
-		} else if v.Usage != nil {
+		} else if v.Usage != nil && (v.Usage.InputTokens+v.Usage.OutputTokens+v.Usage.CacheReadInputTokens+v.Usage.CacheCreationInputTokens) > 0 {
+			// No per-model totals: the main loop's own usage of this call,
+			// without a cost (total_cost_usd would be a running total).
 			r.Usage = &Usage{InputTokens: v.Usage.InputTokens, OutputTokens: v.Usage.OutputTokens,
 				CacheReadTokens: v.Usage.CacheReadInputTokens, CacheWriteTokens: v.Usage.CacheCreationInputTokens}
-		}
-		if v.TotalCostUSD != nil {
-			if r.Usage == nil {
-				r.Usage = &Usage{}
-			}
-			r.Usage.CostUSD, r.Usage.CostKnown, r.UsageCumulative = *v.TotalCostUSD, true, true
+		} else if v.TotalCostUSD != nil {
+			r.Usage, r.UsageCumulative = &Usage{CostUSD: *v.TotalCostUSD, CostKnown: true}, true
 		}
 		if v.IsError || (v.Subtype != "" && v.Subtype != "success") {
 			r.Failed, r.Final = true, ""

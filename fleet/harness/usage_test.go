@@ -103,6 +103,16 @@ func TestParseTurnUsage(t *testing.T) {
 	}
 }
 
+// A Claude Code result without per-model totals: the main loop's usage of
+// the call, which is the turn's own, and no cost (total_cost_usd would be
+// a running total).
+func TestClaudeMainLoopUsage(t *testing.T) {
+	r := ParseTurnOutputAt("claude", []byte(`{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s",`+
+		`"total_cost_usd":0.3,"usage":{"input_tokens":5,"output_tokens":7,"cache_read_input_tokens":11,"cache_creation_input_tokens":13}}`), turnEnd)
+	require.Equal(t, &Usage{InputTokens: 5, OutputTokens: 7, CacheReadTokens: 11, CacheWriteTokens: 13}, r.Usage)
+	require.False(t, r.UsageCumulative)
+}
+
 // Claude Code and Codex report a conversation's running totals, carried
 // across a resume: a turn is the difference from the last report of the
 // same conversation.
