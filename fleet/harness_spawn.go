@@ -47,6 +47,8 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error)
 		Kind: req.Kind, Command: append([]string{exe}, extra...), Task: req.Task, Role: req.Role, Cwd: cwd,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission, TurnTimeoutMs: req.TurnTimeout.Milliseconds(),
 	}
+	b := req.Budget.apply(Budget{})
+	spec.BudgetUSD, spec.BudgetTokens = b.USD, b.Tokens
 	if req.Kind == "pi" {
 		spec.PiExtension, err = findPiMCPAdapter(exe, cwd, f.cfg.Paths.AgentDir, f.cfg.CallerEnv(PiMCPAdapterEnv))
 		if err != nil {

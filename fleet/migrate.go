@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // This file is the registry file's side: opening it safely (checks before
@@ -26,7 +28,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 1
+const RegistrySchemaVersion = 2
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -116,6 +118,50 @@ var migrations = [][]string{
 		`CREATE INDEX workers_id_generation ON workers (id, generation DESC)`,
 
 		`CREATE INDEX workers_manager ON workers (manager, id)`,
+	},
+
+	// 1 → 2: coding-agent workers' budgets, usage and rate-limit pauses.
+	{
+		// The budget (0 = none; USD in US dollars, tokens every token the
+		// harness reports) and the usage totals of the incarnation's turns,
+		// kept by its shim in the same transaction as each turn_usage row.
+		`ALTER TABLE workers ADD COLUMN budget_usd REAL NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN budget_tokens INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_turns INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_input_tokens INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_output_tokens INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_cache_read_tokens INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_cache_write_tokens INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_cost_usd REAL NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_unpriced_turns INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN usage_model TEXT NOT NULL DEFAULT ''`,
+		// Epoch ms before which a rate-limited worker starts no turn (0 =
+		// not paused by a rate limit).
+		`ALTER TABLE workers ADD COLUMN paused_until_ms INTEGER NOT NULL DEFAULT 0`,
+
+		// One row per turn whose output reported usage: the usage report's
+		// source (--since, --by). The manager and kind are the turn's, so
+		// an adoption later does not move spending made before it. Rows
+		// reference the run ledger, not workers: forget and prune keep them,
+		// as they keep the ledgers.
+		`CREATE TABLE turn_usage (
+			id                 TEXT NOT NULL,
+			run_id             TEXT NOT NULL,
+			turn               INTEGER NOT NULL CHECK (turn >= 1),
+			ended_at_ms        INTEGER NOT NULL,
+			kind               TEXT NOT NULL DEFAULT '',
+			manager            TEXT NOT NULL DEFAULT '',
+			model              TEXT NOT NULL DEFAULT '',
+			input_tokens       INTEGER NOT NULL DEFAULT 0,
+			output_tokens      INTEGER NOT NULL DEFAULT 0,
+			cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+			cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+			cost_usd           REAL NOT NULL DEFAULT 0,
+			cost_known         INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (id, run_id, turn),
+			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE INDEX turn_usage_ended ON turn_usage (ended_at_ms)`,
 	},
 }
 
@@ -376,7 +422,10 @@ const workerColumns = `id, run_id, generation, kind, role, task, cwd, command, e
 	lease_duration_ms, lease_deadline_ms, last_activity_ms, checkpoint_sent_at_ms,
 	checkpoint_attempts, grace_deadline_ms,
 	created_at_ms, updated_at_ms, ready_at_ms, stop_requested_at_ms, ended_at_ms,
-	has_exit, exit_code, exit_status, last_error, stop_reason`
+	has_exit, exit_code, exit_status, last_error, stop_reason,
+	budget_usd, budget_tokens, usage_turns, usage_input_tokens, usage_output_tokens,
+	usage_cache_read_tokens, usage_cache_write_tokens, usage_cost_usd, usage_unpriced_turns, usage_model,
+	paused_until_ms`
 
 // identityColumns is how many leading columns of workerColumns are the
 // identity (id, run_id, generation) that UPDATE never sets.
@@ -412,6 +461,9 @@ func workerArgs(w *Worker) []any {
 		int64(w.CheckpointAttempts), toMS(w.GraceDeadline),
 		toMS(w.CreatedAt), toMS(w.UpdatedAt), toMS(w.ReadyAt), toMS(w.StopRequestedAt), toMS(w.EndedAt),
 		w.HasExit, w.ExitCode, int64(w.ExitStatus), w.LastError, w.StopReason,
+		w.Budget.USD, w.Budget.Tokens, int64(w.Usage.Turns), w.Usage.InputTokens, w.Usage.OutputTokens,
+		w.Usage.CacheReadTokens, w.Usage.CacheWriteTokens, w.Usage.CostUSD, int64(w.Usage.UnpricedTurns), w.Usage.Model,
+		toMS(w.PausedUntil),
 	}
 }
 
@@ -428,6 +480,10 @@ type rawWorker struct {
 	lastActivity, checkpointSentAt, checkpointAttempts, grace    int64
 	created, updated, ready, stopRequested, ended, exitStatus    int64
 	hasExit                                                      bool
+	budgetUSD, costUSD                                           float64
+	budgetTokens, turns, input, output, cacheRead, cacheWrite    int64
+	unpriced, pausedUntil                                        int64
+	usageModel                                                   string
 }
 
 func (x *rawWorker) dest() []any {
@@ -439,6 +495,9 @@ func (x *rawWorker) dest() []any {
 		&x.checkpointAttempts, &x.grace,
 		&x.created, &x.updated, &x.ready, &x.stopRequested, &x.ended,
 		&x.hasExit, &x.exitCode, &x.exitStatus, &x.lastError, &x.stopReason,
+		&x.budgetUSD, &x.budgetTokens, &x.turns, &x.input, &x.output,
+		&x.cacheRead, &x.cacheWrite, &x.costUSD, &x.unpriced, &x.usageModel,
+		&x.pausedUntil,
 	}
 }
 
@@ -468,6 +527,11 @@ func (x *rawWorker) worker() (*Worker, error) {
 		StopRequestedAt: fromMS(x.stopRequested), EndedAt: fromMS(x.ended),
 		HasExit: x.hasExit, ExitCode: x.exitCode, ExitStatus: int(x.exitStatus),
 		LastError: x.lastError, StopReason: x.stopReason,
+		Budget: Budget{USD: x.budgetUSD, Tokens: x.budgetTokens},
+		Usage: harness.UsageTotals{Turns: int(x.turns), InputTokens: x.input, OutputTokens: x.output,
+			CacheReadTokens: x.cacheRead, CacheWriteTokens: x.cacheWrite, CostUSD: x.costUSD,
+			UnpricedTurns: int(x.unpriced), Model: x.usageModel},
+		PausedUntil: fromMS(x.pausedUntil),
 	}, nil
 }
 
@@ -494,6 +558,8 @@ func roundTrip(w *Worker) *Worker {
 			*p = args[i].(int64)
 		case *bool:
 			*p = args[i].(bool)
+		case *float64:
+			*p = args[i].(float64)
 		}
 	}
 	out, err := x.worker()

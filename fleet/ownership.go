@@ -89,6 +89,15 @@ func renewed(r *Worker, now time.Time) {
 
 // Renew gives a live worker of the caller a fresh idle window.
 func (f *Fleet) Renew(ctx context.Context, id string) (*Worker, error) {
+	return f.RenewWith(ctx, id, BudgetChange{})
+}
+
+// RenewWith is Renew that also sets the bounds budget gives on the
+// worker's budget. A coding-agent worker whose budget was spent and that
+// keeps a batch of messages runs it once the new budget allows: its shim
+// reads the budget from the registry. A budget the worker cannot keep
+// (Budget; an exec worker) wraps ErrInvalidRequest.
+func (f *Fleet) RenewWith(ctx context.Context, id string, budget BudgetChange) (*Worker, error) {
 	if err := f.writable(); err != nil {
 		return nil, err
 	}
@@ -99,11 +108,18 @@ func (f *Fleet) Renew(ctx context.Context, id string) (*Worker, error) {
 	if err := f.own(w, "renew"); err != nil {
 		return nil, err
 	}
+	if err := budget.check(w.Kind); err != nil {
+		return nil, fmt.Errorf("renew %s: %w", id, err)
+	}
 	w, _ = f.settle(ctx, w)
 	if !w.State.Live() {
 		return w, fmt.Errorf("renew %s: %w: it is %s", id, ErrNotFound, w.State)
 	}
-	return f.renewRecord(ctx, w)
+	return f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
+		renewed(r, f.cfg.Now())
+		r.Budget = budget.apply(r.Budget)
+		return nil
+	})
 }
 
 // renewRecord gives w's record a fresh idle lease.

@@ -22,6 +22,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
 // ---- helpers ----
@@ -149,6 +151,10 @@ func fullWorker() *Worker {
 		CreatedAt: at(5), UpdatedAt: at(6), ReadyAt: at(7), StopRequestedAt: at(8), EndedAt: at(9),
 		HasExit: true, ExitCode: "killed", ExitStatus: 9,
 		LastError: "stop: cgroup not empty: 17 (sleep)", StopReason: "idle-grace-expired",
+		Budget: Budget{USD: 12.5, Tokens: 3_000_000},
+		Usage: harness.UsageTotals{Turns: 4, InputTokens: 1200, OutputTokens: 3400, CacheReadTokens: 56000, CacheWriteTokens: 7800,
+			CostUSD: 0.734521, UnpricedTurns: 1, Model: "claude-sonnet-4-5-20250929"},
+		PausedUntil: at(10),
 	}
 }
 
@@ -168,7 +174,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	want := in.Clone()
 	want.LeaseDuration = 90*time.Minute + time.Millisecond
 	for _, p := range []*time.Time{&want.LeaseDeadline, &want.LastActivity, &want.CheckpointSentAt,
-		&want.GraceDeadline, &want.CreatedAt, &want.UpdatedAt, &want.ReadyAt, &want.StopRequestedAt, &want.EndedAt} {
+		&want.GraceDeadline, &want.CreatedAt, &want.UpdatedAt, &want.ReadyAt, &want.StopRequestedAt, &want.EndedAt, &want.PausedUntil} {
 		*p = ms(*p)
 	}
 	got, err := r.GetRun(ctx, in.ID, in.RunID)

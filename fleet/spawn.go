@@ -37,6 +37,9 @@ type SpawnRequest struct {
 	// TurnTimeout bounds one turn of a coding-agent worker; 0 is
 	// harness.DefaultTurnTimeout.
 	TurnTimeout time.Duration
+	// Budget bounds a coding-agent worker's spending (Budget); nil bounds
+	// are none.
+	Budget BudgetChange
 	// Command is the argv of an exec worker; argv[0] is resolved with the
 	// caller's PATH.
 	Command []string
@@ -81,6 +84,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	default:
 		return nil, fmt.Errorf("spawn %s: %w %q (want exec, claude, codex, opencode or pi)", req.ID, ErrUnsupportedKind, req.Kind)
 	}
+	if err := req.Budget.check(kind); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = f.cfg.CallerCwd
@@ -119,6 +125,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		ID: req.ID, Kind: kind, Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
 		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: f.leaseFor(req.Lease),
+		Budget: req.Budget.apply(Budget{}),
 	}
 	for _, kv := range extra {
 		k, _, _ := strings.Cut(kv, "=")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -115,6 +116,14 @@ type Worker struct {
 	// "lease-expired" (the janitor), StopMaxRuntime; "" when it ended by
 	// itself.
 	StopReason string
+
+	// Budget bounds a coding-agent worker's spending (zero: none). Usage is
+	// what its turns consumed so far, as its shim recorded them
+	// (RecordTurnUsage). PausedUntil: a worker paused by a rate limit
+	// starts no turn before it (zero: not paused by one).
+	Budget      Budget
+	Usage       harness.UsageTotals
+	PausedUntil time.Time
 }
 
 // StopMaxRuntime is the StopReason of a worker systemd stopped when its

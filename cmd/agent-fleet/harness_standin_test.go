@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,10 +35,16 @@ import (
 //
 // The "model" obeys the last line of the prompt:
 //
-//	FAIL-TURN …      the model call fails
+//	FAIL-TURN …      the model call fails (a server error)
+//	RATE-LIMIT …     the first turn of a conversation with it ends on the
+//	                 provider's rate limit, reset in 1 s; later ones work
 //	SEND-PROGRESS …  intercom_send to the manager named in the turn header
 //	SLEEP …          start a child, then sleep (stop during a turn)
 //	anything else    answer "done: <line> [whoami=<id> fleet-tool=<bool>]"
+//
+// Every turn that works consumes standInTokens (100 input, 20 output, 1000
+// read from the cache) and, but for Codex, $0.01, reported in the CLI's
+// own format: Claude's and Codex's as the conversation's running totals.
 //
 // While $HOME/.fake-harness/hold exists every turn waits before its model
 // call (at most 60 s).
@@ -106,7 +113,12 @@ func runStandIn(kind string, args []string) int {
 			return 1
 		}
 	}
-	_ = os.WriteFile(filepath.Join(sessions, t.session), nil, 0o600)
+	conv := filepath.Join(sessions, t.session)
+	turns := 0 // the conversation's turns that worked so far
+	if data, err := os.ReadFile(conv); err == nil {
+		turns, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+	}
+	_ = os.WriteFile(conv, []byte(strconv.Itoa(turns)), 0o600)
 	prompt, _ := io.ReadAll(os.Stdin)
 	record(standInCall{Kind: kind, Argv: args, Prompt: string(prompt), Session: t.session, Resumed: t.resumed, PID: os.Getpid()})
 
@@ -120,17 +132,72 @@ func runStandIn(kind string, args []string) int {
 	}
 	line := lastLine(string(prompt))
 	if strings.HasPrefix(line, "FAIL-TURN") {
-		printOutcome(kind, t.session, "", "API Error: 529 the stand-in model is overloaded")
+		printOutcome(kind, t.session, "", "API Error: 500 the stand-in model failed", turns)
 		return 1
+	}
+	if limited := conv + ".limited"; strings.HasPrefix(line, "RATE-LIMIT") {
+		if _, err := os.Stat(limited); err != nil {
+			_ = os.WriteFile(limited, nil, 0o600)
+			printRateLimit(kind, t.session, turns)
+			return 1
+		}
 	}
 	final, err := standInModel(t, string(prompt), line)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, kind+" stand-in:", err)
-		printOutcome(kind, t.session, "", err.Error())
+		printOutcome(kind, t.session, "", err.Error(), turns)
 		return 1
 	}
-	printOutcome(kind, t.session, final, "")
+	_ = os.WriteFile(conv, []byte(strconv.Itoa(turns+1)), 0o600)
+	printOutcome(kind, t.session, final, "", turns+1)
 	return 0
+}
+
+// What one stand-in turn consumes.
+const (
+	standInInput, standInOutput, standInCacheRead = 100, 20, 1000
+	standInTokens                                 = standInInput + standInOutput + standInCacheRead
+	standInCost                                   = 0.01
+)
+
+// claudeTotals is Claude Code's usage of a conversation after turns turns
+// (running totals).
+func claudeTotals(turns int) map[string]any {
+	n := float64(turns)
+	return map[string]any{"total_cost_usd": n * standInCost, "modelUsage": map[string]any{"stand-in-model": map[string]any{
+		"inputTokens": n * standInInput, "outputTokens": n * standInOutput, "cacheReadInputTokens": n * standInCacheRead,
+		"cacheCreationInputTokens": 0, "costUSD": n * standInCost}}}
+}
+
+// printRateLimit prints a turn that ended on the provider's rate limit, as
+// each CLI does once its own retries are spent, with a reset in 1 s.
+func printRateLimit(kind, session string, turns int) {
+	emit := func(v any) {
+		data, _ := json.Marshal(v)
+		fmt.Println(string(data))
+	}
+	switch kind {
+	case "claude":
+		res := map[string]any{"type": "result", "subtype": "success", "is_error": true, "session_id": session,
+			"api_error_status": 429, "api_error_type": "rate_limit_error", "terminal_reason": "api_error",
+			"result": "API Error: Request rejected (429) · Number of requests has exceeded your rate limit. Please try again in 1s."}
+		maps.Copy(res, claudeTotals(turns))
+		emit(res)
+	case "codex":
+		msg := "stream disconnected before completion: Rate limit reached for stand-in-model. Please try again in 1s."
+		emit(map[string]any{"type": "thread.started", "thread_id": session})
+		emit(map[string]any{"type": "turn.started"})
+		emit(map[string]any{"type": "error", "message": "Reconnecting... 5/5 (" + msg + ")"})
+		emit(map[string]any{"type": "turn.failed", "error": map[string]any{"message": msg}})
+	case "opencode":
+		emit(map[string]any{"type": "error", "sessionID": session, "error": map[string]any{"name": "APIError", "data": map[string]any{
+			"message": "Rate limit exceeded", "statusCode": 429, "isRetryable": true, "responseHeaders": map[string]any{"retry-after": "1"}}}})
+	case "pi":
+		emit(map[string]any{"type": "session", "version": 3, "id": session})
+		emit(map[string]any{"type": "message_end", "message": map[string]any{"role": "assistant", "content": []any{}, "stopReason": "error",
+			"errorMessage": "429 Rate limit reached for stand-in-model. Please try again in 1s.", "model": "stand-in-model",
+			"usage": map[string]any{"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": map[string]any{"total": 0}}}})
+	}
 }
 
 func record(c standInCall) {
@@ -213,8 +280,9 @@ func standInModel(t standInTurn, prompt, line string) (string, error) {
 	return fmt.Sprintf("done: %s [whoami=%s fleet-tool=%t]", line, me.SessionID, fleetTool), nil
 }
 
-// printOutcome prints a turn's end in the CLI's format.
-func printOutcome(kind, session, final, failure string) {
+// printOutcome prints a turn's end in the CLI's format; turns is how many
+// of the conversation's turns worked, this one included.
+func printOutcome(kind, session, final, failure string, turns int) {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	emit := func(v any) {
@@ -228,6 +296,7 @@ func printOutcome(kind, session, final, failure string) {
 		if failure != "" {
 			res["result"], res["terminal_reason"] = failure, "api_error"
 		}
+		maps.Copy(res, claudeTotals(turns))
 		emit(res)
 	case "codex":
 		emit(map[string]any{"type": "thread.started", "thread_id": session})
@@ -238,7 +307,8 @@ func printOutcome(kind, session, final, failure string) {
 			return
 		}
 		emit(map[string]any{"type": "item.completed", "item": map[string]any{"id": "item_0", "type": "agent_message", "text": final}})
-		emit(map[string]any{"type": "turn.completed", "usage": map[string]any{"input_tokens": 1}})
+		emit(map[string]any{"type": "turn.completed", "usage": map[string]any{"input_tokens": turns * (standInInput + standInCacheRead),
+			"cached_input_tokens": turns * standInCacheRead, "output_tokens": turns * standInOutput}})
 	case "opencode":
 		if failure != "" {
 			emit(map[string]any{"type": "error", "sessionID": session, "error": map[string]any{"name": "APIError", "data": map[string]any{"message": failure}}})
@@ -246,10 +316,13 @@ func printOutcome(kind, session, final, failure string) {
 		}
 		emit(map[string]any{"type": "step_start", "sessionID": session, "part": map[string]any{}})
 		emit(map[string]any{"type": "text", "sessionID": session, "part": map[string]any{"text": final}})
-		emit(map[string]any{"type": "step_finish", "sessionID": session, "part": map[string]any{}})
+		emit(map[string]any{"type": "step_finish", "sessionID": session, "part": map[string]any{"cost": standInCost,
+			"tokens": map[string]any{"input": standInInput, "output": standInOutput, "reasoning": 0, "cache": map[string]any{"read": standInCacheRead, "write": 0}}}})
 	case "pi":
 		emit(map[string]any{"type": "session", "version": 3, "id": session})
-		msg := map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": final}}, "stopReason": "stop"}
+		msg := map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": final}}, "stopReason": "stop",
+			"model": "stand-in-model", "usage": map[string]any{"input": standInInput, "output": standInOutput, "cacheRead": standInCacheRead,
+				"cacheWrite": 0, "totalTokens": standInTokens, "cost": map[string]any{"total": standInCost}}}
 		if failure != "" {
 			msg = map[string]any{"role": "assistant", "content": []any{}, "stopReason": "error", "errorMessage": failure}
 		}

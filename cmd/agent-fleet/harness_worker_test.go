@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
@@ -235,16 +236,16 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 	// harness's error; the worker takes the next message.
 	w.must("intercom", "send", "cw", "FAIL-TURN please")
 	report := w.message("cw", func(s string) bool { return strings.Contains(s, "turn 5 of worker cw (claude) failed") })
-	require.Contains(t, report.Text, "API Error: 529 the stand-in model is overloaded")
+	require.Contains(t, report.Text, "API Error: 500 the stand-in model failed")
 	require.Contains(t, report.Text, "your next message starts a new turn")
 	st = w.status("cw")
 	require.Equal(t, "running", st.Worker.State)
 	require.Equal(t, "turn-failed", st.Worker.StateReason)
-	require.Contains(t, st.Worker.LastError, "turn 5 failed: API Error: 529")
+	require.Contains(t, st.Worker.LastError, "turn 5 failed: API Error: 500")
 	require.False(t, st.Turns.Last.OK)
 	text := w.must("status", "cw")
 	require.Contains(t, text, "running (turn failed)")
-	require.Contains(t, text, "error:    turn 5 failed: API Error: 529")
+	require.Contains(t, text, "error:    turn 5 failed: API Error: 500")
 
 	w.must("intercom", "send", "cw", "after the failure")
 	w.received("cw", "done: after the failure [whoami=cw fleet-tool=false]")
@@ -311,13 +312,40 @@ func TestHarnessWorkerKinds(t *testing.T) {
 			st := w.status(id)
 			require.Equal(t, calls[0].Session, st.Turns.Session)
 			require.Equal(t, 2, st.Turns.Turns)
+
+			// The provider's rate limit in the kind's own words: a pause,
+			// then the same conversation at the reset it named (1 s).
+			w.must("intercom", "send", id, "RATE-LIMIT once")
+			notice := w.message(id, func(s string) bool { return strings.Contains(s, "hit the model provider's rate limit") })
+			require.Contains(t, notice.Text, "This is not a failure")
+			w.received(id, fmt.Sprintf("done: RATE-LIMIT once [whoami=%s fleet-tool=false]", id))
+			calls = w.calls(kind)
+			require.Len(t, calls, 4)
+			require.Equal(t, calls[0].Session, calls[3].Session, "the conversation goes on")
+			require.True(t, strings.HasPrefix(calls[3].Prompt, harness.Resent), calls[3].Prompt)
+
+			// What the turns consumed, in the kind's own format.
+			st = w.status(id)
+			require.Zero(t, st.Turns.Failures, "a rate limit is no failure")
+			require.Nil(t, st.Turns.Pause)
+			u := st.Worker.Usage
+			require.NotNil(t, u)
+			require.Equal(t, 3, u.Turns, "the limited turn consumed nothing")
+			require.Equal(t, int64(3*standInTokens), u.Tokens)
+			require.Equal(t, int64(3*standInCacheRead), u.CacheReadTokens)
+			if kind == "codex" {
+				require.Nil(t, u.CostUSD, "codex reports no cost")
+				require.Equal(t, 3, u.UnpricedTurns)
+			} else {
+				require.InDelta(t, 3*standInCost, *u.CostUSD, 1e-9)
+			}
 			require.Contains(t, w.must("stop", id), "its cgroup is empty")
 		}()
 	}
 	// A failed turn in each format is a reported failure.
 	w.spawn("oc-fail", "opencode", "--task", "FAIL-TURN now")
 	report := w.message("oc-fail", func(s string) bool { return strings.Contains(s, "failed") })
-	require.Contains(t, report.Text, "turn 1 of worker oc-fail (opencode) failed: API Error: 529")
+	require.Contains(t, report.Text, "turn 1 of worker oc-fail (opencode) failed: API Error: 500")
 }
 
 func TestHarnessSpawnRefusals(t *testing.T) {

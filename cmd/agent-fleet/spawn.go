@@ -43,7 +43,11 @@ an ask it left unanswered); a failed turn is reported to you and shown by
 status, and the worker waits for your next message. --model, --effort and
 --permission (read-only, workspace-write, full; default: the harness's own
 configuration) set the harness's options; --env passes API keys. After --,
-CMD names the harness executable (and arguments put before every turn's).`,
+CMD names the harness executable (and arguments put before every turn's).
+--budget-usd and --budget-tokens stop it from starting turns past a budget:
+the messages it would work on wait, and you are told, until renew raises it.
+A turn that ends on the provider's rate limit pauses the worker until the
+limit resets; it then resumes the same conversation.`,
 		Example: `  agent-fleet spawn --id tests --role tester -- make test
   agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh
   agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
@@ -62,16 +66,22 @@ CMD names the harness executable (and arguments put before every turn's).`,
 			return spawnRun(cmd.Context(), opts)
 		},
 	}
-	for _, p := range verbs.SpawnFlags() {
-		cmd.Flags().Var(&paramFlag{p: p, a: &opts.Args}, p.Flag, p.Usage)
-		cmd.Flags().Lookup(p.Flag).DefValue = p.Default
-	}
+	addParamFlags(cmd, "spawn", &opts.Args)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the worker as JSON")
 	return cmd
 }
 
 func spawnRun(ctx context.Context, opts *spawnOptions) error {
 	return runFleetVerb(ctx, opts.fleetOptions, opts.Args)
+}
+
+// addParamFlags gives cmd the flags of action's params (verbs.Flags),
+// parsed into a as agent_fleet's arguments are.
+func addParamFlags(cmd *cobra.Command, action string, a *verbs.Args) {
+	for _, p := range verbs.Flags(action) {
+		cmd.Flags().Var(&paramFlag{p: p, a: a}, p.Flag, p.Usage)
+		cmd.Flags().Lookup(p.Flag).DefValue = p.Default
+	}
 }
 
 // paramFlag is a verbs.Param as a flag: its text goes through the same

@@ -99,6 +99,7 @@ func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
 	same("status", cli("status", "cmp-a"), tool(map[string]any{"action": "status", "id": "cmp-a"}))
 	same("list", cli("list"), workers(tool(map[string]any{"action": "list"})))
 	same("logs", cli("logs", "cmp-a", "-n", "5"), tool(map[string]any{"action": "logs", "id": "cmp-a", "lines": 5}))
+	same("usage", cli("usage", "--by", "kind", "--since", "2000-01-01"), tool(map[string]any{"action": "usage", "by": "kind", "since": "2000-01-01"}))
 	same("renew", alike(cli("renew", "cmp-a")), alike(workers(tool(map[string]any{"action": "renew", "id": "cmp-a"}))))
 	same("adopt", alike(cli("adopt", "cmp-a")), alike(workers(tool(map[string]any{"action": "adopt", "id": "cmp-a"}))))
 	same("cleanup", cli("cleanup"), tool(map[string]any{"action": "cleanup"}))

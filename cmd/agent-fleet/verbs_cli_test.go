@@ -109,8 +109,8 @@ func TestFleetVerbsInProcess(t *testing.T) {
 
 	out, err = cli("list")
 	require.NoError(t, err, out)
-	require.Regexp(t, `(?m)^ID\s+RUN\s+STATE\s+ROLE\s+MANAGER\s+AGE\s+LEASE\s+COMMAND$`, out)
-	require.Regexp(t, `(?m)^w1\s+[0-9a-f]{12}\s+running\s+tester\s+operator-me\s+\S+\s+-\s+/usr/bin/sleep 300$`, out, "an operator's worker has no lease")
+	require.Regexp(t, `(?m)^ID\s+RUN\s+STATE\s+ROLE\s+MANAGER\s+AGE\s+LEASE\s+USAGE\s+COMMAND$`, out)
+	require.Regexp(t, `(?m)^w1\s+[0-9a-f]{12}\s+running\s+tester\s+operator-me\s+\S+\s+-\s+-\s+/usr/bin/sleep 300$`, out, "an operator's worker has no lease, an exec worker no usage")
 
 	out, err = cli("status", "w1", "--json")
 	require.NoError(t, err, out)

@@ -64,6 +64,11 @@ type Spec struct {
 	Permission string   `json:"permission,omitempty"`
 	// TurnTimeoutMs bounds one turn (ms); 0 is DefaultTurnTimeout.
 	TurnTimeoutMs int64 `json:"turnTimeoutMs,omitempty"`
+	// BudgetUSD and BudgetTokens are the budget the worker was spawned
+	// with (0: none), for when the registry cannot be read; the registry's
+	// (renew changes it) is the authority.
+	BudgetUSD    float64 `json:"budgetUsd,omitempty"`
+	BudgetTokens int64   `json:"budgetTokens,omitempty"`
 	// PiExtension is the pi-mcp-adapter package directory a pi turn loads
 	// with -e; "" when pi loads the adapter itself (installed with
 	// `pi install npm:pi-mcp-adapter`).
@@ -194,6 +199,16 @@ type TurnResult struct {
 	// says why in one line (ErrNoOutput's text for no result).
 	Failed bool
 	Error  string
+	// Usage is what the turn's model calls consumed as the output reports
+	// it; nil when it reports nothing. With UsageCumulative the figures
+	// are the conversation's running totals, which Claude Code and Codex
+	// carry across a resume: TurnUsage takes the turn's share.
+	Usage           *Usage
+	UsageCumulative bool
+	// RateLimit is set (with Failed) when the turn ended on the provider's
+	// rate limit or overload after the harness's own retries: not the
+	// worker's failure, and the conversation can go on after the reset.
+	RateLimit *RateLimit
 }
 
 // cli is one kind's command line and output format.
@@ -203,8 +218,9 @@ type cli interface {
 	// newSession is the id to give a new conversation ("" = harness's).
 	newSession(workerID, runID string) string
 	command(spec *Spec, t *Turn) (*TurnCommand, error)
-	// parse reads a finished turn's standard output.
-	parse(stdout []byte) TurnResult
+	// parse reads a finished turn's standard output; now resolves the
+	// relative reset times of rate limits.
+	parse(stdout []byte, now time.Time) TurnResult
 	// systemPrompt says whether the mandate goes into a system prompt
 	// (else it opens every new conversation's first prompt).
 	systemPrompt() bool
@@ -247,13 +263,21 @@ func BuildTurn(spec *Spec, t *Turn) (*TurnCommand, error) {
 	return c.command(spec, t)
 }
 
-// ParseTurnOutput reads the standard output of a finished turn of kind.
+// ParseTurnOutput reads the standard output of a finished turn of kind,
+// resolving relative rate-limit resets against the current time.
 func ParseTurnOutput(kind string, stdout []byte) TurnResult {
+	return ParseTurnOutputAt(kind, stdout, time.Now())
+}
+
+// ParseTurnOutputAt is ParseTurnOutput with the time the turn ended: a
+// reset the output gives as "in 30s" or as a local time of day is resolved
+// against now (and now's location).
+func ParseTurnOutputAt(kind string, stdout []byte, now time.Time) TurnResult {
 	c, err := cliOf(kind)
 	if err != nil {
 		return TurnResult{Failed: true, Error: err.Error()}
 	}
-	return c.parse(stdout)
+	return c.parse(stdout, now)
 }
 
 // NewSession is the conversation id a new conversation of kind gets (""

@@ -259,7 +259,8 @@ func TestParseTurnOutput(t *testing.T) {
 {"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"First."}}
 {"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"Fixed it."}}
 {"type":"turn.completed","usage":{"input_tokens":1}}`
-	require.Equal(t, TurnResult{Session: "01a2", Final: "Fixed it."}, ParseTurnOutput("codex", []byte(codex)))
+	require.Equal(t, TurnResult{Session: "01a2", Final: "Fixed it.", Usage: &Usage{InputTokens: 1}, UsageCumulative: true},
+		ParseTurnOutput("codex", []byte(codex)))
 	codexFail := `{"type":"thread.started","thread_id":"01a3"}
 {"type":"turn.started"}
 {"type":"error","message":"Reconnecting... 2/5 (stream disconnected before completion)"}
@@ -282,7 +283,7 @@ func TestParseTurnOutput(t *testing.T) {
 {"type":"step_finish","sessionID":"ses_1","part":{}}
 {"type":"step_start","sessionID":"ses_1","part":{}}
 {"type":"step_finish","sessionID":"ses_1","part":{}}`
-	require.Equal(t, TurnResult{Session: "ses_1", Final: "The answer is 42."}, ParseTurnOutput("opencode", []byte(opencodeOK)))
+	require.Equal(t, TurnResult{Session: "ses_1", Final: "The answer is 42.", Usage: &Usage{}}, ParseTurnOutput("opencode", []byte(opencodeOK)))
 
 	pi := `{"type":"session","version":3,"id":"agent-fleet-w1-0123456789ab","timestamp":"2024-12-03T14:00:00.000Z","cwd":"/w"}
 {"type":"agent_start"}

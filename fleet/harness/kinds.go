@@ -2,10 +2,12 @@ package harness
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -88,30 +90,102 @@ func (claudeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 
 // parse reads the one result object of --output-format json:
 // {"type":"result","subtype":"success","is_error":false,"result":"…",
-// "session_id":"…","terminal_reason":…}. Without credentials Claude Code
-// answers is_error with result "Not logged in · Please run /login".
-func (claudeCLI) parse(out []byte) TurnResult {
+// "session_id":"…","terminal_reason":…,"total_cost_usd":…,"usage":{…},
+// "modelUsage":{"<model>":{inputTokens,outputTokens,cacheReadInputTokens,
+// cacheCreationInputTokens,costUSD}}}. Without credentials Claude Code
+// answers is_error with result "Not logged in · Please run /login". An API
+// error that outlasted its retries is is_error with api_error_status (429,
+// 529, …), api_error_type (rate_limit_error, overloaded_error) and the
+// message as result ("API Error: Request rejected (429) · …", "API Error:
+// Repeated 529 Overloaded errors. …"); it names no reset time.
+//
+// total_cost_usd and modelUsage are running totals of the conversation: a
+// resumed session goes on from the totals its transcript saved (Claude
+// Code's own description of the fields), so the usage is cumulative.
+// modelUsage covers every model call (subagents too); usage, the main loop
+// alone, is the fallback.
+func (claudeCLI) parse(out []byte, now time.Time) TurnResult {
 	var r TurnResult
 	found := false
 	jsonLines(out, func(line []byte) {
 		var v struct {
-			Type           string `json:"type"`
-			Subtype        string `json:"subtype"`
-			IsError        bool   `json:"is_error"`
-			Result         string `json:"result"`
-			SessionID      string `json:"session_id"`
-			TerminalReason string `json:"terminal_reason"`
+			Type           string   `json:"type"`
+			Subtype        string   `json:"subtype"`
+			IsError        bool     `json:"is_error"`
+			Result         string   `json:"result"`
+			Errors         []string `json:"errors"`
+			SessionID      string   `json:"session_id"`
+			TerminalReason string   `json:"terminal_reason"`
+			APIErrorStatus *int     `json:"api_error_status"`
+			APIErrorType   string   `json:"api_error_type"`
+			APIError       string   `json:"api_error"`
+			TotalCostUSD   *float64 `json:"total_cost_usd"`
+			Usage          *struct {
+				InputTokens              int64 `json:"input_tokens"`
+				OutputTokens             int64 `json:"output_tokens"`
+				CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+				CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+			} `json:"usage"`
+			ModelUsage map[string]struct {
+				InputTokens              int64   `json:"inputTokens"`
+				OutputTokens             int64   `json:"outputTokens"`
+				CacheReadInputTokens     int64   `json:"cacheReadInputTokens"`
+				CacheCreationInputTokens int64   `json:"cacheCreationInputTokens"`
+				CostUSD                  float64 `json:"costUSD"`
+			} `json:"modelUsage"`
 		}
 		if json.Unmarshal(line, &v) != nil || v.Type != "result" {
 			return
 		}
 		found = true
 		r = TurnResult{Session: v.SessionID, Final: v.Result}
+		if len(v.ModelUsage) > 0 {
+			u := &Usage{}
+			var lead struct {
+				cost float64
+				out  int64
+			}
+			for _, model := range slices.Sorted(maps.Keys(v.ModelUsage)) {
+				m := v.ModelUsage[model]
+				u.InputTokens += m.InputTokens
+				u.OutputTokens += m.OutputTokens
+				u.CacheReadTokens += m.CacheReadInputTokens
+				u.CacheWriteTokens += m.CacheCreationInputTokens
+				u.CostUSD += m.CostUSD
+				// The model that did most: the costliest, else the most output.
+				if u.Model == "" || m.CostUSD > lead.cost || (m.CostUSD == lead.cost && m.OutputTokens > lead.out) {
+					u.Model, lead.cost, lead.out = model, m.CostUSD, m.OutputTokens
+				}
+			}
+			if v.TotalCostUSD != nil {
+				u.CostUSD = *v.TotalCostUSD // the same calls, as Claude Code sums them
+			}
+			u.CostKnown = true
+			r.Usage, r.UsageCumulative = u, true
+		} else if v.Usage != nil && (v.Usage.InputTokens+v.Usage.OutputTokens+v.Usage.CacheReadInputTokens+v.Usage.CacheCreationInputTokens) > 0 {
+			// No per-model totals: the main loop's own usage of this call,
+			// without a cost (total_cost_usd would be a running total).
+			r.Usage = &Usage{InputTokens: v.Usage.InputTokens, OutputTokens: v.Usage.OutputTokens,
+				CacheReadTokens: v.Usage.CacheReadInputTokens, CacheWriteTokens: v.Usage.CacheCreationInputTokens}
+		} else if v.TotalCostUSD != nil {
+			r.Usage, r.UsageCumulative = &Usage{CostUSD: *v.TotalCostUSD, CostKnown: true}, true
+		}
 		if v.IsError || (v.Subtype != "" && v.Subtype != "success") {
 			r.Failed, r.Final = true, ""
-			r.Error = firstNonEmpty(strings.TrimSpace(v.Result), v.Subtype)
+			r.Error = firstNonEmpty(strings.TrimSpace(v.Result), strings.Join(v.Errors, "; "), v.Subtype)
 			if v.TerminalReason != "" && v.TerminalReason != "completed" {
 				r.Error += " (" + v.TerminalReason + ")"
+			}
+			kind := ""
+			if v.APIErrorStatus != nil {
+				kind = rateLimitOfStatus(*v.APIErrorStatus)
+			}
+			kind = firstNonEmpty(kind, rateLimitOfType(v.APIErrorType), rateLimitOfType(v.APIError))
+			if kind == "" && (v.APIErrorStatus != nil || strings.HasPrefix(v.Result, "API Error")) {
+				kind = rateLimitOfText(v.Result)
+			}
+			if kind != "" && !notTransient.MatchString(v.Result) {
+				r.RateLimit = &RateLimit{Kind: kind, ResetAt: resetOfText(v.Result, now)}
 			}
 		}
 	})
@@ -195,9 +269,18 @@ func (codexCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 }
 
 // parse reads codex exec's JSONL events: thread.started{thread_id},
-// item.completed{item{type:"agent_message",text}}, turn.completed,
-// turn.failed{error{message}}, error{message}.
-func (codexCLI) parse(out []byte) TurnResult {
+// item.completed{item{type:"agent_message",text}},
+// turn.completed{usage{input_tokens,cached_input_tokens,output_tokens}},
+// turn.failed{error{message}}, error{message}. The usage is the thread's
+// running total (Codex restores it from the rollout on exec resume), input
+// including the cached part and output the reasoning; Codex reports no
+// cost and, in these events, no model. A rate limit that outlasted Codex's
+// retries fails the turn with "exceeded retry limit, last status: 429 Too
+// Many Requests", a plan's limit with "You've hit your usage limit. … Try
+// again at 3:04 PM.", a provider's pace with "… Please try again in
+// 11.054s."; an overloaded model with a 5xx status or "Selected model is
+// at capacity.".
+func (codexCLI) parse(out []byte, now time.Time) TurnResult {
 	var r TurnResult
 	completed, failed := false, false
 	lastError := ""
@@ -211,6 +294,11 @@ func (codexCLI) parse(out []byte) TurnResult {
 				Text    string `json:"text"`
 				Message string `json:"message"`
 			} `json:"item"`
+			Usage *struct {
+				InputTokens       int64 `json:"input_tokens"`
+				CachedInputTokens int64 `json:"cached_input_tokens"`
+				OutputTokens      int64 `json:"output_tokens"`
+			} `json:"usage"`
 			Error struct {
 				Message string `json:"message"`
 			} `json:"error"`
@@ -227,6 +315,11 @@ func (codexCLI) parse(out []byte) TurnResult {
 			}
 		case "turn.completed":
 			completed = true
+			if u := v.Usage; u != nil {
+				cached := min(u.CachedInputTokens, u.InputTokens)
+				r.Usage = &Usage{InputTokens: u.InputTokens - cached, CacheReadTokens: cached, OutputTokens: u.OutputTokens}
+				r.UsageCumulative = true
+			}
 		case "turn.failed":
 			failed = true
 			lastError = firstNonEmpty(v.Error.Message, "turn failed")
@@ -238,6 +331,9 @@ func (codexCLI) parse(out []byte) TurnResult {
 		r.Failed = true
 		r.Error = firstNonEmpty(lastError, ErrNoOutput.Error())
 		r.Final = ""
+		if kind := rateLimitOfText(lastError); kind != "" {
+			r.RateLimit = &RateLimit{Kind: kind, ResetAt: resetOfText(lastError, now)}
+		}
 	}
 	return r
 }
@@ -333,10 +429,16 @@ func (opencodeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 }
 
 // parse reads opencode run's JSON events: {type, sessionID, part} for
-// step_start, text, tool_use, step_finish; {type:"error", error{name,
-// data{message}}}. The final answer is the text of the last step that
-// wrote any.
-func (opencodeCLI) parse(out []byte) TurnResult {
+// step_start, text, tool_use, step_finish (part.tokens{input, output,
+// reasoning, cache{read, write}} and part.cost, US dollars, of that step's
+// model call); {type:"error", error{name, data{message, statusCode,
+// isRetryable, responseHeaders, responseBody}}} once OpenCode's retries
+// are spent. The final answer is the text of the last step that wrote any;
+// the usage is the steps' sum (the session's own steps: a subagent's are
+// not in the output). A rate limit or overload is the error's statusCode
+// (429, 529, 503), else its wording; its reset the retry-after-ms or
+// retry-after response header.
+func (opencodeCLI) parse(out []byte, now time.Time) TurnResult {
 	var r TurnResult
 	var step, last []string
 	sawAny := false
@@ -345,12 +447,25 @@ func (opencodeCLI) parse(out []byte) TurnResult {
 			Type      string `json:"type"`
 			SessionID string `json:"sessionID"`
 			Part      struct {
-				Text string `json:"text"`
+				Text   string   `json:"text"`
+				Cost   *float64 `json:"cost"`
+				Tokens *struct {
+					Input     int64 `json:"input"`
+					Output    int64 `json:"output"`
+					Reasoning int64 `json:"reasoning"`
+					Cache     struct {
+						Read  int64 `json:"read"`
+						Write int64 `json:"write"`
+					} `json:"cache"`
+				} `json:"tokens"`
 			} `json:"part"`
 			Error struct {
 				Name string `json:"name"`
 				Data struct {
-					Message string `json:"message"`
+					Message         string            `json:"message"`
+					StatusCode      int               `json:"statusCode"`
+					ResponseHeaders map[string]string `json:"responseHeaders"`
+					ResponseBody    string            `json:"responseBody"`
 				} `json:"data"`
 			} `json:"error"`
 		}
@@ -369,9 +484,34 @@ func (opencodeCLI) parse(out []byte) TurnResult {
 				step = append(step, t)
 				last = step
 			}
+		case "step_finish":
+			if r.Usage == nil {
+				r.Usage = &Usage{}
+			}
+			if t := v.Part.Tokens; t != nil {
+				*r.Usage = r.Usage.plus(Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
+					CacheReadTokens: t.Cache.Read, CacheWriteTokens: t.Cache.Write})
+			}
+			if v.Part.Cost != nil {
+				r.Usage.CostUSD += *v.Part.Cost
+				r.Usage.CostKnown = true
+			}
 		case "error":
+			d := v.Error.Data
 			r.Failed = true
-			r.Error = firstNonEmpty(v.Error.Data.Message, v.Error.Name, "error")
+			r.Error = firstNonEmpty(d.Message, v.Error.Name, "error")
+			kind := rateLimitOfStatus(d.StatusCode)
+			if d.StatusCode == 0 { // no HTTP status: the wording says
+				kind = firstNonEmpty(rateLimitOfText(d.ResponseBody), rateLimitOfText(d.Message))
+			}
+			r.RateLimit = nil
+			if kind != "" && !notTransient.MatchString(d.Message+" "+d.ResponseBody) {
+				reset := resetOfHeaders(d.ResponseHeaders, now)
+				if reset.IsZero() {
+					reset = resetOfText(d.Message, now)
+				}
+				r.RateLimit = &RateLimit{Kind: kind, ResetAt: reset}
+			}
 		}
 	})
 	if !sawAny {
@@ -447,8 +587,14 @@ func (piCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 
 // parse reads pi's JSON event stream: {"type":"session","id"} first, then
 // message_end{message{role:"assistant", content[{type:"text",text}],
-// stopReason, errorMessage}}; stopReason error or aborted fails the turn.
-func (piCLI) parse(out []byte) TurnResult {
+// model, usage{input, output, cacheRead, cacheWrite, totalTokens,
+// cost{total, …}}, stopReason, errorMessage}}, one per model call (a call
+// that failed and was retried too); stopReason error or aborted fails the
+// turn. The usage is the calls' sum, in US dollars as Pi's model catalog
+// prices them (or as the provider billed), output including reasoning. A
+// rate limit or overload after Pi's own retries is the last call's
+// errorMessage (the provider SDK's "429 …", "529 {…overloaded_error…}").
+func (piCLI) parse(out []byte, now time.Time) TurnResult {
 	var r TurnResult
 	sawAssistant := false
 	jsonLines(out, func(line []byte) {
@@ -458,8 +604,18 @@ func (piCLI) parse(out []byte) TurnResult {
 			Message struct {
 				Role    string `json:"role"`
 				Content json.RawMessage
+				Model   string `json:"model"`
 				Stop    string `json:"stopReason"`
 				Err     string `json:"errorMessage"`
+				Usage   *struct {
+					Input      int64 `json:"input"`
+					Output     int64 `json:"output"`
+					CacheRead  int64 `json:"cacheRead"`
+					CacheWrite int64 `json:"cacheWrite"`
+					Cost       *struct {
+						Total float64 `json:"total"`
+					} `json:"cost"`
+				} `json:"usage"`
 			} `json:"message"`
 		}
 		if json.Unmarshal(line, &v) != nil {
@@ -470,13 +626,30 @@ func (piCLI) parse(out []byte) TurnResult {
 			r.Session = v.ID
 		case v.Type == "message_end" && v.Message.Role == "assistant":
 			sawAssistant = true
+			if u := v.Message.Usage; u != nil {
+				if r.Usage == nil {
+					r.Usage = &Usage{}
+				}
+				call := Usage{InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CacheRead, CacheWriteTokens: u.CacheWrite}
+				if u.Cost != nil {
+					call.CostUSD, call.CostKnown = u.Cost.Total, true
+				}
+				*r.Usage = r.Usage.plus(call)
+				if v.Message.Model != "" {
+					r.Usage.Model = v.Message.Model
+				}
+			}
 			text := piText(v.Message.Content)
 			switch v.Message.Stop {
 			case "error", "aborted":
 				r.Failed, r.Final = true, ""
 				r.Error = firstNonEmpty(v.Message.Err, "the model call ended with "+v.Message.Stop)
+				r.RateLimit = nil
+				if kind := rateLimitOfText(v.Message.Err); kind != "" && v.Message.Stop == "error" {
+					r.RateLimit = &RateLimit{Kind: kind, ResetAt: resetOfText(v.Message.Err, now)}
+				}
 			default:
-				r.Failed, r.Error = false, ""
+				r.Failed, r.Error, r.RateLimit = false, "", nil
 				if text != "" {
 					r.Final = text
 				}

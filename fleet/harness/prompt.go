@@ -106,3 +106,8 @@ func Recap(task string) string {
 	}
 	return "(This is a new conversation: an earlier one could not be continued. The task you were spawned for:)\n\n" + task
 }
+
+// Resent opens the prompt of a turn that runs again what an earlier turn
+// could not finish: it ended on the model provider's rate limit or
+// overload, the same conversation resumed.
+const Resent = "(agent-fleet: this comes again. Your previous turn ended on the model provider's rate limit before it was answered; if you had begun, go on from where you were.)"

@@ -35,6 +35,40 @@ type TurnState struct {
 	// Held are turn outcomes for a manager that was not connected, oldest
 	// first, sent when it connects (kept in held.json, beside state.json).
 	Held []HeldMessage `json:"held,omitempty"`
+	// Usage is what the turns of this run consumed (TurnUsage of each).
+	Usage UsageTotals `json:"usage"`
+	// UsageBaseline is the conversation's last running totals, for a
+	// harness that reports those (TurnResult.UsageCumulative).
+	UsageBaseline *UsageBaseline `json:"usageBaseline,omitempty"`
+	// Pause says why no turn starts for now, and what is kept meanwhile;
+	// nil when none is paused.
+	Pause *Pause `json:"pause,omitempty"`
+}
+
+// PauseBudget is the Pause.Reason of a worker that spent its budget; the
+// others are the RateLimit kinds (RateLimited, Overloaded).
+const PauseBudget = "budget"
+
+// Pause is why a coding-agent worker starts no turn for now. The batch of
+// messages (or the task) the next turn was for is kept, not dropped: it
+// runs when the pause ends, with whatever arrived meanwhile.
+type Pause struct {
+	// Reason is RateLimited, Overloaded or PauseBudget.
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	// Until is when the kept turn runs after a rate limit or overload: the
+	// reset the harness reported, else a backoff (30 s, doubling, at most
+	// 15 min). Zero for a budget: it runs once the budget is raised.
+	Until time.Time `json:"until,omitzero"`
+	// Turn is the turn that ended on the limit (0 for a budget).
+	Turn int `json:"turn,omitempty"`
+	// Task says the kept turn is the task's; Messages is how many
+	// messages are kept for it.
+	Task     bool `json:"task,omitempty"`
+	Messages int  `json:"messages,omitempty"`
+	// Error is what the harness said of the limit; for a budget, what was
+	// spent of what.
+	Error string `json:"error,omitempty"`
 }
 
 // HeldMessage is a turn's answer or failure report that could not reach
@@ -72,6 +106,12 @@ type TurnRecord struct {
 	Delivered []string `json:"delivered,omitempty"`
 	// Undelivered says what could not be sent, and why.
 	Undelivered []string `json:"undelivered,omitempty"`
+	// Usage is what the turn consumed (its share of running totals); nil
+	// when its output reported none.
+	Usage *Usage `json:"usage,omitempty"`
+	// RateLimit is set when the turn ended on a rate limit or overload (not
+	// a failure: the worker paused, see TurnState.Pause).
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 }
 
 // StatePath is the turn record (state.json) in the worker directory dir.

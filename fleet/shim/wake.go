@@ -55,7 +55,12 @@ type wakeConfig struct {
 	Logger       *slog.Logger
 	Backoff      time.Duration
 	Run          turnRunner // nil: runTurnProcess
-	Now          func() time.Time
+	// Clock is the loop's time: batches, backoffs and pauses wait on it
+	// (nil: the system clock).
+	Clock clock
+	// BudgetPoll is how often a worker whose budget is spent re-reads it
+	// (0: budgetPoll).
+	BudgetPoll time.Duration
 	// Joined receives the ids of sessions that join (the session's
 	// OnSessionJoined): held outcomes go out when the manager connects.
 	Joined <-chan string
@@ -72,7 +77,9 @@ const (
 )
 
 // wakeLoop runs a coding-agent worker: the task's turn, then one turn per
-// batch of inbound messages, resuming the same conversation.
+// batch of inbound messages, resuming the same conversation; paused, with
+// the work kept, while its budget is spent or a rate limit lasts
+// (pause.go).
 type wakeLoop struct {
 	cfg   wakeConfig
 	kind  string
@@ -84,6 +91,15 @@ type wakeLoop struct {
 	// goroutine sends them.
 	heldMu sync.Mutex
 	held   []harness.HeldMessage
+
+	// kept is the work a pause keeps (pause.go); rateLimits counts the
+	// turns in a row that ended on a rate limit; budgetTold says the
+	// manager knows its spent budget; presence that a pause set the
+	// session's presence status.
+	kept       *turnWork
+	rateLimits int
+	budgetTold bool
+	presence   bool
 }
 
 func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
@@ -93,8 +109,11 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 	if cfg.Run == nil {
 		cfg.Run = runTurnProcess
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.BudgetPoll <= 0 {
+		cfg.BudgetPoll = budgetPoll
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = defaultTurnBackoff
@@ -118,11 +137,16 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 // errFirstTurn: the first turn's process could not be started.
 var errFirstTurn = errors.New("the first turn could not be started")
 
+func (w *wakeLoop) now() time.Time { return w.cfg.Clock.Now() }
+
 // run runs turns until ctx ends (the worker is stopped). ready is called
 // once the first turn's harness runs (at once without a task). A first
 // turn that cannot even be started is errFirstTurn; later ones are
 // reported failures like any other.
 func (w *wakeLoop) run(ctx context.Context, ready func()) error {
+	if rec := w.record(ctx); rec != nil {
+		w.state.Usage = rec.Usage // a shim of the same run started again goes on counting
+	}
 	w.saveState()
 	lctx, stopListen := context.WithCancel(ctx)
 	listened := make(chan struct{})
@@ -130,7 +154,7 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 		defer close(listened)
 		for lctx.Err() == nil {
 			err := w.cfg.Session.Listen(lctx, intercom.ListenRequest{KeepUnread: true}, func(*intercom.MessageView) error {
-				w.batch.arrived(w.cfg.Now())
+				w.batch.arrived(w.now())
 				return nil
 			})
 			if err != nil && lctx.Err() == nil {
@@ -152,7 +176,7 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 
 	if w.cfg.Spec.Task != "" {
 		started := false
-		w.turn(ctx, "task", nil, func() { started = true; ready() })
+		w.attempt(ctx, &turnWork{reason: "task"}, func() { started = true; ready() })
 		if !started && ctx.Err() == nil {
 			return errFirstTurn
 		}
@@ -160,8 +184,30 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 		ready()
 	}
 	for {
-		if !w.waitForBatch(ctx) {
+		k, ok := w.next(ctx)
+		if !ok {
 			return nil
+		}
+		w.attempt(ctx, k, nil)
+	}
+}
+
+// next waits for the next turn to run: the kept one once its pause ends,
+// else the next batch of messages; false when ctx ended.
+func (w *wakeLoop) next(ctx context.Context) (*turnWork, bool) {
+	for {
+		if w.kept != nil {
+			ok, wait := w.mayResume(ctx)
+			if ok {
+				return w.resume(ctx), true
+			}
+			if !w.sleep(ctx, wait) {
+				return nil, false
+			}
+			continue
+		}
+		if !w.waitForBatch(ctx) {
+			return nil, false
 		}
 		res, err := w.cfg.Session.Pending(ctx, intercom.PendingRequest{MarkRead: true})
 		if err != nil {
@@ -171,8 +217,21 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 		if len(res.Unread) == 0 {
 			continue // read during the last turn already
 		}
-		w.turn(ctx, "messages", res.Unread, nil)
+		return &turnWork{reason: "messages", batch: res.Unread}, true
 	}
+}
+
+// attempt runs a turn for k unless the budget is spent: then k is kept (and
+// started, when given, is called: the worker is up, its turn waits).
+func (w *wakeLoop) attempt(ctx context.Context, k *turnWork, started func()) {
+	if spent, how := w.budgetSpent(ctx); spent {
+		if started != nil {
+			started()
+		}
+		w.keepForBudget(ctx, k, how)
+		return
+	}
+	w.turn(ctx, k, started)
 }
 
 // waitForBatch waits until a batch is due (and any backoff has passed);
@@ -184,19 +243,13 @@ func (w *wakeLoop) waitForBatch(ctx context.Context) bool {
 			if next := w.state.NextTurnAt; next.After(due) {
 				due = next
 			}
-			wait := due.Sub(w.cfg.Now())
+			wait := due.Sub(w.now())
 			if wait <= 0 {
 				w.batch.take()
 				return true
 			}
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !w.sleep(ctx, wait) {
 				return false
-			case <-t.C:
-			case <-w.batch.notify:
-				t.Stop()
 			}
 			continue
 		}
@@ -208,20 +261,33 @@ func (w *wakeLoop) waitForBatch(ctx context.Context) bool {
 	}
 }
 
+// record is the worker's registry record, nil when it cannot be read.
+func (w *wakeLoop) record(ctx context.Context) *fleet.Worker {
+	reg, err := w.cfg.Registry.Get(ctx)
+	if err != nil || reg == nil {
+		return nil
+	}
+	rec, err := reg.GetRun(ctx, w.cfg.WorkerID, w.cfg.RunID)
+	if err != nil {
+		return nil
+	}
+	return rec
+}
+
 // manager is the worker's current manager: the registry's (adoption moves
 // it), else the first one.
 func (w *wakeLoop) manager(ctx context.Context) string {
-	if reg, err := w.cfg.Registry.Get(ctx); err == nil && reg != nil {
-		if rec, err := reg.GetRun(ctx, w.cfg.WorkerID, w.cfg.RunID); err == nil && rec.Manager != "" {
-			return rec.Manager
-		}
+	if rec := w.record(ctx); rec != nil && rec.Manager != "" {
+		return rec.Manager
 	}
 	return w.cfg.FirstManager
 }
 
-// turn runs one turn and delivers its outcome.
-func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.MessageView, started func()) {
+// turn runs a turn for k and delivers its outcome; one that ends on a rate
+// limit keeps k to run again (pauseForRateLimit).
+func (w *wakeLoop) turn(ctx context.Context, k *turnWork, started func()) {
 	spec := w.cfg.Spec
+	reason, batch := k.reason, k.batch
 	manager := w.manager(ctx)
 	w.state.Turns++
 	n := w.state.Turns
@@ -239,13 +305,17 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 			t.Prompt = harness.Recap(spec.Task) + "\n\n" + t.Prompt
 		}
 	}
+	if k.again {
+		t.Prompt = harness.Resent + "\n\n" + t.Prompt
+	}
 	if fresh && !harness.TakesSystemPrompt(w.kind) {
 		t.Prompt = t.Mandate + "\n\n" + t.Prompt
 	}
-	rec := &harness.TurnRecord{N: n, Reason: reason, Messages: len(batch), Session: cmp.Or(t.Session, t.NewSession), StartedAt: w.cfg.Now()}
+	rec := &harness.TurnRecord{N: n, Reason: reason, Messages: len(batch), Session: cmp.Or(t.Session, t.NewSession), StartedAt: w.now()}
 	w.state.Current = rec
+	w.endPause(ctx)
 	w.saveState()
-	w.setReason(ctx, "turn-running", "", false)
+	w.setReason(ctx, "turn-running", "", false, time.Time{})
 	what := reason
 	if len(batch) > 0 {
 		what = fmt.Sprintf("%s: %d", reason, len(batch))
@@ -261,7 +331,7 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		exit = w.cfg.Run(ctx, cmd, turnProcOptions{Dir: spec.Cwd, Env: w.cfg.Env, Timeout: spec.TurnTimeout(), Log: w.cfg.Log}, started)
 	}
 	messaged := w.cfg.Tracker.end()
-	rec.EndedAt, rec.ExitStatus, rec.ErrorLines = w.cfg.Now(), exit.Status, exit.StderrTail
+	rec.EndedAt, rec.ExitStatus, rec.ErrorLines = w.now(), exit.Status, exit.StderrTail
 	w.state.Current = nil
 
 	if exit.Stopped {
@@ -277,7 +347,8 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		w.saveState()
 		return
 	}
-	res := harness.ParseTurnOutput(w.kind, exit.Stdout)
+	res := harness.ParseTurnOutputAt(w.kind, exit.Stdout, rec.EndedAt)
+	limited := res.RateLimit != nil && exit.StartErr == nil && !exit.TimedOut
 	switch {
 	case exit.StartErr != nil:
 		res = harness.TurnResult{Failed: true, Error: "the harness could not be started: " + exit.StartErr.Error()}
@@ -297,6 +368,8 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		}
 	}
 
+	w.recordUsage(ctx, rec, res, manager)
+
 	// The conversation the next turn resumes.
 	switch {
 	case res.Session != "":
@@ -306,6 +379,8 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		if t.Session != "" {
 			w.state.Session = t.Session
 		}
+	case limited:
+		// Nothing was lost: the next turn resumes what this one did.
 	case res.Failed:
 		// No conversation to resume: the next turn starts one, with the
 		// task again if this was not the first.
@@ -314,6 +389,14 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 	}
 	rec.Session = cmp.Or(res.Session, rec.Session)
 	rec.OK = !res.Failed
+	if limited {
+		rec.Error, rec.RateLimit = res.Error, res.RateLimit
+		w.state.Last = rec
+		w.pauseForRateLimit(ctx, rec, res, k, manager)
+		fmt.Fprintf(w.cfg.Log, "agent-fleet worker shim: turn %d ended on a %s: %s; %s\n", n, res.RateLimit.Kind, res.Error, pausedLine(w.state.Pause))
+		return
+	}
+	w.rateLimits = 0
 	if res.Failed {
 		rec.Error = res.Error
 		w.state.Failures++
@@ -322,7 +405,7 @@ func (w *wakeLoop) turn(ctx context.Context, reason string, batch []intercom.Mes
 		if backoff > maxTurnBackoff || backoff <= 0 {
 			backoff = maxTurnBackoff
 		}
-		w.state.NextTurnAt = w.cfg.Now().Add(backoff)
+		w.state.NextTurnAt = w.now().Add(backoff)
 	} else {
 		rec.Final = clip(strings.TrimSpace(res.Final), 2000)
 		w.state.Consecutive, w.state.NextTurnAt = 0, time.Time{}
@@ -347,13 +430,14 @@ func (w *wakeLoop) succeeded(ctx context.Context, rec *harness.TurnRecord, res h
 	if text == "" {
 		text = fmt.Sprintf("(%s finished turn %d without a written answer.)", w.cfg.WorkerID, rec.N)
 	}
+	// The registry first: once the manager has the answer, status says so.
+	w.setReason(ctx, "idle", "", true, time.Time{})
 	for _, target := range w.replyToOpenAsks(ctx, rec, batch, fitText(text)) {
 		messaged[target] = true
 	}
 	if !messaged[manager] {
 		w.send(ctx, rec, manager, fitText(text))
 	}
-	w.setReason(ctx, "idle", "", true)
 }
 
 // failed reports a failed turn to the manager (and to the askers of the
@@ -370,11 +454,12 @@ func (w *wakeLoop) failed(ctx context.Context, rec *harness.TurnRecord, res harn
 	}
 	b.WriteString(".")
 	report := fitText(b.String())
+	// The registry first: once the manager has the report, status says it.
+	w.setReason(ctx, "turn-failed", fmt.Sprintf("turn %d failed: %s", rec.N, res.Error), true, time.Time{})
 	replied := w.replyToOpenAsks(ctx, rec, batch, report)
 	if !contains(replied, manager) {
 		w.send(ctx, rec, manager, report)
 	}
-	w.setReason(ctx, "turn-failed", fmt.Sprintf("turn %d failed: %s", rec.N, res.Error), true)
 }
 
 // replyToOpenAsks answers the batch's asks that are still pending with
@@ -452,7 +537,7 @@ func retryLater(code string) bool {
 // holdLocked keeps an outcome for the manager until it connects. Called
 // with heldMu held.
 func (w *wakeLoop) holdLocked(rec *harness.TurnRecord, to, text string) {
-	w.held = append(w.held, harness.HeldMessage{To: to, Turn: rec.N, Text: text, HeldAt: w.cfg.Now()})
+	w.held = append(w.held, harness.HeldMessage{To: to, Turn: rec.N, Text: text, HeldAt: w.now()})
 	if n := len(w.held) - maxHeld; n > 0 {
 		w.cfg.Logger.Warn("dropping the oldest outcomes held for the manager", "dropped", n)
 		w.held = slices.Delete(w.held, 0, n)
@@ -513,8 +598,9 @@ func (w *wakeLoop) flushHeldLocked(ctx context.Context) {
 }
 
 // setReason records the worker's turn state in the registry (status and
-// list show it); lastError "" clears a turn failure when clear is set.
-func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clear bool) {
+// list show it); lastError "" clears a turn failure when clear is set;
+// pausedUntil is when a rate limit's pause ends (zero: not paused by one).
+func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clear bool, pausedUntil time.Time) {
 	reg, err := w.cfg.Registry.Get(ctx)
 	if err != nil || reg == nil {
 		return
@@ -523,7 +609,7 @@ func (w *wakeLoop) setReason(ctx context.Context, reason, lastError string, clea
 		if r.State != fleet.StateRunning && r.State != fleet.StateProvisioning {
 			return nil // ended or stopping: the turn record is history
 		}
-		r.StateReason = reason
+		r.StateReason, r.PausedUntil = reason, pausedUntil
 		if lastError != "" || clear {
 			r.LastError = lastError
 		}

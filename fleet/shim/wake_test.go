@@ -3,9 +3,11 @@
 package shim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,9 +46,99 @@ type wakeWorld struct {
 	turns   []scriptedTurn
 	// behave, when set, runs inside a turn before it answers.
 	behave func(prompt string)
+	// limits is how many of the next turns end on a rate limit (the
+	// result's text limitText, else Claude Code's 429).
+	limits    int
+	limitText string
+	// totals are the tokens each conversation consumed so far: the stand-in
+	// reports them as Claude Code does, running totals carried across a
+	// resume; every turn that works adds turnTokens.
+	totals map[string]int64
+	clock  *jumpClock
 	ready  chan struct{}
 	stop   context.CancelFunc
 	done   chan error
+}
+
+// turnTokens is what each stand-in turn that works consumes, half input
+// and half output, at $0.0001 a token.
+const turnTokens = 80
+
+// jumpClock runs with the system clock, and tests move it ahead: a timer
+// on it fires when the system clock gets there or a jump does.
+type jumpClock struct {
+	mu     sync.Mutex
+	ahead  time.Duration
+	timers map[*jumpTimer]bool
+}
+
+type jumpTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func (c *jumpClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.ahead)
+}
+
+func (c *jumpClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timers == nil {
+		c.timers = map[*jumpTimer]bool{}
+	}
+	jt := &jumpTimer{at: time.Now().Add(c.ahead + d), ch: make(chan time.Time, 1)}
+	c.timers[jt] = true
+	real := time.AfterFunc(d, func() { c.fire(jt) })
+	return jt.ch, func() bool {
+		real.Stop()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		live := c.timers[jt]
+		delete(c.timers, jt)
+		return live
+	}
+}
+
+func (c *jumpClock) fire(jt *jumpTimer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timers[jt] {
+		delete(c.timers, jt)
+		jt.ch <- time.Now().Add(c.ahead)
+	}
+}
+
+// Jump moves the clock d ahead, firing the timers that reach.
+func (c *jumpClock) Jump(d time.Duration) {
+	c.mu.Lock()
+	c.ahead += d
+	now := time.Now().Add(c.ahead)
+	var due []*jumpTimer
+	for jt := range c.timers {
+		if !jt.at.After(now) {
+			due = append(due, jt)
+		}
+	}
+	c.mu.Unlock()
+	for _, jt := range due {
+		c.fire(jt)
+	}
+}
+
+// waiting reports whether a timer waits for a moment within a second of
+// at (or, with past, for at or later): the loop sleeps until then.
+func (c *jumpClock) waiting(at time.Time, past bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for jt := range c.timers {
+		if d := jt.at.Sub(at); d > -time.Second && (d < time.Second || past) {
+			return true
+		}
+	}
+	return false
 }
 
 func openTestSession(t *testing.T, p intercom.Paths, id string) *intercom.Session {
@@ -63,7 +155,7 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 	dir, err := os.MkdirTemp("", "afw")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	w := &wakeWorld{t: t, p: intercom.NewPaths(dir), ready: make(chan struct{})}
+	w := &wakeWorld{t: t, p: intercom.NewPaths(dir), ready: make(chan struct{}), totals: map[string]int64{}, clock: &jumpClock{}}
 	intercomtest.StartBroker(t, func(c *broker.Config) { c.Paths = w.p })
 	w.boss = openTestSession(t, w.p, "boss")
 	joined := make(chan string, 1) // as the shim wires it
@@ -87,7 +179,7 @@ func newWakeWorld(t *testing.T, task string, tweak ...func(*wakeConfig)) *wakeWo
 		Spec:    &harness.Spec{Kind: "claude", Command: []string{"/bin/claude"}, Task: task, Cwd: "/"},
 		Session: w.worker, Tracker: w.tracker, Registry: regs, FirstManager: "boss",
 		MCP: harness.MCPServer{Command: "/bin/agent-fleet"}, Backoff: 300 * time.Millisecond, Run: w.run,
-		Joined: joined, HeldRetry: time.Hour}
+		Joined: joined, HeldRetry: time.Hour, Clock: w.clock}
 	for _, f := range tweak {
 		f(&cfg)
 	}
@@ -108,6 +200,11 @@ func (w *wakeWorld) run(ctx context.Context, cmd *harness.TurnCommand, _ turnPro
 	w.mu.Lock()
 	w.turns = append(w.turns, scriptedTurn{argv: cmd.Argv, prompt: cmd.Stdin})
 	behave := w.behave
+	limited := w.limits > 0
+	if limited {
+		w.limits--
+	}
+	limitText := cmp.Or(w.limitText, "API Error: Request rejected (429) · this may be a temporary capacity issue.")
 	w.mu.Unlock()
 	session := ""
 	if i := slices.Index(cmd.Argv, "--resume"); i >= 0 {
@@ -121,9 +218,21 @@ func (w *wakeWorld) run(ctx context.Context, cmd *harness.TurnCommand, _ turnPro
 	if ctx.Err() != nil {
 		return turnExit{Stopped: true, Status: -1}
 	}
-	out := func(isErr bool, text string) []byte {
-		b, _ := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": isErr, "result": text, "session_id": session})
+	// Claude Code's result: its usage the conversation's running totals.
+	out := func(isErr bool, text string, extra map[string]any) []byte {
+		w.mu.Lock()
+		tot := w.totals[session]
+		w.mu.Unlock()
+		v := map[string]any{"type": "result", "subtype": "success", "is_error": isErr, "result": text, "session_id": session,
+			"total_cost_usd": float64(tot) / 10000,
+			"modelUsage": map[string]any{"claude-test": map[string]any{"inputTokens": tot / 2, "outputTokens": tot / 2,
+				"cacheReadInputTokens": 0, "cacheCreationInputTokens": 0, "costUSD": float64(tot) / 10000}}}
+		maps.Copy(v, extra)
+		b, _ := json.Marshal(v)
 		return b
+	}
+	if limited {
+		return turnExit{Stdout: out(true, limitText, map[string]any{"api_error_status": 429, "api_error_type": "rate_limit_error", "terminal_reason": "api_error"}), Status: 1}
 	}
 	// It acts on, and its answer names, the last line of the last message.
 	lines := strings.Split(cmd.Stdin, "\n")
@@ -135,11 +244,16 @@ func (w *wakeWorld) run(ctx context.Context, cmd *harness.TurnCommand, _ turnPro
 	}
 	switch {
 	case strings.HasPrefix(last, "NOCREDS"):
-		return turnExit{Stdout: out(true, "Not logged in · Please run /login"), Status: 1}
+		b, _ := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": true,
+			"result": "Not logged in · Please run /login", "session_id": session, "total_cost_usd": 0})
+		return turnExit{Stdout: b, Status: 1}
 	case strings.HasPrefix(last, "CRASH"):
 		return turnExit{StderrTail: []string{"panic: boom", "goroutine 1"}, Status: 2}
 	}
-	return turnExit{Stdout: out(false, "done: "+last)}
+	w.mu.Lock()
+	w.totals[session] += turnTokens
+	w.mu.Unlock()
+	return turnExit{Stdout: out(false, "done: "+last, nil)}
 }
 
 func (w *wakeWorld) turnsSoFar() []scriptedTurn {

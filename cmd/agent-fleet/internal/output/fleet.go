@@ -102,11 +102,13 @@ func workersTable(ws []*fleet.Worker, unknown bool) string {
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRUN\tSTATE\tROLE\tMANAGER\tAGE\tLEASE\tCOMMAND")
+	fmt.Fprintln(tw, "ID\tRUN\tSTATE\tROLE\tMANAGER\tAGE\tLEASE\tUSAGE\tCOMMAND")
 	now := time.Now()
 	for _, w := range ws {
 		state := StateText(w)
-		if harness.IsKind(w.Kind) && w.State.Live() && w.StateReason != "" {
+		if p := pausedState(w, CLI); p != "" {
+			state += " (" + p + ")"
+		} else if harness.IsKind(w.Kind) && w.State.Live() && w.StateReason != "" {
 			state += " (" + reasonText(w.StateReason) + ")"
 		}
 		if unknown && w.State.Live() {
@@ -123,8 +125,12 @@ func workersTable(ws []*fleet.Worker, unknown bool) string {
 		if role == "" {
 			role = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Inline(w.ID), Inline(w.RunID), state, role, Inline(w.Manager),
-			Span(now.Sub(w.CreatedAt)), lease, WorkerCommand(w))
+		usage := "-"
+		if harness.IsKind(w.Kind) {
+			usage = usageCell(w)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Inline(w.ID), Inline(w.RunID), state, role, Inline(w.Manager),
+			Span(now.Sub(w.CreatedAt)), lease, usage, WorkerCommand(w))
 	}
 	tw.Flush()
 	return strings.TrimRight(b.String(), "\n")
@@ -141,7 +147,14 @@ func workerLines(ws []*fleet.Worker) string {
 		if w.Role != "" {
 			role = " " + Inline(w.Role) + ","
 		}
-		lines[i] = fmt.Sprintf("- %s [%s]%s manager %s: %s", Inline(w.ID), StateText(w), role, Inline(w.Manager), WorkerCommand(w))
+		state := StateText(w)
+		if p := pausedState(w, Tool); p != "" {
+			state += ", " + p
+		}
+		lines[i] = fmt.Sprintf("- %s [%s]%s manager %s: %s", Inline(w.ID), state, role, Inline(w.Manager), WorkerCommand(w))
+		if harness.IsKind(w.Kind) && (w.Usage.Turns > 0 || !w.Budget.IsZero()) {
+			lines[i] += "; usage " + usageCell(w)
+		}
 	}
 	return strings.Join(lines, "\n")
 }
@@ -192,6 +205,9 @@ func renewText(ws []*fleet.Worker, s Surface) string {
 			lines[i] = fmt.Sprintf("Renewed %s (it has no idle lease).", w.ID)
 		default:
 			lines[i] = fmt.Sprintf("Renewed %s until %s.", w.ID, HumanWhen(w.LeaseDeadline, time.Now()))
+		}
+		if !w.Budget.IsZero() {
+			lines[i] += " Budget: " + budgetText(w) + "."
 		}
 	}
 	return strings.Join(lines, "\n")

@@ -69,10 +69,20 @@ func utcTurns(t *harness.TurnState) *harness.TurnState {
 	}
 	c := *t
 	c.NextTurnAt = utc(t.NextTurnAt)
+	if t.Pause != nil {
+		p := *t.Pause
+		p.Since, p.Until = utc(p.Since), utc(p.Until)
+		c.Pause = &p
+	}
 	for _, r := range []**harness.TurnRecord{&c.Current, &c.Last} {
 		if *r != nil {
 			rec := **r
 			rec.StartedAt, rec.EndedAt = utc(rec.StartedAt), utc(rec.EndedAt)
+			if rec.RateLimit != nil {
+				rl := *rec.RateLimit
+				rl.ResetAt = utc(rl.ResetAt)
+				rec.RateLimit = &rl
+			}
 			*r = &rec
 		}
 	}
@@ -226,17 +236,31 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 		conv = "conversation " + Inline(t.Session)
 	}
 	fmt.Fprintf(b, "  harness:  %s, %s; %s, %d failed\n", t.Kind, conv, plural(t.Turns, "turn"), t.Failures)
+	usage := w.Usage
+	if usage.Turns == 0 {
+		usage = t.Usage // the registry could not take it
+	}
+	fmt.Fprintf(b, "  usage:    %s\n", UsageText(usage))
+	if !w.Budget.IsZero() {
+		fmt.Fprintf(b, "  budget:   %s\n", budgetText(w))
+	}
+	if p := t.Pause; p != nil && w.State.Live() {
+		fmt.Fprintf(b, "  paused:   %s\n", pauseText(p))
+	}
 	if c := t.Current; c != nil {
 		fmt.Fprintf(b, "  turn:     #%d (%s) running since %s\n", c.N, turnReason(c), HumanWhen(c.StartedAt, time.Now()))
 	}
 	if l := t.Last; l != nil {
 		how := "ok"
-		if !l.OK {
+		switch {
+		case l.RateLimit != nil:
+			how = "ended on a " + pauseWhat(l.RateLimit.Kind) + " (not a failure): " + Inline(l.Error)
+		case !l.OK:
 			how = "failed: " + Inline(l.Error)
 		}
 		fmt.Fprintf(b, "  last:     #%d (%s) ended %s after %s, %s\n", l.N, turnReason(l), HumanWhen(l.EndedAt, time.Now()),
 			l.EndedAt.Sub(l.StartedAt).Round(100*time.Millisecond), how)
-		if !l.OK {
+		if !l.OK && l.RateLimit == nil {
 			for _, line := range l.ErrorLines[max(0, len(l.ErrorLines)-5):] {
 				fmt.Fprintf(b, "            | %s\n", Inline(line))
 			}
@@ -270,6 +294,29 @@ func writeTurns(b *strings.Builder, w *fleet.Worker, t *harness.TurnState) {
 	if t.Consecutive > 1 && t.NextTurnAt.After(time.Now()) {
 		fmt.Fprintf(b, "  backoff:  %s in a row; no turn before %s\n", plural(t.Consecutive, "failed turn"), HumanWhen(t.NextTurnAt, time.Now()))
 	}
+}
+
+// pauseText says why a worker is paused, until when, and what it keeps:
+// "rate limit until … (in 4m): turn 3 ended on it (…); it keeps 2
+// messages".
+func pauseText(p *harness.Pause) string {
+	kept := plural(p.Messages, "message")
+	if p.Task {
+		kept = "its task"
+	}
+	if p.Reason == harness.PauseBudget {
+		return fmt.Sprintf("budget %s: it keeps %s until renew --budget-usd or --budget-tokens raises it", Inline(p.Error), kept)
+	}
+	return fmt.Sprintf("%s until %s: turn %d ended on it (%s); it keeps %s and resumes the same conversation then",
+		pauseWhat(p.Reason), HumanWhen(p.Until, time.Now()), p.Turn, Inline(ShortText(p.Error, 160)), kept)
+}
+
+// pauseWhat names a rate-limit kind for people.
+func pauseWhat(kind string) string {
+	if kind == harness.Overloaded {
+		return "provider overload"
+	}
+	return "rate limit"
 }
 
 func turnReason(r *harness.TurnRecord) string {

@@ -66,7 +66,7 @@ func TestStatusTextTimesAndCommand(t *testing.T) {
 	require.NotContains(t, text, "ended:")
 
 	table := WorkersTable([]*fleet.Worker{w})
-	require.Regexp(t, `(?m)^w1 .*running .* 5m +57m left +sh -c 'echo hi; exit 3'$`, table)
+	require.Regexp(t, `(?m)^w1 .*running .* 5m +57m left +- +sh -c 'echo hi; exit 3'$`, table, "an exec worker has no usage")
 	require.False(t, regexp.MustCompile(`\d\d:\d\d:\d\d`).MatchString(table), "no bare time of day in list:\n%s", table)
 	require.True(t, strings.HasPrefix(table, "ID "))
 }

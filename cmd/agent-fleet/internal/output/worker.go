@@ -16,7 +16,9 @@ import (
 // How it ended: exitCode is the status as a shell reports it (the exit
 // status, or 128 + the signal that killed it), exitKind is "exited",
 // "killed" or "dumped" (systemd's ExecMainCode), and exitStatus is the exit
-// status or the signal number (systemd's ExecMainStatus).
+// status or the signal number (systemd's ExecMainStatus). A coding-agent
+// worker carries its usage (Usage: what its turns consumed), its budget
+// when it has one, and while a rate limit pauses it pausedUntil.
 type Worker struct {
 	ID            string   `json:"id"`
 	RunID         string   `json:"runId"`
@@ -48,6 +50,9 @@ type Worker struct {
 	LastError     string   `json:"lastError,omitempty"`
 	StopReason    string   `json:"stopReason,omitempty"`
 	LogPath       string   `json:"logPath,omitempty"`
+	Usage         *Usage   `json:"usage,omitempty"`
+	Budget        *Budget  `json:"budget,omitempty"`
+	PausedUntil   string   `json:"pausedUntil,omitempty"`
 	// LiveState is "unknown" when no user manager answered and State is
 	// the registry's last known live state (the worker may have ended);
 	// omitted when systemd was asked, and for ended workers.
@@ -86,6 +91,16 @@ func ViewWorker(w *fleet.Worker) Worker {
 		LeaseDeadline: Stamp(w.LeaseDeadline), LeaseSeconds: int64(w.LeaseDuration / time.Second), LastActivity: Stamp(w.LastActivity),
 		Checkpoints: w.CheckpointAttempts, GraceDeadline: Stamp(w.GraceDeadline), CreatedAt: Stamp(w.CreatedAt), ReadyAt: Stamp(w.ReadyAt), EndedAt: Stamp(w.EndedAt),
 		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath}
+	if harness.IsKind(w.Kind) {
+		u := ViewUsage(w.Usage)
+		v.Usage = &u
+	}
+	if !w.Budget.IsZero() {
+		v.Budget = &Budget{USD: w.Budget.USD, Tokens: w.Budget.Tokens}
+	}
+	if w.State.Live() {
+		v.PausedUntil = Stamp(w.PausedUntil)
+	}
 	if w.HasExit {
 		status, code := w.ExitStatus, w.ExitStatus
 		if w.ExitCode != "exited" {

@@ -5,10 +5,12 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -24,8 +26,8 @@ type Param struct {
 	Schema map[string]any
 	// Actions are the actions that take it.
 	Actions []string
-	// Flag is spawn's CLI flag ("" when the CLI gives it otherwise: the
-	// command after --, or another verb's own flags).
+	// Flag is the CLI flag of the actions that take it ("" when the CLI
+	// gives it otherwise: the command after --, or a verb's own flags).
 	Flag string
 	// Usage is the flag's help; Default its default as help shows it.
 	Usage, Default string
@@ -42,10 +44,13 @@ type Param struct {
 func (p *Param) SetFlag(a *Args, s string) error { return p.fromText(a, s) }
 
 // SpawnFlags are the params that are spawn's CLI flags.
-func SpawnFlags() []*Param {
+func SpawnFlags() []*Param { return Flags("spawn") }
+
+// Flags are the params that are action's CLI flags.
+func Flags(action string) []*Param {
 	var out []*Param
 	for _, p := range Params {
-		if p.Flag != "" {
+		if p.Flag != "" && slices.Contains(p.Actions, action) {
 			out = append(out, p)
 		}
 	}
@@ -63,6 +68,19 @@ func stringParam(p Param, field func(*Args) *string) *Param {
 		return p.fromText(a, s)
 	}
 	return &p
+}
+
+// oneOfParam sets a string field to one of allowed.
+func oneOfParam(p Param, allowed []string, field func(*Args) *string) *Param {
+	q := stringParam(p, field)
+	set := q.fromText
+	q.fromText = func(a *Args, s string) error {
+		if !slices.Contains(allowed, s) {
+			return fmt.Errorf("%s must be one of %s, not %q", p.Name, strings.Join(allowed, ", "), s)
+		}
+		return set(a, s)
+	}
+	return q
 }
 
 // durationParam sets a duration field from a Go duration such as 30m (0
@@ -114,6 +132,115 @@ func spawnFlag(p Param, flag, usage string) Param {
 		p.FlagType = "string"
 	}
 	return p
+}
+
+// budgetUSDParam sets Args.Budget.USD: a positive amount of US dollars
+// ("2.50", "$2.50").
+func budgetUSDParam(p Param) *Param {
+	p.FlagType = "float"
+	p.fromText = func(a *Args, s string) error {
+		v, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(s), "$"), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("budget usd must be a positive amount of US dollars such as 2.50, not %q", s)
+		}
+		a.Budget.USD = &v
+		return nil
+	}
+	p.fromJSON = func(a *Args, v any) error {
+		f, ok := v.(float64)
+		if !ok || !(f > 0) || math.IsInf(f, 0) {
+			return fmt.Errorf("want a positive number of US dollars")
+		}
+		a.Budget.USD = &f
+		return nil
+	}
+	return &p
+}
+
+// budgetTokensParam sets Args.Budget.Tokens: a positive whole number, on
+// the CLI also with a k or M suffix ("500k", "2M").
+func budgetTokensParam(p Param) *Param {
+	p.FlagType = "count"
+	p.fromText = func(a *Args, s string) error {
+		t, mult := strings.TrimSpace(s), 1.0
+		switch {
+		case strings.HasSuffix(t, "k"), strings.HasSuffix(t, "K"):
+			t, mult = t[:len(t)-1], 1e3
+		case strings.HasSuffix(t, "M"):
+			t, mult = t[:len(t)-1], 1e6
+		}
+		f, err := strconv.ParseFloat(t, 64)
+		n := f * mult
+		if err != nil || n < 1 || n != math.Trunc(n) || n > math.MaxInt64/2 {
+			return fmt.Errorf("budget tokens must be a positive whole number such as 500000 or 500k, not %q", s)
+		}
+		v := int64(n)
+		a.Budget.Tokens = &v
+		return nil
+	}
+	p.fromJSON = func(a *Args, v any) error {
+		f, ok := v.(float64)
+		if !ok || f < 1 || f != math.Trunc(f) || f > math.MaxInt64/2 {
+			return fmt.Errorf("want a positive whole number of tokens")
+		}
+		n := int64(f)
+		a.Budget.Tokens = &n
+		return nil
+	}
+	return &p
+}
+
+// sinceParam sets Args.Since: a duration back from now (a Go duration, or
+// whole days: "24h", "7d") or a time (RFC 3339, or a local date
+// 2026-12-01).
+func sinceParam(p Param) *Param {
+	p.FlagType = "duration|time"
+	p.fromText = func(a *Args, s string) error {
+		t, err := ParseSince(s, time.Now())
+		if err != nil {
+			return err
+		}
+		a.Since = t
+		return nil
+	}
+	p.fromJSON = func(a *Args, v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a string: a duration such as \"24h\" or a time")
+		}
+		return p.fromText(a, s)
+	}
+	return &p
+}
+
+// ParseSince reads a usage report's start: a duration back from now (a Go
+// duration, or whole days, "7d") or a time (RFC 3339, or a date in now's
+// location, meaning its midnight). A start in the future is refused.
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	bad := fmt.Errorf("since must be a duration such as 24h or 7d, or a time such as 2026-12-01 or 2026-12-01T10:00:00Z, not %q", s)
+	t := strings.TrimSpace(s)
+	if days, ok := strings.CutSuffix(t, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return time.Time{}, bad
+		}
+		return now.AddDate(0, 0, -n), nil
+	}
+	if d, err := time.ParseDuration(t); err == nil {
+		if d < 0 {
+			return time.Time{}, bad
+		}
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+		if at, err := time.ParseInLocation(layout, t, now.Location()); err == nil {
+			if at.After(now) {
+				return time.Time{}, fmt.Errorf("since %q is in the future", s)
+			}
+			return at, nil
+		}
+	}
+	return time.Time{}, bad
 }
 
 func props(kv ...any) map[string]any {
@@ -195,6 +322,19 @@ var Params = []*Param{
 	durationParam(spawnFlag(Param{Name: "maxRuntime", FlagType: "duration",
 		Schema: props("type", "string", "description", "stop the worker after this long, a Go duration (default: no limit)")},
 		"max-runtime", "stop the worker after this long (0 = no limit)"), func(a *Args) *time.Duration { return &a.Spawn.MaxRuntime }),
+	budgetUSDParam(Param{Name: "budgetUsd", Actions: []string{"spawn", "renew"}, Flag: "budget-usd",
+		Usage:  "coding agents: start no turn once the turns cost this many US dollars, as the harness reports cost (renew: the new budget)",
+		Schema: props("type", "number", "exclusiveMinimum", 0, "description", "coding agents: start no turn once the turns cost this many US dollars (as the harness reports cost; not codex, which reports none); renew: the new budget, and a batch kept for a spent budget then runs")}),
+	budgetTokensParam(Param{Name: "budgetTokens", Actions: []string{"spawn", "renew"}, Flag: "budget-tokens",
+		Usage:  "coding agents: start no turn once the turns used this many tokens, cache included (500k, 2M; renew: the new budget)",
+		Schema: props("type", "integer", "minimum", 1, "description", "coding agents: start no turn once the turns used this many tokens (input, output and cache, as the harness reports them); renew: the new budget")}),
+	sinceParam(Param{Name: "since", Actions: []string{"usage"}, Flag: "since",
+		Usage:  "only turns that ended since then: a duration back (24h, 7d) or a time (2026-12-01, RFC 3339); default: all",
+		Schema: props("type", "string", "description", "usage: only turns that ended since then: a duration back from now (\"24h\", \"7d\") or a time (\"2026-12-01\", RFC 3339); default every turn recorded")}),
+	oneOfParam(Param{Name: "by", Actions: []string{"usage"}, Flag: "by", FlagType: "string", Default: "worker",
+		Usage:  "group by worker, manager or kind",
+		Schema: props("type", "string", "enum", anys(fleet.UsageBy), "description", "usage: group the totals by worker (default), manager or kind")},
+		fleet.UsageBy, func(a *Args) *string { return &a.By }),
 	{Name: "ids", Actions: []string{"stop"},
 		Schema: props("type", "array", "items", props("type", "string", "pattern", intercom.SessionIDPattern), "minItems", 1,
 			"description", "stop: several workers at once (instead of id); each is reported"),

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -83,4 +84,87 @@ func TestSchemaIsTheParams(t *testing.T) {
 			require.Contains(t, Actions, a, p.Name)
 		}
 	}
+}
+
+// Budgets, spawn's and renew's, parse alike on both surfaces; bad ones are
+// usage errors.
+func TestBudgetParams(t *testing.T) {
+	for _, action := range []string{"spawn", "renew"} {
+		a, err := Decode(map[string]any{"action": action, "id": "w1", "budgetUsd": 2.5, "budgetTokens": float64(500000)})
+		require.NoError(t, err)
+		b := Args{Action: action, ID: "w1"}
+		for _, p := range Flags(action) {
+			switch p.Flag {
+			case "budget-usd":
+				require.NoError(t, p.SetFlag(&b, "$2.50"))
+			case "budget-tokens":
+				require.NoError(t, p.SetFlag(&b, "500k"))
+			case "id":
+				require.NoError(t, p.SetFlag(&b, "w1"))
+			}
+		}
+		require.Equal(t, a, b, action)
+		require.Equal(t, 2.5, *a.Budget.USD)
+		require.Equal(t, int64(500000), *a.Budget.Tokens)
+	}
+	p := paramNamed(t, "budgetTokens")
+	var a Args
+	require.NoError(t, p.SetFlag(&a, "2M"))
+	require.Equal(t, int64(2_000_000), *a.Budget.Tokens)
+	for _, bad := range []string{"-1", "0", "1.5", "lots", "2G"} {
+		require.Error(t, p.SetFlag(&a, bad), bad)
+	}
+	usd := paramNamed(t, "budgetUsd")
+	for _, bad := range []string{"-1", "0", "NaN", "Inf", "five"} {
+		require.Error(t, usd.SetFlag(&a, bad), bad)
+	}
+	for _, bad := range []map[string]any{
+		{"action": "spawn", "id": "w1", "budgetUsd": -2.0},
+		{"action": "spawn", "id": "w1", "budgetTokens": 1.5},
+		{"action": "spawn", "id": "w1", "budgetTokens": "lots"},
+		{"action": "list", "budgetUsd": 1.0},
+		{"action": "usage", "by": "model"},
+		{"action": "usage", "since": "soon"},
+	} {
+		_, err := Decode(bad)
+		require.Error(t, err, "%v", bad)
+	}
+
+	a, err := Decode(map[string]any{"action": "renew", "budgetUsd": 3.0})
+	require.NoError(t, err)
+	require.ErrorContains(t, a.Check(), "renew sets a budget for one worker", "a budget is for one worker")
+}
+
+func paramNamed(t *testing.T, name string) *Param {
+	for _, p := range Params {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no param %s", name)
+	return nil
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.FixedZone("CET", 3600))
+	for s, want := range map[string]time.Time{
+		"24h":                  now.Add(-24 * time.Hour),
+		"90m":                  now.Add(-90 * time.Minute),
+		"7d":                   now.AddDate(0, 0, -7),
+		"2026-11-30":           time.Date(2026, 11, 30, 0, 0, 0, 0, now.Location()),
+		"2026-11-30 08:15":     time.Date(2026, 11, 30, 8, 15, 0, 0, now.Location()),
+		"2026-12-01T10:00:00Z": time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
+	} {
+		got, err := ParseSince(s, now)
+		require.NoError(t, err, s)
+		require.True(t, want.Equal(got), "%s: %s, want %s", s, got, want)
+	}
+	for _, bad := range []string{"", "yesterday", "-1h", "-2d", "2027-01-01"} {
+		_, err := ParseSince(bad, now)
+		require.Error(t, err, bad)
+	}
+	a, err := Decode(map[string]any{"action": "usage", "since": "24h", "by": "manager"})
+	require.NoError(t, err)
+	require.Equal(t, "manager", a.By)
+	require.WithinDuration(t, time.Now().Add(-24*time.Hour), a.Since, time.Minute)
 }

@@ -1,5 +1,5 @@
 // Package verbs runs the fleet verbs — spawn, list, status, stop, logs,
-// adopt, renew, forget, prune, cleanup, doctor, capabilities — for both of
+// usage, adopt, renew, forget, prune, cleanup, doctor, capabilities — for both of
 // agent-fleet's surfaces: the CLI verb and the agent_fleet MCP tool fill
 // the same Args, call the same Run, and print the same output.Report, so
 // the two cannot drift. The arguments themselves are declared once (Params):
@@ -21,7 +21,7 @@ import (
 
 // Actions are the fleet verbs, in the order agent_fleet's schema lists
 // them.
-var Actions = []string{"spawn", "list", "status", "stop", "logs", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
+var Actions = []string{"spawn", "list", "status", "stop", "logs", "usage", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
 
 // DefaultLogLines is how many log lines logs prints by default.
 const DefaultLogLines = 50
@@ -34,8 +34,14 @@ type Args struct {
 	ID string
 	// IDs are the workers of a stop of several (stop reports each).
 	IDs []string
-	// Spawn is spawn's request (its ID is Args.ID).
+	// Spawn is spawn's request (its ID is Args.ID, its budget Args.Budget).
 	Spawn fleet.SpawnRequest
+	// Budget is spawn's budget, and renew's change to one.
+	Budget fleet.BudgetChange
+	// Since and By are usage's: turns that ended at Since or later (zero:
+	// all), grouped by worker, manager or kind ("": worker).
+	Since time.Time
+	By    string
 	// All: list every manager's workers; adopt every orphan; prune every
 	// manager's records; stop every live worker of the caller.
 	All bool
@@ -63,10 +69,11 @@ type Args struct {
 func NeedsFleet(action string) bool { return action != "doctor" && action != "capabilities" }
 
 // ReadOnly reports whether an action only reads the fleet (list, status,
-// logs): it runs from the registry and the log files when no user manager
-// answers (factory.ReadFleet), its report marking live states unknown.
+// logs, usage): it runs from the registry and the log files when no user
+// manager answers (factory.ReadFleet), its report marking live states
+// unknown.
 func ReadOnly(action string) bool {
-	return action == "list" || action == "status" || action == "logs"
+	return action == "list" || action == "status" || action == "logs" || action == "usage"
 }
 
 // OfflineWarning is what a read-only verb says beside its report when no
@@ -103,6 +110,9 @@ func (a *Args) Check() error {
 	if a.Action == "adopt" && a.All && a.ID != "" {
 		return factory.Usagef("adopt takes a worker id or every orphan, not both")
 	}
+	if a.Action == "renew" && a.ID == "" && !a.Budget.IsZero() {
+		return factory.Usagef("renew sets a budget for one worker: name its id (agent_fleet: id)")
+	}
 	if a.Lines < 0 {
 		return factory.Usagef("lines must be at least 1, not %d", a.Lines)
 	}
@@ -130,7 +140,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 	switch a.Action {
 	case "spawn":
 		req := a.Spawn
-		req.ID = a.ID
+		req.ID, req.Budget = a.ID, a.Budget
 		w, err := fl.Spawn(ctx, req)
 		if w == nil {
 			return nil, err
@@ -172,6 +182,12 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 			return nil, err
 		}
 		return output.LogsReport{ID: a.ID, Lines: lines, LiveUnknown: unknown}, nil
+	case "usage":
+		rep, err := fl.Usage(ctx, a.Since, a.By)
+		if err != nil {
+			return nil, err
+		}
+		return output.UsageReport{Rep: rep}, nil
 	case "adopt":
 		var ws []*fleet.Worker
 		var err error
@@ -192,7 +208,7 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		var err error
 		if a.ID != "" {
 			var w *fleet.Worker
-			if w, err = fl.Renew(ctx, a.ID); err == nil {
+			if w, err = fl.RenewWith(ctx, a.ID, a.Budget); err == nil {
 				ws = append(ws, w)
 			}
 		} else {
