@@ -77,6 +77,15 @@ func turnEnded(w *harnessWorld, id string, n int) func() bool {
 	}
 }
 
+// turnTokens is a parsed turn's input, output, cache read and cache write
+// tokens.
+func turnTokens(t *testing.T, res harness.TurnResult) [4]int64 {
+	t.Helper()
+	require.NotNil(t, res.Usage, "the turn's usage was read")
+	u := res.Usage
+	return [4]int64{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens}
+}
+
 // waitScript waits until every scripted step of srv was taken (what an
 // Expect captured may be read then); the bound is only a hang guard.
 func waitScript(t *testing.T, srv *modeltest.Server) {
@@ -130,6 +139,13 @@ func TestRealClaudeWorkerTurns(t *testing.T) {
 	require.True(t, st.Turns.Last.OK, "%+v", st.Turns.Last)
 	session := st.Turns.Session
 	require.NotEmpty(t, session)
+	// The turn's usage, read from Claude Code's own report of the three
+	// scripted calls, is the worker's.
+	require.NotNil(t, st.Worker.Usage)
+	require.Equal(t, 1, st.Worker.Usage.Turns)
+	require.Equal(t, int64(3*12), st.Worker.Usage.InputTokens)
+	require.Equal(t, int64(3*5), st.Worker.Usage.OutputTokens)
+	require.NotNil(t, st.Worker.Usage.CostUSD, "Claude Code reports a cost")
 
 	// The ask: a resumed turn of the same conversation, whose model loads
 	// intercom_reply and answers with it.
@@ -263,6 +279,8 @@ func TestRealClaudeManagerSession(t *testing.T) {
 	require.Equal(t, 0, exit, "stdout %s\nstderr %s", stdout, stderr)
 	res := harness.ParseTurnOutput("claude", []byte(stdout))
 	require.False(t, res.Failed, "%+v", res)
+	require.Positive(t, turnTokens(t, res)[0], "agent-fleet reads the manager turn's usage")
+	require.True(t, res.Usage.CostKnown, "Claude Code prices the turn")
 	require.Equal(t, "The worker counted 3 files.", res.Final)
 	waitScript(t, manager)
 	waitScript(t, worker)

@@ -121,6 +121,7 @@ func TestRealCodexTurnWithScriptedModel(t *testing.T) {
 	res := harness.ParseTurnOutput("codex", []byte(stdout))
 	require.False(t, res.Failed, "%+v", res)
 	require.Equal(t, "Said hello to boss.", res.Final)
+	require.Equal(t, [4]int64{12 + 12 + 1000, 5 + 5 + 20, 600, 50}, turnTokens(t, res), "agent-fleet reads the turn's usage: input, output, cache read, cache write")
 	require.NotEmpty(t, res.Session)
 	require.Eventually(t, func() bool {
 		for _, m := range boss.messages() {

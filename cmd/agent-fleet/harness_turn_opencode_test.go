@@ -143,6 +143,7 @@ func TestRealOpencodeTurnsAgainstScriptedModel(t *testing.T) {
 	require.True(t, strings.HasPrefix(res.Session, "ses_"), res.Session)
 	require.Contains(t, stdout, `"tokens":{"total":1630,"input":1200,"output":30,"reasoning":0,"cache":{"write":0,"read":400}}`,
 		"OpenCode reports the usage the model gave, cached tokens apart")
+	require.Equal(t, [4]int64{1200, 30, 400, 0}, turnTokens(t, res), "agent-fleet reads it so")
 	first := s.Requests()[0]
 	require.Equal(t, "/v1/chat/completions", first.Path)
 	require.True(t, first.Stream)

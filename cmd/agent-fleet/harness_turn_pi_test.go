@@ -144,6 +144,7 @@ func TestRealPiTurnsAgainstScriptedModel(t *testing.T) {
 	require.Equal(t, c.turn.NewSession, res.Session, "the conversation the shim named")
 	require.Contains(t, stdout, `"usage":{"input":1000,"output":20,"cacheRead":300,"cacheWrite":0,"reasoning":0,"totalTokens":1320`,
 		"Pi reports the usage the model gave, cached tokens apart")
+	require.Equal(t, [4]int64{12 + 1000, 5 + 20, 300, 0}, turnTokens(t, res), "agent-fleet adds up the turn's two model calls")
 	msgs := boss.messages()
 	require.Len(t, msgs, 1)
 	require.Equal(t, "pi-turn", msgs[0].From.ID)

@@ -297,6 +297,7 @@ func (codexCLI) parse(out []byte, now time.Time) TurnResult {
 			Usage *struct {
 				InputTokens       int64 `json:"input_tokens"`
 				CachedInputTokens int64 `json:"cached_input_tokens"`
+				CacheWriteTokens  int64 `json:"cache_write_input_tokens"`
 				OutputTokens      int64 `json:"output_tokens"`
 			} `json:"usage"`
 			Error struct {
@@ -316,8 +317,12 @@ func (codexCLI) parse(out []byte, now time.Time) TurnResult {
 		case "turn.completed":
 			completed = true
 			if u := v.Usage; u != nil {
+				// input_tokens counts the cached and the cache-written
+				// tokens too.
 				cached := min(u.CachedInputTokens, u.InputTokens)
-				r.Usage = &Usage{InputTokens: u.InputTokens - cached, CacheReadTokens: cached, OutputTokens: u.OutputTokens}
+				written := min(u.CacheWriteTokens, u.InputTokens-cached)
+				r.Usage = &Usage{InputTokens: u.InputTokens - cached - written, CacheReadTokens: cached,
+					CacheWriteTokens: written, OutputTokens: u.OutputTokens}
 				r.UsageCumulative = true
 			}
 		case "turn.failed":
