@@ -201,6 +201,8 @@ func TestRealCodexRateLimitsAndServerErrors(t *testing.T) {
 		require.True(t, res.Failed)
 		require.Equal(t, "exceeded retry limit, last status: 429 Too Many Requests", res.Error)
 		require.Len(t, s.Requests(), 6, "the call and five retries")
+		require.NotNil(t, res.RateLimit, "a rate limit, not a failed worker")
+		require.Equal(t, harness.RateLimited, res.RateLimit.Kind)
 		require.Contains(t, stdout, `"Reconnecting... 5/5 (exceeded retry limit, last status: 429 Too Many Requests)"`)
 		require.Contains(t, stdout, `{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}`)
 	})
@@ -210,6 +212,7 @@ func TestRealCodexRateLimitsAndServerErrors(t *testing.T) {
 		require.True(t, res.Failed)
 		require.Equal(t, "exceeded retry limit, last status: 429 Too Many Requests", res.Error)
 		require.Len(t, s.Requests(), 1, "not retried")
+		require.NotNil(t, res.RateLimit)
 		require.NotContains(t, stdout, "Reconnecting")
 	})
 	t.Run("insufficient_quota", func(t *testing.T) {

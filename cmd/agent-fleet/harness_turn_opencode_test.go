@@ -180,6 +180,8 @@ func TestRealOpencodeTurnsAgainstScriptedModel(t *testing.T) {
 	require.Equal(t, "Number of requests has exceeded your rate limit", res.Error)
 	require.Contains(t, stdout, `"statusCode":429`)
 	require.Contains(t, stdout, `"retry-after":"1"`)
+	require.NotNil(t, res.RateLimit, "a rate limit, not a failed worker")
+	require.Equal(t, harness.RateLimited, res.RateLimit.Kind)
 	require.Equal(t, 0, s.Remaining())
 }
 

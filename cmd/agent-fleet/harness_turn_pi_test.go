@@ -167,6 +167,8 @@ func TestRealPiTurnsAgainstScriptedModel(t *testing.T) {
 	// A limit that does not pass fails the turn with the provider's error.
 	res, stdout = turn("once more")
 	require.True(t, res.Failed)
+	require.NotNil(t, res.RateLimit, "a rate limit, not a failed worker")
+	require.Equal(t, harness.RateLimited, res.RateLimit.Kind)
 	require.Contains(t, res.Error, "429")
 	require.Contains(t, res.Error, "rate_limit_exceeded")
 	require.Contains(t, stdout, `"type":"auto_retry_end","success":false`)
