@@ -298,3 +298,35 @@ func TestRealClaudeManagerSession(t *testing.T) {
 	require.Equal(t, "stopped", st.Worker.State)
 	require.Equal(t, mgr, st.Worker.Manager)
 }
+
+// A real Claude Code worker's budget: the scripted usage of its task turn
+// spends it, so the next message starts no turn and the manager is told;
+// renew raises the budget and the kept message runs.
+func TestRealClaudeWorkerBudget(t *testing.T) {
+	t.Parallel()
+	claude := nodeTool(t, "claude")
+	w := newHarnessWorld(t)
+	w.real = map[string]string{"claude": claude}
+	model := modeltest.Start(t,
+		modeltest.Step{Name: "task", API: modeltest.Anthropic, Expect: modeltest.PromptContains("count the files"),
+			Reply: modeltest.Reply{Text: "There are 3 files.", Usage: modeltest.Usage{Input: 4000, Output: 100}}},
+	)
+	w.spawn("cb", "claude", append(envFlags(claudeEndpointEnv(t, model)), "--budget-tokens", "1000", "--task", "count the files")...)
+	w.received("cb", "There are 3 files.")
+	waitScript(t, model)
+
+	w.must("intercom", "send", "cb", "now count the directories")
+	notice := w.message("cb", func(s string) bool { return strings.Contains(s, "has spent its budget") })
+	require.Contains(t, notice.Text, "(4100 of 1000 tokens)", "Claude Code's own report of the turn")
+	st := w.status("cb")
+	require.Equal(t, "budget-spent", st.Worker.StateReason)
+	require.Equal(t, 1, st.Turns.Turns, "no turn started")
+	require.Equal(t, int64(4100), st.Worker.Usage.Tokens)
+
+	model.Add(modeltest.Step{Name: "kept", API: modeltest.Anthropic, Expect: modeltest.PromptContains("now count the directories"),
+		Reply: modeltest.Reply{Text: "There are 2 directories."}})
+	require.Contains(t, w.must("renew", "cb", "--budget-tokens", "1M"), "Budget: 1M tokens")
+	w.received("cb", "There are 2 directories.")
+	waitScript(t, model)
+	require.Contains(t, w.must("stop", "cb"), "its cgroup is empty")
+}
