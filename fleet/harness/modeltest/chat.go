@@ -11,7 +11,8 @@ import (
 // chatCodec is the OpenAI Chat Completions API: POST /v1/chat/completions
 // (or /chat/completions, for a provider whose base URL has no /v1),
 // streamed as data-only server-sent events ending in "data: [DONE]" or
-// answered whole. GET /v1/models is answered as housekeeping.
+// answered whole. Neither OpenCode nor Pi lists models or counts tokens,
+// so there is no housekeeping: any other request fails the test.
 type chatCodec struct{}
 
 func (chatCodec) api() API { return ChatCompletions }
