@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,21 +84,12 @@ func OpenCgroups(root string) (*Cgroups, error) {
 // a name=systemd v1 mount means hybrid; name=systemd alone means legacy.
 func ParseMountinfo(data []byte) (*Cgroups, error) {
 	var v2, named []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional…] - fstype source superoptions
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if sep < 5 || sep+3 >= len(fields) {
-			continue
-		}
-		mountpoint, fstype, super := unescapeMount(fields[4]), fields[sep+1], fields[sep+3]
+	for m := range mounts(data) {
 		switch {
-		case fstype == "cgroup2":
-			v2 = append(v2, mountpoint)
-		case fstype == "cgroup" && slices.Contains(strings.Split(super, ","), "name=systemd"):
-			named = append(named, mountpoint)
+		case m.fstype == "cgroup2":
+			v2 = append(v2, m.point)
+		case m.fstype == "cgroup" && m.hasOption("name=systemd"):
+			named = append(named, m.point)
 		}
 	}
 	c := &Cgroups{}
@@ -125,6 +117,32 @@ func ParseMountinfo(data []byte) (*Cgroups, error) {
 		return nil, fmt.Errorf("%w (no cgroup2 and no name=systemd mount in mountinfo)", ErrNoCgroups)
 	}
 	return c, nil
+}
+
+// mount is one line of /proc/self/mountinfo: its mount point, file system
+// type and super options.
+type mount struct{ point, fstype, super string }
+
+func (m mount) hasOption(opt string) bool { return slices.Contains(strings.Split(m.super, ","), opt) }
+
+// mounts are the lines of mountinfo text, in order; malformed lines are
+// skipped.
+func mounts(data []byte) iter.Seq[mount] {
+	return func(yield func(mount) bool) {
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			// id parent major:minor root mountpoint options [optional…] - fstype source superoptions
+			fields := strings.Fields(sc.Text())
+			sep := slices.Index(fields, "-")
+			if sep < 5 || sep+3 >= len(fields) {
+				continue
+			}
+			if !yield(mount{point: unescapeMount(fields[4]), fstype: fields[sep+1], super: fields[sep+3]}) {
+				return
+			}
+		}
+	}
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).

@@ -1,8 +1,6 @@
 package units
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,20 +85,12 @@ func pidsCgroup(root string, procCgroup []byte) (mount, path string) {
 		return "", ""
 	}
 	var v1Mount, v2Mount string
-	sc := bufio.NewScanner(bytes.NewReader(info))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if sep < 5 || sep+3 >= len(fields) {
-			continue
-		}
-		mountpoint, fstype, super := unescapeMount(fields[4]), fields[sep+1], fields[sep+3]
+	for m := range mounts(info) {
 		switch {
-		case fstype == "cgroup" && slices.Contains(strings.Split(super, ","), "pids"):
-			v1Mount = mountpoint
-		case fstype == "cgroup2" && v2Mount == "":
-			v2Mount = mountpoint
+		case m.fstype == "cgroup" && m.hasOption("pids"):
+			v1Mount = m.point
+		case m.fstype == "cgroup2" && v2Mount == "":
+			v2Mount = m.point
 		}
 	}
 	switch {
