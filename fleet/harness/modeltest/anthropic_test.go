@@ -2,7 +2,6 @@ package modeltest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -43,19 +42,12 @@ func readEvents(t *testing.T, r io.Reader) []event {
 	return out
 }
 
+// post sends a Messages request the way the Anthropic SDK does.
 func post(t *testing.T, url string, body any) *http.Response {
 	t.Helper()
 	b, err := json.Marshal(body)
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	require.NoError(t, err)
-	req.Header.Set("content-type", "application/json")
-	req.Header.Set("x-api-key", "sk-test")
-	req.Header.Set("anthropic-version", "2023-06-01")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return postJSON(t, url, string(b), "x-api-key", "sk-test", "anthropic-version", "2023-06-01")
 }
 
 // A Claude Code request as it comes: system blocks, a string message,

@@ -16,14 +16,7 @@ import (
 // postChat sends a Chat Completions request the way an OpenAI client does.
 func postChat(t *testing.T, url, body string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("content-type", "application/json")
-	req.Header.Set("authorization", "Bearer test")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return postJSON(t, url, body, "authorization", "Bearer test")
 }
 
 // chunk is one streamed Chat Completions chunk as a client reads it.

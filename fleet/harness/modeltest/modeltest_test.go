@@ -2,9 +2,29 @@ package modeltest
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
+
+// postJSON posts body as JSON with the header name/value pairs; the
+// response body is closed when the test ends.
+func postJSON(t *testing.T, url, body string, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("content-type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
 
 // recordingTB is a testing.TB that keeps its errors instead of failing:
 // for tests of the failures the server must report.

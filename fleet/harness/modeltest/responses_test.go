@@ -16,14 +16,7 @@ import (
 // postResponses sends a Responses request the way Codex does.
 func postResponses(t *testing.T, url, body string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("content-type", "application/json")
-	req.Header.Set("accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return postJSON(t, url, body, "accept", "text/event-stream")
 }
 
 // respEvent is one server-sent event of a Responses stream.
