@@ -421,6 +421,26 @@ func (in *Inbox) changedSoon() {
 	in.w.soon()
 }
 
+// appendStoredFields adds the fields of m's stored form (storedMessage,
+// without braces) to dst, in the Pi file's order.
+func appendStoredFields(dst []byte, m *InboundMessage) []byte {
+	dst = append(dst, `"key":`...)
+	dst = wire.AppendString(dst, m.Key)
+	dst = append(dst, `,"from":`...)
+	dst = append(dst, m.FromRaw...)
+	dst = append(dst, `,"message":`...)
+	dst = append(dst, m.Message.Raw...)
+	dst = append(dst, `,"receivedAt":`...)
+	dst = wire.AppendNumber(dst, m.ReceivedAt)
+	dst = append(dst, `,"sequence":`...)
+	dst = wire.AppendNumber(dst, float64(m.Sequence))
+	if m.DeferredAt != 0 {
+		dst = append(dst, `,"deferredAt":`...)
+		dst = wire.AppendNumber(dst, m.DeferredAt)
+	}
+	return dst
+}
+
 func (in *Inbox) encode(dst []byte) []byte {
 	in.trimSeen(MaxSeenKeys)
 	b := bytes.NewBuffer(dst)
@@ -432,20 +452,8 @@ func (in *Inbox) encode(dst []byte) []byte {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(`{"key":`)
-			b.Write(wire.AppendString(nil, m.Key))
-			b.WriteString(`,"from":`)
-			b.Write(m.FromRaw)
-			b.WriteString(`,"message":`)
-			b.Write(m.Message.Raw)
-			b.WriteString(`,"receivedAt":`)
-			b.Write(wire.AppendNumber(nil, m.ReceivedAt))
-			b.WriteString(`,"sequence":`)
-			b.Write(wire.AppendNumber(nil, float64(m.Sequence)))
-			if m.DeferredAt != 0 {
-				b.WriteString(`,"deferredAt":`)
-				b.Write(wire.AppendNumber(nil, m.DeferredAt))
-			}
+			b.WriteByte('{')
+			b.Write(appendStoredFields(nil, m))
 			b.WriteByte('}')
 		}
 		b.WriteByte(']')

@@ -64,16 +64,8 @@ func journalPath(inbox string) string { return inbox + ".journal" }
 
 // appendStageRecord adds the journal line of a staged message to dst.
 func appendStageRecord(dst []byte, m *InboundMessage, fp string) []byte {
-	dst = append(dst, `{"op":"stage","key":`...)
-	dst = wire.AppendString(dst, m.Key)
-	dst = append(dst, `,"from":`...)
-	dst = append(dst, m.FromRaw...)
-	dst = append(dst, `,"message":`...)
-	dst = append(dst, m.Message.Raw...)
-	dst = append(dst, `,"receivedAt":`...)
-	dst = wire.AppendNumber(dst, m.ReceivedAt)
-	dst = append(dst, `,"sequence":`...)
-	dst = wire.AppendNumber(dst, float64(m.Sequence))
+	dst = append(dst, `{"op":"stage",`...)
+	dst = appendStoredFields(dst, m)
 	dst = append(dst, `,"fp":`...)
 	dst = wire.AppendString(dst, fp)
 	return append(dst, "}\n"...)
@@ -120,7 +112,11 @@ func (in *Inbox) replay(data []byte) (applied bool) {
 				in.asks = append(in.asks, m)
 			}
 			in.remember(m.Key)
-			in.fps[m.Key] = firstNonEmpty(r.Fingerprint, hashedFingerprint(m.Message))
+			fp := r.Fingerprint
+			if fp == "" {
+				fp = hashedFingerprint(m.Message)
+			}
+			in.fps[m.Key] = fp
 			in.trimSeen(MaxSeenKeys + seenSlack)
 		case "consume":
 			drop := map[string]bool{}
@@ -267,11 +263,4 @@ func readJournal(inbox string) ([]byte, error) {
 		return nil, fmt.Errorf("read inbox journal: %w", err)
 	}
 	return data, nil
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
