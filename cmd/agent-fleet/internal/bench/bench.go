@@ -9,9 +9,12 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 )
 
 // latencyDist summarises a latency distribution in milliseconds (three
@@ -53,6 +56,15 @@ type procUsage struct {
 	RSSKiB  int64
 	PeakKiB int64 // VmHWM: the most the process ever had resident
 	ok      bool
+}
+
+// progressLog is where a run reports its progress: standard error, and
+// nowhere with --json (the result is the only output then).
+func progressLog(f *factory.Factory, json bool) io.Writer {
+	if json {
+		return io.Discard
+	}
+	return f.IO.Err
 }
 
 func mib(kib int64) float64 { return math.Round(float64(kib)/1024*10) / 10 }

@@ -132,10 +132,7 @@ func RunBroker(ctx context.Context, f *factory.Factory, o *LoadOptions) error {
 	// printed only after the broker started for the run is stopped.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
-	log := f.IO.Err
-	if o.JSON {
-		log = io.Discard
-	}
+	log := progressLog(f, o.JSON)
 	if o.Against != "" {
 		return runComparison(ctx, f, o, log)
 	}

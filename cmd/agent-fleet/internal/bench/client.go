@@ -233,10 +233,7 @@ func RunClient(ctx context.Context, f *factory.Factory, o *ClientOptions) error 
 	// printed only after the broker started for the run is stopped.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
-	log := f.IO.Err
-	if o.JSON {
-		log = io.Discard
-	}
+	log := progressLog(f, o.JSON)
 	t, err := openTarget(ctx, f, &o.LoadOptions, log)
 	if err != nil {
 		return fmt.Errorf("bench client: %w", err)

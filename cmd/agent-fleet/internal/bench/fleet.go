@@ -205,10 +205,7 @@ var fleetIncludes = map[string]string{
 func RunFleet(ctx context.Context, f *factory.Factory, opts *FleetOptions) (err error) {
 	ctx, stop := factory.UntilHangup(ctx)
 	defer stop()
-	log := f.IO.Err
-	if opts.JSON {
-		log = io.Discard
-	}
+	log := progressLog(f, opts.JSON)
 	sb, err := f.NewSandbox("agent-fleet-bench-")
 	if err != nil {
 		return fmt.Errorf("bench fleet: %w", err)

@@ -150,10 +150,7 @@ var benchIncludes = map[string]string{
 func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err error) {
 	ctx, stop := factory.UntilHangup(ctx)
 	defer stop()
-	log := f.IO.Err
-	if opts.JSON {
-		log = io.Discard
-	}
+	log := progressLog(f, opts.JSON)
 	sb, err := f.NewSandbox("agent-fleet-bench-")
 	if err != nil {
 		return fmt.Errorf("bench spawn: %w", err)
