@@ -50,16 +50,6 @@ func envFlags(env map[string]string) []string {
 	return out
 }
 
-// systemHas is an Expect that the system prompt holds sub.
-func systemHas(sub string) func(*modeltest.Request) error {
-	return func(r *modeltest.Request) error {
-		if !strings.Contains(r.System, sub) {
-			return fmt.Errorf("system prompt lacks %q", sub)
-		}
-		return nil
-	}
-}
-
 // resultOK is an Expect that the newest tool result is no error.
 func resultOK(r *modeltest.Request) error {
 	res := r.LastToolResult()
@@ -122,7 +112,7 @@ func TestRealClaudeWorkerTurns(t *testing.T) {
 		modeltest.Step{Name: "task", API: modeltest.Anthropic,
 			Expect: modeltest.All(modeltest.PromptContains("Your task from boss:", "write the parser"),
 				modeltest.Offers(claudeSend, claudeReply, claudePending), modeltest.Lacks(claudeFleet),
-				systemHas(`You are "cw", a coding agent (claude) running as an agent-fleet worker`)),
+				modeltest.SystemContains(`You are "cw", a coding agent (claude) running as an agent-fleet worker`)),
 			Reply: modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.ToolSearch(claudeSend)}}},
 		modeltest.Step{Name: "send", Expect: modeltest.ToolResultContains("tool_reference:" + claudeSend),
 			Reply: modeltest.Reply{Text: "Telling boss.", ToolCalls: []modeltest.ToolCall{

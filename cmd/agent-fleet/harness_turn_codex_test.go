@@ -78,16 +78,6 @@ func codexTurnUsage(t *testing.T, stdout string) codexUsage {
 	return codexUsage{}
 }
 
-// systemContains is an Expect that the instructions hold sub.
-func systemContains(sub string) func(*mt.Request) error {
-	return func(r *mt.Request) error {
-		if !strings.Contains(r.System, sub) {
-			return fmt.Errorf("instructions do not contain %q", sub)
-		}
-		return nil
-	}
-}
-
 // A task turn whose model calls intercom_send twice (to a session that does
 // not exist, then to the manager) and answers; then the resumed turn, which
 // sends the whole conversation again.
@@ -102,7 +92,7 @@ func TestRealCodexTurnWithScriptedModel(t *testing.T) {
 		mt.Step{Name: "task", API: mt.Responses, Expect: mt.All(
 			mt.PromptContains("Your task from boss:\n\nsay hello"),
 			mt.Offers(codexSend, codexReply, "exec_command"),
-			systemContains(`You are "cx-model", a coding agent (codex)`),
+			mt.SystemContains(`You are "cx-model", a coding agent (codex)`),
 			func(r *mt.Request) error {
 				if r.Model != codexModel || !r.Stream {
 					return fmt.Errorf("model %q stream %v", r.Model, r.Stream)
@@ -252,7 +242,7 @@ func TestRealCodexWorkerTalksToItsManager(t *testing.T) {
 	w := newHarnessWorld(t)
 	s := mt.Start(t,
 		mt.Step{Name: "task", Expect: mt.All(mt.PromptContains("Tell boss the build is green"), mt.Offers(codexSend, codexReply),
-			systemContains(`You are "cx-w", a coding agent (codex)`)),
+			mt.SystemContains(`You are "cx-w", a coding agent (codex)`)),
 			Reply: mt.Reply{ToolCalls: []mt.ToolCall{mt.Call(codexSend, map[string]string{"to": "boss", "message": "the build is green"})}}},
 		mt.Step{Name: "told", Expect: mt.ToolResultContains(`"ok":true`), Reply: mt.Reply{Text: "Told boss."}},
 		mt.Step{Name: "ask", Expect: mt.All(mt.PromptContains("what is 2+2?", "This is an ask"), mt.PromptContains("Tell boss the build is green")),
@@ -290,7 +280,7 @@ func TestRealCodexWorkerSandbox(t *testing.T) {
 	write := mt.Call("exec_command", map[string]string{"cmd": "echo written > sandbox-probe.txt && echo wrote it"})
 
 	ro := mt.Start(t,
-		mt.Step{Name: "write", Expect: mt.All(mt.Offers("exec_command"), systemContains("`sandbox_mode` is `read-only`")),
+		mt.Step{Name: "write", Expect: mt.All(mt.Offers("exec_command"), mt.SystemContains("`sandbox_mode` is `read-only`")),
 			Reply: mt.Reply{Text: "Writing the file.", ToolCalls: []mt.ToolCall{write}}},
 		mt.Step{Name: "escalate", Expect: mt.ToolResultContains("sandbox-probe.txt: Read-only file system"),
 			Reply: mt.Reply{ToolCalls: []mt.ToolCall{mt.Call("exec_command", map[string]string{"cmd": "echo written > sandbox-probe.txt",
@@ -304,7 +294,7 @@ func TestRealCodexWorkerSandbox(t *testing.T) {
 		"--env", "CODEX_HOME="+codexHome, "--task", "Write sandbox-probe.txt")
 
 	rw := mt.Start(t,
-		mt.Step{Name: "write", Expect: systemContains("`sandbox_mode` is `workspace-write`"), Reply: mt.Reply{ToolCalls: []mt.ToolCall{write}}},
+		mt.Step{Name: "write", Expect: mt.SystemContains("`sandbox_mode` is `workspace-write`"), Reply: mt.Reply{ToolCalls: []mt.ToolCall{write}}},
 		mt.Step{Name: "written", Expect: mt.ToolResultContains("wrote it"), Reply: mt.Reply{Text: "Wrote the file."}},
 	)
 	rwCwd := t.TempDir()

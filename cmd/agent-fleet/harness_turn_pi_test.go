@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,12 +104,7 @@ func TestRealPiTurnsAgainstScriptedModel(t *testing.T) {
 		modeltest.Step{Name: "task", API: modeltest.ChatCompletions, Expect: modeltest.All(
 			modeltest.PromptContains("Your task from boss:\n\nsay hello"),
 			modeltest.Offers("intercom_send", "intercom_reply", "read", "bash", "edit", "write"), modeltest.Lacks("agent_fleet"),
-			func(r *modeltest.Request) error {
-				if !strings.Contains(r.System, `You are "pi-turn", a coding agent (pi)`) {
-					return fmt.Errorf("the mandate is not in the system prompt: %.200q", r.System)
-				}
-				return nil
-			}),
+			modeltest.SystemContains(`You are "pi-turn", a coding agent (pi)`)),
 			Reply: modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.Call("intercom_send",
 				map[string]string{"to": "boss", "message": "pi-turn started on it"})}}},
 		modeltest.Step{Name: "after send", Expect: modeltest.ToolResultContains("Message sent to boss."),

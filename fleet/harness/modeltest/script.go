@@ -243,6 +243,19 @@ func PromptContains(subs ...string) func(*Request) error {
 	}
 }
 
+// SystemContains is an Expect that the system prompt (or instructions)
+// holds every substring.
+func SystemContains(subs ...string) func(*Request) error {
+	return func(r *Request) error {
+		for _, s := range subs {
+			if !strings.Contains(r.System, s) {
+				return fmt.Errorf("system prompt does not contain %q: %.300q", s, r.System)
+			}
+		}
+		return nil
+	}
+}
+
 // ToolResultContains is an Expect that the newest tool result holds sub.
 func ToolResultContains(sub string) func(*Request) error {
 	return func(r *Request) error {
