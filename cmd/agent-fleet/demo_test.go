@@ -23,14 +23,21 @@ import (
 var (
 	demoDirRE    = regexp.MustCompile(`Using (\S+) as PI_CODING_AGENT_DIR`)
 	brokerUnitRE = regexp.MustCompile(`agent-fleet-broker-[0-9a-f]{12}\.service`)
+	workerUnitRE = regexp.MustCompile(`agent-fleet-worker-demo-p(?:i|o)ng-[0-9a-f]{12}\.service`)
 )
 
 // requireDemoLeftNothing checks, on the manager at inst, that no unit the
-// demo could have started is loaded, and that its agent directory is gone.
+// demo started is loaded, and that its agent directory is gone. The
+// workers' units are the ones it named; a demo that named none is checked
+// against every demo worker unit. Other demo tests run beside it on the
+// same manager, so a pattern would see their live units.
 func requireDemoLeftNothing(t *testing.T, inst unitstest.Instance, out string) {
 	t.Helper()
 	m := unitstest.Connect(t, inst)
-	patterns := []string{fleet.WorkerUnitName(demo.PingWorker, "*"), fleet.WorkerUnitName(demo.PongWorker, "*")}
+	patterns := workerUnitRE.FindAllString(out, -1)
+	if len(patterns) == 0 {
+		patterns = []string{fleet.WorkerUnitName(demo.PingWorker, "*"), fleet.WorkerUnitName(demo.PongWorker, "*")}
+	}
 	if b := brokerUnitRE.FindString(out); b != "" {
 		patterns = append(patterns, b)
 	}
