@@ -289,6 +289,27 @@ func (c *Cgroups) HasKill() bool {
 	return false
 }
 
+// HasFreeze reports whether this host's cgroup2 hierarchy offers
+// cgroup.freeze (kernel ≥ 5.2; only in non-root cgroups, so a child of the
+// root is probed).
+func (c *Cgroups) HasFreeze() bool {
+	if c.Unified == "" {
+		return false
+	}
+	entries, err := os.ReadDir(c.Unified)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(c.Unified, e.Name(), "cgroup.freeze")); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // KillReport says what Kill did.
 type KillReport struct {
 	// UsedKillFile: cgroup.kill was written (one recursive SIGKILL by the
