@@ -111,4 +111,3 @@ func requireFrozen(t *testing.T, w *world, wk *fleet.Worker, frozen bool) {
 	want := map[bool]string{true: "frozen", false: "running"}[frozen]
 	require.Equal(t, want, st.FreezerState)
 }
-
