@@ -1,3 +1,5 @@
+//go:build linux
+
 package fleet_test
 
 import (
