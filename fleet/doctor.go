@@ -118,6 +118,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 			}
 			add("systemd version", st, probe.Version.Raw, fix)
 			add(taskLimitCheck(ctx, cfg.Getenv))
+			add(limitsCheck(ctx, cfg.Getenv))
 		}
 	}
 	add(lingerStatus(ctx, cfg.Getenv))
@@ -133,6 +134,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 			kill, st, fix = "no cgroup.kill (pre-5.14 kernel): stragglers are killed pid by pid", CheckWarn, "a kernel ≥ 5.14 kills a cgroup in one step"
 		}
 		add("cgroups", st, string(cg.Layout)+" layout; "+kill, fix)
+		add(pauseCheck(cg))
 	}
 
 	// The broker.
@@ -173,6 +175,60 @@ func taskLimitCheck(ctx context.Context, getenv func(string) string) (string, Ch
 		return "task limit", CheckWarn, detail, "stop workers, or raise the limit (TasksMax= of the slice or unit named, logind's UserTasksMax=, kernel.pid_max)"
 	}
 	return "task limit", CheckOK, detail, ""
+}
+
+// limitsCheck says which resource limits (spawn --memory, --cpu, --tasks)
+// the user manager can apply, and why not the others: it would accept
+// them and enforce nothing, so spawn refuses those.
+func limitsCheck(ctx context.Context, getenv func(string) string) (string, CheckStatus, string, string) {
+	const name = "resource limits"
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: getenv})
+	if err != nil {
+		return name, CheckWarn, "unknown: " + err.Error(), ""
+	}
+	defer m.Close()
+	sup, err := m.Controllers(cctx)
+	if err != nil {
+		return name, CheckWarn, "unknown: " + err.Error(), "spawn refuses --memory, --cpu and --tasks while the controllers cannot be read"
+	}
+	return limitsVerdict(sup)
+}
+
+// limitsVerdict words ControllerSupport for doctor.
+func limitsVerdict(sup units.ControllerSupport) (string, CheckStatus, string, string) {
+	const name = "resource limits"
+	flags := []struct{ flag, ctrl string }{{"--memory", "memory"}, {"--cpu", "cpu"}, {"--tasks", "pids"}}
+	var ok, missing []string
+	for _, f := range flags {
+		if sup.Has(f.ctrl) {
+			ok = append(ok, f.flag)
+		} else {
+			missing = append(missing, fmt.Sprintf("%s (%s: %s)", f.flag, f.ctrl, sup.Why[f.ctrl]))
+		}
+	}
+	if len(missing) == 0 {
+		return name, CheckOK, "spawn --memory, --cpu and --tasks are enforced (controllers of " + sup.Root + ": memory cpu pids)", ""
+	}
+	detail := "spawn refuses " + strings.Join(missing, "; ")
+	if len(ok) > 0 {
+		detail = "enforced: " + strings.Join(ok, ", ") + "; " + detail
+	}
+	return name, CheckWarn, detail, "on a systemd host, delegate the controllers to user@.service (Delegate=memory cpu pids); a unified cgroup layout is needed for user managers"
+}
+
+// pauseCheck says how pause freezes workers: systemd's FreezeUnit where
+// every hierarchy is unified, the cgroup2 freezer on hybrid hosts, not at
+// all on legacy ones.
+func pauseCheck(cg *units.Cgroups) (string, CheckStatus, string, string) {
+	switch {
+	case cg.Layout == units.LayoutUnified:
+		return "pause", CheckOK, "systemd freezes workers (FreezeUnit)", ""
+	case cg.HasFreeze():
+		return "pause", CheckOK, "systemd cannot freeze units on a " + string(cg.Layout) + " host: pause uses the workers' cgroup2 freezer (cgroup.freeze)", ""
+	}
+	return "pause", CheckWarn, "no cgroup2 freezer: pause and resume fail", "a kernel ≥ 5.2 with cgroup2 mounted has one"
 }
 
 func socketPathCheck(p intercom.Paths) (string, CheckStatus, string, string) {
@@ -322,6 +378,12 @@ type Capabilities struct {
 	// pi-mcp-adapter directory they load, "pi settings" when Pi loads it
 	// itself, "" when it was not found (pi workers cannot be spawned).
 	PiMCPAdapter string `json:"piMcpAdapter,omitempty"`
+	// ResourceLimits are the spawn limits the user manager enforces, of
+	// memory, cpu and tasks (doctor says why others are not).
+	ResourceLimits []string `json:"resourceLimits"`
+	// Pause is how pause freezes workers: "systemd", "cgroup" (the
+	// cgroup2 freezer, where systemd cannot), or "" (it cannot).
+	Pause string `json:"pause,omitempty"`
 }
 
 // ProbeCapabilities reports what this host supports.
@@ -332,7 +394,7 @@ func ProbeCapabilities(ctx context.Context, journal bool, getenv func(string) st
 	c := Capabilities{
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, Protocol: fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion),
 		FleetBackend: "unavailable", WorkerKinds: []string{}, Harnesses: map[string]string{}, HarnessVersions: map[string]string{},
-		WorkerLogs: "files",
+		WorkerLogs: "files", ResourceLimits: []string{},
 	}
 	if journal {
 		c.WorkerLogs = "journal"
@@ -348,6 +410,15 @@ func ProbeCapabilities(ctx context.Context, journal bool, getenv func(string) st
 	}
 	if cg, err := units.OpenCgroups("/"); err == nil {
 		c.CgroupLayout, c.CgroupKill = string(cg.Layout), cg.HasKill()
+		switch {
+		case cg.Layout == units.LayoutUnified:
+			c.Pause = "systemd"
+		case cg.HasFreeze():
+			c.Pause = "cgroup"
+		}
+	}
+	if err == nil {
+		c.ResourceLimits = resourceLimits(ctx, getenv)
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -381,6 +452,29 @@ func ProbeCapabilities(ctx context.Context, journal bool, getenv func(string) st
 		}
 	}
 	return c
+}
+
+// resourceLimits are the spawn limits the user manager enforces: memory,
+// cpu, tasks.
+func resourceLimits(ctx context.Context, getenv func(string) string) []string {
+	out := []string{}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: getenv})
+	if err != nil {
+		return out
+	}
+	defer m.Close()
+	sup, err := m.Controllers(cctx)
+	if err != nil {
+		return out
+	}
+	for _, f := range []struct{ name, ctrl string }{{"memory", "memory"}, {"cpu", "cpu"}, {"tasks", "pids"}} {
+		if sup.Has(f.ctrl) {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // harnessVersion is the first line a harness prints for --version.

@@ -80,6 +80,21 @@ var (
 	// cleanup verb reports it and exits 0: that run does the work.
 	ErrCleanupInProgress = errors.New("cleanup in progress")
 
+	// ErrInvalidLimit: a resource limit (spawn --memory, --cpu, --tasks)
+	// is not a size, percentage or count this takes, or is too small for
+	// a worker to start (exit 2).
+	ErrInvalidLimit = errors.New("invalid resource limit")
+
+	// ErrLimitUnsupported: the user manager cannot apply a requested
+	// resource limit (its cgroup lacks the controller): systemd would
+	// accept it and enforce nothing, so the spawn is refused and doctor
+	// says why (exit 5).
+	ErrLimitUnsupported = errors.New("the user manager cannot apply this resource limit")
+
+	// ErrNotPaused: resume of a worker that is not paused, or pause of one
+	// that is not running (provisioning or stopping) (exit 4).
+	ErrNotPaused = errors.New("worker is not in a state to pause or resume")
+
 	// ErrReadOnly: the fleet found something it cannot resolve on its own
 	// (e.g. two live units claiming one worker id) and refuses changes until
 	// it is resolved; `agent-fleet doctor` says what (exit 4).

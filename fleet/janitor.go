@@ -139,10 +139,11 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 }
 
 // due reports whether the janitor has something to do for w now: a live
-// worker with an idle lease, not being stopped, whose checkpoints have
-// begun (Cleanup says which action).
+// worker with an idle lease, not being stopped and not paused (its lease
+// does not run down while it is: resume moves the deadline on), whose
+// checkpoints have begun (Cleanup says which action).
 func (f *Fleet) due(w *Worker) bool {
-	if !w.State.Live() || w.LeaseDeadline.IsZero() || w.State == StateStopping {
+	if !w.State.Live() || w.LeaseDeadline.IsZero() || w.State == StateStopping || w.Paused() {
 		return false
 	}
 	return !f.cfg.Now().Before(w.LeaseDeadline.Add(-f.cfg.Leases.Warning))
@@ -282,7 +283,7 @@ func (f *Fleet) checkpoint(ctx context.Context, w *Worker, grace time.Time) (boo
 func (f *Fleet) expire(ctx context.Context, w *Worker) (bool, string) {
 	var skipped bool
 	marked, err := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
-		if !r.LeaseDeadline.Equal(w.LeaseDeadline) || !r.State.Live() || r.State == StateStopping {
+		if !r.LeaseDeadline.Equal(w.LeaseDeadline) || !r.State.Live() || r.State == StateStopping || r.Paused() {
 			skipped = true
 			return nil
 		}
@@ -293,7 +294,7 @@ func (f *Fleet) expire(ctx context.Context, w *Worker) (bool, string) {
 		return false, err.Error()
 	}
 	if skipped {
-		return false, "renewed before it expired"
+		return false, "renewed or paused before it expired"
 	}
 	if _, err := f.stopUnit(ctx, marked, StopOptions{}, f.readStopTimeout(ctx, marked.Unit)); err != nil {
 		return false, err.Error()

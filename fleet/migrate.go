@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // This file is the registry file's side: opening it safely (checks before
@@ -28,7 +29,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 2
+const RegistrySchemaVersion = 3
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -162,6 +163,17 @@ var migrations = [][]string{
 			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
 		) STRICT, WITHOUT ROWID`,
 		`CREATE INDEX turn_usage_ended ON turn_usage (ended_at_ms)`,
+	},
+
+	// 2 → 3: resource limits and pause.
+	{
+		// The unit's MemoryMax= (bytes), CPUQuota= (percent of one CPU) and
+		// TasksMax= (0 = none), and when pause froze the worker (epoch ms,
+		// 0 = not paused).
+		`ALTER TABLE workers ADD COLUMN memory_max INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN cpu_quota_percent INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN tasks_max INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN frozen_at_ms INTEGER NOT NULL DEFAULT 0`,
 	},
 }
 
@@ -425,7 +437,7 @@ const workerColumns = `id, run_id, generation, kind, role, task, cwd, command, e
 	has_exit, exit_code, exit_status, last_error, stop_reason,
 	budget_usd, budget_tokens, usage_turns, usage_input_tokens, usage_output_tokens,
 	usage_cache_read_tokens, usage_cache_write_tokens, usage_cost_usd, usage_unpriced_turns, usage_model,
-	paused_until_ms`
+	paused_until_ms, memory_max, cpu_quota_percent, tasks_max, frozen_at_ms`
 
 // identityColumns is how many leading columns of workerColumns are the
 // identity (id, run_id, generation) that UPDATE never sets.
@@ -463,7 +475,8 @@ func workerArgs(w *Worker) []any {
 		w.HasExit, w.ExitCode, int64(w.ExitStatus), w.LastError, w.StopReason,
 		w.Budget.USD, w.Budget.Tokens, int64(w.Usage.Turns), w.Usage.InputTokens, w.Usage.OutputTokens,
 		w.Usage.CacheReadTokens, w.Usage.CacheWriteTokens, w.Usage.CostUSD, int64(w.Usage.UnpricedTurns), w.Usage.Model,
-		toMS(w.PausedUntil),
+		toMS(w.PausedUntil), int64(w.Limits.MemoryMax), int64(w.Limits.CPUQuotaPercent), int64(w.Limits.TasksMax),
+		toMS(w.FrozenAt),
 	}
 }
 
@@ -483,6 +496,7 @@ type rawWorker struct {
 	budgetUSD, costUSD                                           float64
 	budgetTokens, turns, input, output, cacheRead, cacheWrite    int64
 	unpriced, pausedUntil                                        int64
+	memoryMax, cpuQuota, tasksMax, frozenAt                      int64
 	usageModel                                                   string
 }
 
@@ -497,7 +511,7 @@ func (x *rawWorker) dest() []any {
 		&x.hasExit, &x.exitCode, &x.exitStatus, &x.lastError, &x.stopReason,
 		&x.budgetUSD, &x.budgetTokens, &x.turns, &x.input, &x.output,
 		&x.cacheRead, &x.cacheWrite, &x.costUSD, &x.unpriced, &x.usageModel,
-		&x.pausedUntil,
+		&x.pausedUntil, &x.memoryMax, &x.cpuQuota, &x.tasksMax, &x.frozenAt,
 	}
 }
 
@@ -532,6 +546,9 @@ func (x *rawWorker) worker() (*Worker, error) {
 			CacheReadTokens: x.cacheRead, CacheWriteTokens: x.cacheWrite, CostUSD: x.costUSD,
 			UnpricedTurns: int(x.unpriced), Model: x.usageModel},
 		PausedUntil: fromMS(x.pausedUntil),
+		Limits: units.Limits{MemoryMax: uint64(x.memoryMax), CPUQuotaPercent: uint32(x.cpuQuota),
+			TasksMax: uint64(x.tasksMax)},
+		FrozenAt: fromMS(x.frozenAt),
 	}, nil
 }
 

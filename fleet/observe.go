@@ -28,6 +28,10 @@ type Status struct {
 	// Turns is a coding-agent worker's record of its turns (nil for exec
 	// workers, or before its shim began).
 	Turns *harness.TurnState
+	// Usage is what a live worker's cgroup uses now (memory, CPU time,
+	// tasks, OOM kills, whether it is frozen); nil once it ended or when
+	// its cgroup cannot be read.
+	Usage *units.Usage
 }
 
 // unitEnded: the unit runs nothing any more (collected, inactive or failed).
@@ -79,13 +83,16 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			_ = f.cfg.Units.StopUnit(ctx, w.Unit)
 			_ = f.cfg.Units.ResetFailed(ctx, w.Unit)
 		}
-		if w.StopReason == "" && !w.ReadyAt.IsZero() && (st.ActiveState == "deactivating" || unitEnded(st)) {
+		if w.StopReason == "" && !w.ReadyAt.IsZero() && w.StateReason != ReasonOOMKilled && (st.ActiveState == "deactivating" || unitEnded(st)) {
 			// Its shim recorded the exit; the unit's result says why.
 			rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
-			if result := endResult(st, rec, recErr); stoppedAtMaxRuntime(w, result) {
+			if result := endResult(st, rec, recErr); stoppedAtMaxRuntime(w, result) || result == "oom-kill" {
 				if updated, err := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
 					if stoppedAtMaxRuntime(r, result) {
 						r.StopReason = StopMaxRuntime
+					}
+					if result == "oom-kill" {
+						r.StateReason = ReasonOOMKilled
 					}
 					return nil
 				}); err == nil {
@@ -124,6 +131,10 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			default:
 				r.State = StateFailed
 			}
+			if endResult(st, rec, recErr) == "oom-kill" {
+				r.StateReason = ReasonOOMKilled
+			}
+			r.FrozenAt = time.Time{}
 			return nil
 		})
 		if uerr == nil {
@@ -266,6 +277,11 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 	cgroup := st.ControlGroup
 	if cgroup == "" && w.State.Live() {
 		cgroup = w.ControlGroup
+	}
+	if cgroup != "" && w.State.Live() {
+		if u, err := f.cfg.Cgroups.Usage(cgroup); err == nil {
+			s.Usage = &u
+		}
 	}
 	if cgroup != "" {
 		if pids, err := f.cfg.Cgroups.Procs(cgroup); err == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // ---- helpers ----
@@ -155,6 +156,8 @@ func fullWorker() *Worker {
 		Usage: harness.UsageTotals{Turns: 4, InputTokens: 1200, OutputTokens: 3400, CacheReadTokens: 56000, CacheWriteTokens: 7800,
 			CostUSD: 0.734521, UnpricedTurns: 1, Model: "claude-sonnet-4-5-20250929"},
 		PausedUntil: at(10),
+		Limits:      units.Limits{MemoryMax: 64 << 20, CPUQuotaPercent: 150, TasksMax: 256},
+		FrozenAt:    at(11),
 	}
 }
 
@@ -174,7 +177,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	want := in.Clone()
 	want.LeaseDuration = 90*time.Minute + time.Millisecond
 	for _, p := range []*time.Time{&want.LeaseDeadline, &want.LastActivity, &want.CheckpointSentAt,
-		&want.GraceDeadline, &want.CreatedAt, &want.UpdatedAt, &want.ReadyAt, &want.StopRequestedAt, &want.EndedAt, &want.PausedUntil} {
+		&want.GraceDeadline, &want.CreatedAt, &want.UpdatedAt, &want.ReadyAt, &want.StopRequestedAt, &want.EndedAt, &want.PausedUntil, &want.FrozenAt} {
 		*p = ms(*p)
 	}
 	got, err := r.GetRun(ctx, in.ID, in.RunID)

@@ -40,6 +40,10 @@ type SpawnRequest struct {
 	// Budget bounds a coding-agent worker's spending (Budget); nil bounds
 	// are none.
 	Budget BudgetChange
+	// Limits are the unit's memory, CPU and task limits (zero fields:
+	// none). A limit the user manager cannot apply is refused
+	// (ErrLimitUnsupported) before anything starts.
+	Limits units.Limits
 	// Command is the argv of an exec worker; argv[0] is resolved with the
 	// caller's PATH.
 	Command []string
@@ -87,6 +91,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := req.Budget.check(kind); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
 	}
+	if err := f.checkLimits(ctx, req.Limits); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = f.cfg.CallerCwd
@@ -125,7 +132,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		ID: req.ID, Kind: kind, Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
 		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: f.leaseFor(req.Lease),
-		Budget: req.Budget.apply(Budget{}),
+		Budget: req.Budget.apply(Budget{}), Limits: req.Limits,
 	}
 	for _, kv := range extra {
 		k, _, _ := strings.Cut(kv, "=")
@@ -201,6 +208,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		MaxRuntime:       req.MaxRuntime,
 		LogFile:          w.LogPath,
 		ExitRecord:       f.exitRecordPath(w),
+		Limits:           w.Limits,
 	}
 	// LogPath is recorded with the outcome below (one write fewer on the
 	// way to READY); it follows from id and run in the meantime.
@@ -423,6 +431,9 @@ func (f *Fleet) abandon(ctx context.Context, w *Worker, cause error) error {
 
 // applyExitRecord copies how a unit ended into the record.
 func applyExitRecord(r *Worker, rec units.ExitRecord) {
+	if rec.Result == "oom-kill" {
+		r.StateReason = ReasonOOMKilled
+	}
 	if rec.Code == "" {
 		return
 	}
@@ -465,6 +476,9 @@ func exitReason(w *Worker) string {
 		}
 		return fmt.Sprintf("exited with status %d", w.ExitStatus)
 	case "killed", "dumped":
+		if w.StateReason == ReasonOOMKilled {
+			return fmt.Sprintf("was killed by the OOM killer (signal %d): it went past its memory limit", w.ExitStatus)
+		}
 		return fmt.Sprintf("was %s by signal %d", w.ExitCode, w.ExitStatus)
 	}
 	return fmt.Sprintf("%s %d", w.ExitCode, w.ExitStatus)

@@ -144,6 +144,13 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 	}
 	unitTimeout := <-timeout
 	lap := time.Now()
+	if w.Paused() {
+		// A frozen worker would take SIGTERM only once thawed, after its
+		// grace: thaw it first (SIGKILL kills a frozen cgroup regardless).
+		if err := f.freeze(sctx, w, false); err != nil {
+			f.log.Warn("could not thaw the paused worker before stopping it", "id", w.ID, "err", err)
+		}
+	}
 	stopErr := f.endUnit(sctx, w, cgroup, opts, grace, unitTimeout)
 	res.Took.End, lap = time.Since(lap), time.Now()
 	// Proof: read the cgroup the unit had; kill what is left.
@@ -173,7 +180,7 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 		if recErr == nil && !r.HasExit {
 			applyExitRecord(r, rec)
 		}
-		r.EndedAt = f.cfg.Now()
+		r.EndedAt, r.FrozenAt = f.cfg.Now(), time.Time{}
 		switch {
 		case len(survivors) > 0:
 			r.State, r.LastError = StateFailed, fmt.Sprintf("cleanup incomplete: %s survived SIGKILL", Plural(len(survivors), "process"))

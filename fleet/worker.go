@@ -6,6 +6,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // State is where a worker incarnation is in its life. The three live states
@@ -124,7 +125,23 @@ type Worker struct {
 	Budget      Budget
 	Usage       harness.UsageTotals
 	PausedUntil time.Time
+
+	// Limits are the unit's MemoryMax=, CPUQuota= and TasksMax= (spawn
+	// --memory, --cpu, --tasks; zero fields: none).
+	Limits units.Limits
+	// FrozenAt is when pause froze the worker's cgroup (zero: not paused).
+	// Its idle lease does not run down meanwhile: the janitor leaves it,
+	// and resume moves the deadlines on by the time it was paused.
+	FrozenAt time.Time
 }
+
+// Paused reports whether w is a live worker that pause froze.
+func (w *Worker) Paused() bool { return w.State.Live() && !w.FrozenAt.IsZero() }
+
+// ReasonOOMKilled is the StateReason of a worker whose unit the kernel's
+// OOM killer ended (systemd's result "oom-kill": a process of it went
+// past its memory limit).
+const ReasonOOMKilled = "oom-killed"
 
 // StopMaxRuntime is the StopReason of a worker systemd stopped when its
 // maximum runtime (spawn --max-runtime) ran out.

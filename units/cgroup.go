@@ -52,6 +52,10 @@ type Cgroups struct {
 	// Root is the prefix of /proc and of every mount point: "" for the real
 	// host, a fixture directory in tests.
 	Root string
+	// V1 are the directories of the v1 hierarchies of the resource
+	// controllers systemd's limits use (memory, cpu, cpuacct, pids), by
+	// controller, on hybrid and legacy hosts; nil on unified ones.
+	V1 map[string]string
 }
 
 // OpenCgroups detects the layout from <root>/proc/self/mountinfo. root ""
@@ -74,6 +78,9 @@ func OpenCgroups(root string) (*Cgroups, error) {
 		if c.Named != "" {
 			c.Named = filepath.Join(root, c.Named)
 		}
+		for k, v := range c.V1 {
+			c.V1[k] = filepath.Join(root, v)
+		}
 	}
 	return c, nil
 }
@@ -84,12 +91,19 @@ func OpenCgroups(root string) (*Cgroups, error) {
 // a name=systemd v1 mount means hybrid; name=systemd alone means legacy.
 func ParseMountinfo(data []byte) (*Cgroups, error) {
 	var v2, named []string
+	v1 := map[string]string{}
 	for m := range mounts(data) {
 		switch {
 		case m.fstype == "cgroup2":
 			v2 = append(v2, m.point)
 		case m.fstype == "cgroup" && m.hasOption("name=systemd"):
 			named = append(named, m.point)
+		case m.fstype == "cgroup":
+			for _, ctrl := range limitControllers {
+				if _, seen := v1[ctrl]; !seen && m.hasOption(ctrl) {
+					v1[ctrl] = m.point
+				}
+			}
 		}
 	}
 	c := &Cgroups{}
@@ -105,6 +119,9 @@ func ParseMountinfo(data []byte) (*Cgroups, error) {
 	}
 	if len(named) > 0 {
 		c.Named = named[0]
+	}
+	if len(v1) > 0 {
+		c.V1 = v1
 	}
 	switch {
 	case c.Unified != "" && c.Named != "":
@@ -265,6 +282,27 @@ func (c *Cgroups) HasKill() bool {
 	for _, e := range entries {
 		if e.IsDir() {
 			if _, err := os.Stat(filepath.Join(c.Unified, e.Name(), "cgroup.kill")); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// HasFreeze reports whether this host's cgroup2 hierarchy offers
+// cgroup.freeze (kernel ≥ 5.2; only in non-root cgroups, so a child of the
+// root is probed).
+func (c *Cgroups) HasFreeze() bool {
+	if c.Unified == "" {
+		return false
+	}
+	entries, err := os.ReadDir(c.Unified)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(c.Unified, e.Name(), "cgroup.freeze")); err == nil {
 				return true
 			}
 		}

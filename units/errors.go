@@ -51,6 +51,11 @@ var (
 
 	// ErrNoCgroups: no cgroup hierarchy that systemd uses is mounted.
 	ErrNoCgroups = errors.New("no systemd cgroup hierarchy mounted")
+
+	// ErrFreezeUnsupported: the user manager cannot freeze this unit
+	// (systemd freezes units only when every cgroup hierarchy is unified),
+	// or the host has no cgroup2 freezer to fall back on.
+	ErrFreezeUnsupported = errors.New("freezing is not supported here")
 )
 
 // NoUserBusError says why no user bus address was found. It matches

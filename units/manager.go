@@ -45,6 +45,14 @@ type Manager interface {
 	// KillUnit sends sig to every process of the unit (the whole cgroup),
 	// without stopping it. ErrUnitNotFound if it is not loaded.
 	KillUnit(ctx context.Context, name string, sig syscall.Signal) error
+	// FreezeUnit freezes every process of a running unit's cgroup (the
+	// cgroup2 freezer) and returns once it is frozen; ThawUnit lets them
+	// run again. ErrUnitNotFound if the unit is not loaded;
+	// ErrFreezeUnsupported where the manager cannot freeze units (systemd
+	// freezes only with every cgroup hierarchy unified). FreezerState
+	// reports the outcome.
+	FreezeUnit(ctx context.Context, name string) error
+	ThawUnit(ctx context.Context, name string) error
 	// Unit reads a unit's state. A unit that is not loaded is not an error:
 	// its state has Gone() true.
 	Unit(ctx context.Context, name string) (UnitState, error)
@@ -157,4 +165,16 @@ func timeoutError(ctx context.Context, what string, started time.Time) error {
 	}
 	return fmt.Errorf("%s: %w: no answer within %s; the user manager may be stopped or overloaded, and the outcome is unknown (%w)",
 		what, ErrTimeout, time.Since(started).Round(time.Millisecond), ctx.Err())
+}
+
+// sleepFor waits d or until ctx ends (then its error).
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

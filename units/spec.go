@@ -113,6 +113,11 @@ type ServiceSpec struct {
 	// result there when it ends, even if nobody is watching and the unit is
 	// collected at once; read it with ReadExitRecord. Uses /bin/sh.
 	ExitRecord string
+	// Limits are the unit's MemoryMax=, CPUQuota= and TasksMax= (with the
+	// accounting each needs); zero fields set none. systemd accepts them
+	// even where it cannot apply them (a controller the manager lacks):
+	// check ManagerControllers first.
+	Limits Limits
 }
 
 // unitNameRE is what we accept as a service name: systemd's unit-name
@@ -162,6 +167,9 @@ func (s ServiceSpec) WithDefaults() (ServiceSpec, error) {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return bad("environment entry %q is not KEY=value", kv)
 		}
+	}
+	if s.Limits.CPUQuotaPercent > MaxCPUQuotaPercent {
+		return bad("CPU quota %d%% is over %d%%", s.Limits.CPUQuotaPercent, MaxCPUQuotaPercent)
 	}
 	for _, d := range []time.Duration{s.StartTimeout, s.StopTimeout, s.MaxRuntime} {
 		if d < 0 {

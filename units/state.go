@@ -28,7 +28,9 @@ type UnitState struct {
 	// SubState is the type-specific state ("running", "exited", "dead", …).
 	SubState string
 	// Result is the service result: "success", "exit-code", "signal",
-	// "timeout", "core-dump", "watchdog", "start-limit-hit", "resources", …
+	// "timeout", "core-dump", "watchdog", "start-limit-hit", "resources",
+	// "oom-kill" (systemd ≥ 243 on cgroup2, where memory.events counts
+	// OOM kills), …
 	Result string
 	// MainPID is the main process, 0 when none runs.
 	MainPID int
@@ -49,6 +51,11 @@ type UnitState struct {
 	// UnitFileState is an installed unit's enablement ("enabled",
 	// "disabled", "static", …); "" for transient units.
 	UnitFileState string
+	// FreezerState is systemd's view of the unit's freezer: "running",
+	// "freezing", "frozen", "thawing" ("" from managers older than 246).
+	// It stays "running" where systemd cannot freeze units and the cgroup
+	// was frozen directly (Cgroups.SetFrozen): read Usage.Frozen then.
+	FreezerState string
 }
 
 // Gone reports whether systemd has no unit of this name loaded (never

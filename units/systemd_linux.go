@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -331,6 +332,32 @@ func (s *Systemd) KillUnit(ctx context.Context, name string, sig syscall.Signal)
 	return err
 }
 
+// FreezeUnit implements Manager.
+func (s *Systemd) FreezeUnit(ctx context.Context, name string) error {
+	return s.freezer(ctx, "freeze", name, func(c *conn) error { return c.sd.FreezeUnit(ctx, name) })
+}
+
+// ThawUnit implements Manager.
+func (s *Systemd) ThawUnit(ctx context.Context, name string) error {
+	return s.freezer(ctx, "thaw", name, func(c *conn) error { return c.sd.ThawUnit(ctx, name) })
+}
+
+// freezer runs FreezeUnit or ThawUnit: the manager answers once the
+// cgroup is frozen or thawed. NotSupported (every manager on a hybrid or
+// legacy host) is ErrFreezeUnsupported.
+func (s *Systemd) freezer(ctx context.Context, what, name string, op func(*conn) error) error {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	_, err := s.call(ctx, what+" unit "+name, func(c *conn) error {
+		err := op(c)
+		if dbusErrorName(err) == "org.freedesktop.DBus.Error.NotSupported" {
+			return fmt.Errorf("%w: %w", ErrFreezeUnsupported, err)
+		}
+		return err
+	})
+	return err
+}
+
 // Unit implements Manager. It reads all properties in one call.
 func (s *Systemd) Unit(ctx context.Context, name string) (UnitState, error) {
 	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
@@ -503,6 +530,7 @@ func stateFromProperties(name string, p map[string]any) UnitState {
 		ExecMainStatus: num("ExecMainStatus"),
 		Description:    str("Description"),
 		UnitFileState:  str("UnitFileState"),
+		FreezerState:   str("FreezerState"),
 	}
 	if id, ok := p["InvocationID"].([]byte); ok && len(id) > 0 {
 		st.InvocationID = hex.EncodeToString(id)
@@ -579,6 +607,30 @@ func (s *Systemd) ManagerPID(ctx context.Context) (int, error) {
 	return int(pid), err
 }
 
+// Controllers says which of memory, cpu and pids the user manager can
+// apply to its units (Cgroups.ManagerControllers over its own cgroup, the
+// parent of its init.scope): where one is missing, systemd accepts a
+// unit's MemoryMax=, CPUQuota= or TasksMax= and enforces nothing.
+func (s *Systemd) Controllers(ctx context.Context) (ControllerSupport, error) {
+	pid, err := s.ManagerPID(ctx)
+	if err != nil {
+		return ControllerSupport{}, err
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return ControllerSupport{}, fmt.Errorf("controllers of the user manager: %w", err)
+	}
+	m, err := ParseProcCgroup(data)
+	if err != nil {
+		return ControllerSupport{}, fmt.Errorf("controllers of the user manager: %w", err)
+	}
+	cg, err := OpenCgroups("")
+	if err != nil {
+		return ControllerSupport{}, err
+	}
+	return cg.ManagerControllers(strings.TrimSuffix(m.Path, "/init.scope"))
+}
+
 // TaskLimit is the tightest task limit over the user manager's cgroup,
 // its ancestors and the kernel (TasksOf): how many more tasks its units
 // may start.
@@ -588,16 +640,4 @@ func (s *Systemd) TaskLimit(ctx context.Context) (TaskLimit, error) {
 		return TaskLimit{}, err
 	}
 	return TasksOf("", pid)
-}
-
-// sleepFor waits d or until ctx ends (then its error).
-func sleepFor(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

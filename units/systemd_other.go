@@ -54,6 +54,12 @@ func (s *Systemd) ResetFailed(context.Context, string) error { return ErrUnsuppo
 // KillUnit returns ErrUnsupported.
 func (s *Systemd) KillUnit(context.Context, string, syscall.Signal) error { return ErrUnsupported }
 
+// FreezeUnit returns ErrUnsupported.
+func (s *Systemd) FreezeUnit(context.Context, string) error { return ErrUnsupported }
+
+// ThawUnit returns ErrUnsupported.
+func (s *Systemd) ThawUnit(context.Context, string) error { return ErrUnsupported }
+
 // Unit returns ErrUnsupported.
 func (s *Systemd) Unit(_ context.Context, name string) (UnitState, error) {
 	return UnitState{Name: name}, ErrUnsupported
@@ -75,6 +81,12 @@ func (s *Systemd) Close() error { return nil }
 
 // ManagerPID is the user manager's pid; unsupported off Linux.
 func (s *Systemd) ManagerPID(context.Context) (int, error) { return 0, ErrUnsupported }
+
+// Controllers are the user manager's resource controllers; unsupported
+// off Linux.
+func (s *Systemd) Controllers(context.Context) (ControllerSupport, error) {
+	return ControllerSupport{}, ErrUnsupported
+}
 
 // TaskLimit is the user manager's task limit; unsupported off Linux.
 func (s *Systemd) TaskLimit(context.Context) (TaskLimit, error) { return TaskLimit{}, ErrUnsupported }

@@ -99,5 +99,22 @@ func serviceProperties(spec ServiceSpec) []sdbus.Property {
 	if len(post) > 0 {
 		props = append(props, prop("ExecStopPost", post))
 	}
+	return append(props, limitProperties(spec.Limits)...)
+}
+
+// limitProperties are the properties of l, each with the accounting it
+// needs (systemd-run's names: CPUQuota= is CPUQuotaPerSecUSec, µs of CPU
+// time per second).
+func limitProperties(l Limits) []sdbus.Property {
+	var props []sdbus.Property
+	if l.MemoryMax > 0 {
+		props = append(props, prop("MemoryAccounting", true), prop("MemoryMax", l.MemoryMax))
+	}
+	if l.CPUQuotaPercent > 0 {
+		props = append(props, prop("CPUAccounting", true), prop("CPUQuotaPerSecUSec", uint64(l.CPUQuotaPercent)*10000))
+	}
+	if l.TasksMax > 0 {
+		props = append(props, prop("TasksAccounting", true), prop("TasksMax", l.TasksMax))
+	}
 	return props
 }

@@ -53,16 +53,17 @@ func exitCode(err error) int {
 		return severity[worst]
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, units.ErrUnsupported):
+	case errors.Is(err, units.ErrUnsupported), errors.Is(err, units.ErrFreezeUnsupported), errors.Is(err, fleet.ErrLimitUnsupported):
 		return exitUnsupported
 	case errors.Is(err, fleet.ErrUnsupportedKind), strings.HasPrefix(err.Error(), "required flag(s)"):
 		return exitUsage // an unknown --kind; cobra's missing required flags
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
 		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, intercom.ErrListening), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
 		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly),
-		errors.Is(err, fleet.ErrEnded):
+		errors.Is(err, fleet.ErrEnded), errors.Is(err, fleet.ErrNotPaused):
 		return exitConflict
-	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge):
+	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge),
+		errors.Is(err, fleet.ErrInvalidLimit):
 		return exitUsage
 	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound):
 		return exitNotFound

@@ -19,7 +19,7 @@ import (
 // perIncarnation are the worker fields that name one incarnation or one
 // moment; two workers spawned alike differ only there.
 var perIncarnation = []string{"id", "runId", "unit", "mainPid", "controlGroup", "createdAt", "readyAt", "endedAt",
-	"logPath", "leaseDeadline", "lastActivity"}
+	"logPath", "leaseDeadline", "lastActivity", "pausedAt"}
 
 // alike drops the per-incarnation fields of every worker in v (a worker,
 // a list of them, or a result holding them under "worker"/"workers").
@@ -101,6 +101,8 @@ func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
 	same("logs", cli("logs", "cmp-a", "-n", "5"), tool(map[string]any{"action": "logs", "id": "cmp-a", "lines": 5}))
 	same("usage", cli("usage", "--by", "kind", "--since", "2000-01-01"), tool(map[string]any{"action": "usage", "by": "kind", "since": "2000-01-01"}))
 	same("renew", alike(cli("renew", "cmp-a")), alike(workers(tool(map[string]any{"action": "renew", "id": "cmp-a"}))))
+	same("pause", alike(cli("pause", "cmp-b")), alike(workers(tool(map[string]any{"action": "pause", "id": "cmp-a"}))))
+	same("resume", alike(cli("resume", "cmp-b")), alike(workers(tool(map[string]any{"action": "resume", "id": "cmp-a"}))))
 	same("adopt", alike(cli("adopt", "cmp-a")), alike(workers(tool(map[string]any{"action": "adopt", "id": "cmp-a"}))))
 	same("cleanup", cli("cleanup"), tool(map[string]any{"action": "cleanup"}))
 	same("capabilities", cli("capabilities"), tool(map[string]any{"action": "capabilities"}))

@@ -260,6 +260,54 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 		}
 	})
 
+	// Freezing works (FreezerState says frozen, then running after the
+	// thaw) or the manager says it is not supported (hybrid and legacy
+	// hosts) and the unit runs on; an unknown unit is not found either way.
+	t.Run("FreezeAndThaw", func(t *testing.T) {
+		t.Parallel()
+		m, ctx := newManager(t), ctxFor(t)
+		name := UnitName(conformancePrefix)
+		st, err := start(t, m, units.ServiceSpec{Name: name, Argv: []string{sleep, "300"}})
+		require.NoError(t, err)
+		require.Equal(t, "running", st.FreezerState)
+		err = m.FreezeUnit(ctx, name)
+		if errors.Is(err, units.ErrFreezeUnsupported) {
+			require.ErrorIs(t, m.ThawUnit(ctx, name), units.ErrFreezeUnsupported)
+			st, err = m.Unit(ctx, name)
+			require.NoError(t, err)
+			require.Equal(t, "running", st.FreezerState)
+			require.Equal(t, "active", st.ActiveState)
+		} else {
+			require.NoError(t, err)
+			st, err = m.Unit(ctx, name)
+			require.NoError(t, err)
+			require.Equal(t, "frozen", st.FreezerState)
+			require.Equal(t, "active", st.ActiveState, "a frozen unit is still active")
+			require.NoError(t, m.ThawUnit(ctx, name))
+			st, err = m.Unit(ctx, name)
+			require.NoError(t, err)
+			require.Equal(t, "running", st.FreezerState)
+		}
+		other := UnitName(conformancePrefix)
+		require.ErrorIs(t, m.FreezeUnit(ctx, other), units.ErrUnitNotFound)
+		require.ErrorIs(t, m.ThawUnit(ctx, other), units.ErrUnitNotFound)
+	})
+
+	// Limits are properties systemd takes (their names and D-Bus types are
+	// right, or the start would fail), even where it cannot apply them.
+	t.Run("Limits", func(t *testing.T) {
+		t.Parallel()
+		m, ctx := newManager(t), ctxFor(t)
+		name := UnitName(conformancePrefix)
+		st, err := start(t, m, units.ServiceSpec{Name: name, Argv: []string{sleep, "300"},
+			Limits: units.Limits{MemoryMax: 64 << 20, CPUQuotaPercent: 50, TasksMax: 32}})
+		require.NoError(t, err)
+		require.Equal(t, "active", st.ActiveState)
+		_, err = m.StartService(ctx, units.ServiceSpec{Name: UnitName(conformancePrefix), Argv: []string{sleep, "1"},
+			Limits: units.Limits{CPUQuotaPercent: units.MaxCPUQuotaPercent + 1}})
+		require.ErrorIs(t, err, units.ErrInvalidSpec)
+	})
+
 	t.Run("ManagerInfo", func(t *testing.T) {
 		t.Parallel()
 		m, ctx := newManager(t), ctxFor(t)

@@ -11,6 +11,14 @@ func TestConformanceFake(t *testing.T) {
 	unitstest.RunConformance(t, func(t *testing.T) units.Manager { return unitstest.NewFake(unitstest.FakeOptions{}) })
 }
 
+// TestConformanceFakeWithoutFreezer: the fake as a hybrid host's manager,
+// which cannot freeze units.
+func TestConformanceFakeWithoutFreezer(t *testing.T) {
+	unitstest.RunConformance(t, func(t *testing.T) units.Manager {
+		return unitstest.NewFake(unitstest.FakeOptions{FreezeUnsupported: true})
+	})
+}
+
 // TestConformanceSystemd runs the same suite against a real user manager.
 func TestConformanceSystemd(t *testing.T) {
 	inst := unitstest.Require(t)

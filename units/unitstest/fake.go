@@ -65,6 +65,10 @@ type FakeOptions struct {
 	Behavior func(units.ServiceSpec) FakeOutcome
 	// Version is the reported systemd version; default "252.38-fake".
 	Version string
+	// FreezeUnsupported makes FreezeUnit and ThawUnit fail with
+	// units.ErrFreezeUnsupported, as systemd does on hosts whose cgroup
+	// hierarchies are not all unified.
+	FreezeUnsupported bool
 }
 
 // Fake is an in-memory units.Manager for fast tests. No process runs:
@@ -179,7 +183,7 @@ func (f *Fake) StartService(ctx context.Context, spec units.ServiceSpec) (units.
 	u := &fakeUnit{spec: spec, state: units.UnitState{
 		Name: spec.Name, LoadState: "loaded", ActiveState: "active", SubState: "running", Result: "success",
 		MainPID: f.nextPID, ControlGroup: slicePath(spec.Slice) + "/" + spec.Name,
-		InvocationID: randomHex(16), Description: spec.Description,
+		InvocationID: randomHex(16), Description: spec.Description, FreezerState: "running",
 	}, startedAt: time.Now().Truncate(time.Microsecond)}
 	f.units[spec.Name] = u
 	for _, out := range []string{string(spec.Stdout), string(spec.Stderr)} {
@@ -206,7 +210,7 @@ func (f *Fake) StartService(ctx context.Context, spec units.ServiceSpec) (units.
 // collection rules. Called with f.mu held.
 func (f *Fake) end(u *fakeUnit, code, status int) {
 	st := &u.state
-	st.MainPID, st.ControlGroup = 0, ""
+	st.MainPID, st.ControlGroup, st.FreezerState = 0, "", "running"
 	st.ExecMainCode, st.ExecMainStatus = code, status
 	clean := (code == units.CodeExited && status == 0) ||
 		(code == units.CodeKilled && slices.Contains([]int{int(syscall.SIGHUP), int(syscall.SIGINT), int(syscall.SIGTERM), int(syscall.SIGPIPE)}, status))
@@ -305,6 +309,35 @@ func (f *Fake) KillUnit(ctx context.Context, name string, sig syscall.Signal) er
 	}
 	if u.state.Running() && sig != 0 {
 		f.end(u, units.CodeKilled, int(sig))
+	}
+	return nil
+}
+
+// FreezeUnit implements units.Manager: the unit's FreezerState becomes
+// "frozen" (its "processes" are invented, so nothing else changes).
+func (f *Fake) FreezeUnit(ctx context.Context, name string) error {
+	return f.setFreezer(ctx, "freeze", name, "frozen")
+}
+
+// ThawUnit implements units.Manager.
+func (f *Fake) ThawUnit(ctx context.Context, name string) error {
+	return f.setFreezer(ctx, "thaw", name, "running")
+}
+
+func (f *Fake) setFreezer(ctx context.Context, what, name, state string) error {
+	what += " unit " + name
+	if err := f.enter(ctx, what); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	u := f.units[name]
+	switch {
+	case u == nil:
+		return fmt.Errorf("%s: %w: Unit %s not loaded.", what, units.ErrUnitNotFound, name)
+	case f.opts.FreezeUnsupported:
+		return fmt.Errorf("%s: %w: Unit '%s' does not support freezing.", what, units.ErrFreezeUnsupported, name)
+	case u.state.Running():
+		u.state.FreezerState = state
 	}
 	return nil
 }
@@ -522,6 +555,22 @@ func (c *fakeConn) KillUnit(ctx context.Context, name string, sig syscall.Signal
 		return err
 	}
 	return c.Fake.KillUnit(ctx, name, sig)
+}
+
+// FreezeUnit implements units.Manager.
+func (c *fakeConn) FreezeUnit(ctx context.Context, name string) error {
+	if err := c.check("freeze unit " + name); err != nil {
+		return err
+	}
+	return c.Fake.FreezeUnit(ctx, name)
+}
+
+// ThawUnit implements units.Manager.
+func (c *fakeConn) ThawUnit(ctx context.Context, name string) error {
+	if err := c.check("thaw unit " + name); err != nil {
+		return err
+	}
+	return c.Fake.ThawUnit(ctx, name)
 }
 
 // Unit implements units.Manager.

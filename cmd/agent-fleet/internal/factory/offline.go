@@ -22,6 +22,8 @@ func (o offlineUnits) StopUnit(context.Context, string) error                   
 func (o offlineUnits) StopTimeout(context.Context, string) (time.Duration, error) { return 0, o.err }
 func (o offlineUnits) ResetFailed(context.Context, string) error                  { return o.err }
 func (o offlineUnits) KillUnit(context.Context, string, syscall.Signal) error     { return o.err }
+func (o offlineUnits) FreezeUnit(context.Context, string) error                   { return o.err }
+func (o offlineUnits) ThawUnit(context.Context, string) error                     { return o.err }
 func (o offlineUnits) Unit(_ context.Context, name string) (units.UnitState, error) {
 	return units.UnitState{Name: name}, o.err
 }

@@ -75,6 +75,8 @@ func (r WorkersReport) Text(s Surface) string {
 		return adoptText(r.WS, s)
 	case "renew":
 		return renewText(r.WS, s)
+	case "pause", "resume":
+		return pauseResumeText(r.Verb, r.WS, s)
 	}
 	if len(r.WS) == 0 && r.Others > 0 {
 		if s == Tool {
@@ -115,7 +117,10 @@ func workersTable(ws []*fleet.Worker, unknown bool) string {
 			state += " (last known)"
 		}
 		lease := "-"
-		if !w.LeaseDeadline.IsZero() && w.State.Live() {
+		switch {
+		case !w.LeaseDeadline.IsZero() && w.Paused():
+			lease = "held (paused)"
+		case !w.LeaseDeadline.IsZero() && w.State.Live():
 			lease = Span(w.LeaseDeadline.Sub(now)) + " left"
 			if w.LeaseDeadline.Before(now) {
 				lease = "expired " + Span(now.Sub(w.LeaseDeadline)) + " ago"
@@ -155,6 +160,31 @@ func workerLines(ws []*fleet.Worker) string {
 		if harness.IsKind(w.Kind) && (w.Usage.Turns > 0 || !w.Budget.IsZero()) {
 			lines[i] += "; usage " + usageCell(w)
 		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// pauseResumeText says what pause or resume did, and what it means for
+// the worker's lease and session.
+func pauseResumeText(verb string, ws []*fleet.Worker, s Surface) string {
+	lines := make([]string, len(ws))
+	for i, w := range ws {
+		lease := ""
+		if !w.LeaseDeadline.IsZero() {
+			lease = "; its idle lease is held"
+			if verb == "resume" {
+				lease = "; its idle lease runs again, until " + HumanWhen(w.LeaseDeadline, time.Now())
+			}
+		}
+		if verb == "pause" {
+			lines[i] = fmt.Sprintf("Paused %s (run %s): its processes are frozen and use no CPU%s. "+
+				"Messages to it wait until it is resumed (agent-fleet resume %s); stop still works.", w.ID, w.RunID, lease, w.ID)
+			if s == Tool {
+				lines[i] = fmt.Sprintf("Paused %s: its processes are frozen%s. It cannot read or answer messages until you resume it (action resume).", w.ID, lease)
+			}
+			continue
+		}
+		lines[i] = fmt.Sprintf("Resumed %s (run %s): it runs again%s.", w.ID, w.RunID, lease)
 	}
 	return strings.Join(lines, "\n")
 }

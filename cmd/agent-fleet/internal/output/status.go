@@ -24,6 +24,9 @@ type Status struct {
 	LeaseActivity string `json:"leaseActivity,omitempty"`
 	// Turns: a coding-agent worker's turns.
 	Turns *harness.TurnState `json:"turns,omitempty"`
+	// Resources: what a live worker's cgroup uses now (its limits are
+	// worker.limits).
+	Resources *Resources `json:"resources,omitempty"`
 }
 
 // Process is a process of a worker's cgroup.
@@ -45,7 +48,8 @@ func ViewStatus(st *fleet.Status) Status { return viewStatus(st, false) }
 
 func viewStatus(st *fleet.Status, unknown bool) Status {
 	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
-		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: utcTurns(st.Turns)}
+		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: utcTurns(st.Turns),
+		Resources: viewResources(st.Usage)}
 	switch {
 	case unknown:
 		v.UnitActive, v.UnitSub = LiveUnknown, ""
@@ -136,6 +140,9 @@ func statusText(st *fleet.Status, unknown bool) string {
 		state += " (last known: no user manager answers)"
 	}
 	fmt.Fprintf(&b, "  state:    %s\n", state)
+	if w.Paused() {
+		fmt.Fprintf(&b, "  paused:   %s\n", pausedText(w, st.Usage))
+	}
 	if w.Role != "" {
 		fmt.Fprintf(&b, "  role:     %s\n", Inline(w.Role))
 	}
@@ -152,6 +159,14 @@ func statusText(st *fleet.Status, unknown bool) string {
 	fmt.Fprintf(&b, "  unit:     %s (%s)\n", Inline(w.Unit), Inline(unit))
 	if w.ControlGroup != "" {
 		fmt.Fprintf(&b, "  cgroup:   %s\n", Inline(w.ControlGroup))
+	}
+	if l := LimitsText(w.Limits); l != "" {
+		fmt.Fprintf(&b, "  limits:   %s\n", l)
+	}
+	if st.Usage != nil {
+		if u := usageText(st.Usage, w.Limits); u != "" {
+			fmt.Fprintf(&b, "  uses:     %s\n", u)
+		}
 	}
 	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), Inline(w.Cwd))
 	if w.LogPath != "" {
@@ -202,6 +217,10 @@ func LeaseText(st *fleet.Status) string {
 		return "none (no idle expiry)"
 	}
 	now := time.Now()
+	if w.Paused() {
+		return fmt.Sprintf("%s idle lease, held while paused (%s left when paused; resume moves it on)",
+			Span(w.LeaseDuration), Span(w.LeaseDeadline.Sub(w.FrozenAt)))
+	}
 	t := fmt.Sprintf("%s idle lease, until %s", Span(w.LeaseDuration), HumanWhen(w.LeaseDeadline, now))
 	if !w.LastActivity.IsZero() {
 		t += ", last activity " + HumanWhen(w.LastActivity, now)

@@ -53,11 +53,27 @@ type Worker struct {
 	Usage         *Usage   `json:"usage,omitempty"`
 	Budget        *Budget  `json:"budget,omitempty"`
 	PausedUntil   string   `json:"pausedUntil,omitempty"`
+	// PausedAt is when pause froze the worker (its state is then
+	// "paused"); Limits its unit's resource limits.
+	PausedAt string  `json:"pausedAt,omitempty"`
+	Limits   *Limits `json:"limits,omitempty"`
 	// LiveState is "unknown" when no user manager answered and State is
 	// the registry's last known live state (the worker may have ended);
 	// omitted when systemd was asked, and for ended workers.
 	LiveState string `json:"liveState,omitempty"`
 }
+
+// Limits are a worker's resource limits: memoryMax in bytes, cpuQuota in
+// percent of one CPU, tasksMax in tasks; an absent field is no limit.
+type Limits struct {
+	MemoryMax uint64 `json:"memoryMax,omitempty"`
+	CPUQuota  uint32 `json:"cpuQuotaPercent,omitempty"`
+	TasksMax  uint64 `json:"tasksMax,omitempty"`
+}
+
+// StatePaused is the state lists and status show, and JSON gives, for a
+// running worker that pause froze (the registry keeps it running).
+const StatePaused = "paused"
 
 // LiveUnknown is Worker.LiveState (and Status.UnitActive) when no user
 // manager answered.
@@ -101,6 +117,12 @@ func ViewWorker(w *fleet.Worker) Worker {
 	if w.State.Live() {
 		v.PausedUntil = Stamp(w.PausedUntil)
 	}
+	if w.Paused() {
+		v.State, v.PausedAt = StatePaused, Stamp(w.FrozenAt)
+	}
+	if !w.Limits.IsZero() {
+		v.Limits = &Limits{MemoryMax: w.Limits.MemoryMax, CPUQuota: w.Limits.CPUQuotaPercent, TasksMax: w.Limits.TasksMax}
+	}
 	if w.HasExit {
 		status, code := w.ExitStatus, w.ExitStatus
 		if w.ExitCode != "exited" {
@@ -133,12 +155,21 @@ func ExitText(w *fleet.Worker) string {
 }
 
 // StateText is a worker's state for people, with how it ended when it did:
-// "running", "exited (exit 3)".
+// "running", "paused", "exited (exit 3)", "failed (killed by signal 9,
+// OOM-killed)".
 func StateText(w *fleet.Worker) string {
-	if e := ExitText(w); e != "" {
-		return string(w.State) + " (" + e + ")"
+	state := string(w.State)
+	if w.Paused() && w.State == fleet.StateRunning {
+		state = StatePaused
 	}
-	return string(w.State)
+	e := ExitText(w)
+	if w.StateReason == fleet.ReasonOOMKilled && !w.State.Live() {
+		e = strings.TrimPrefix(e+", OOM-killed", ", ")
+	}
+	if e != "" {
+		return state + " (" + e + ")"
+	}
+	return state
 }
 
 // WorkerCommand is what a worker runs, for lists: a coding agent's kind

@@ -190,6 +190,23 @@ func budgetTokensParam(p Param) *Param {
 	return &p
 }
 
+// limitParam sets one of Args.Spawn.Limits through set (a fleet parser,
+// whose ErrInvalidLimit error says what it takes); agent_fleet gives it
+// as a string, or tasks as a number.
+func limitParam(p Param, set func(a *Args, s string) error) *Param {
+	p.fromText = set
+	p.fromJSON = func(a *Args, v any) error {
+		switch v := v.(type) {
+		case string:
+			return set(a, v)
+		case float64:
+			return set(a, strconv.FormatFloat(v, 'f', -1, 64))
+		}
+		return fmt.Errorf("want a string such as \"512M\", \"50%%\" or \"256\"")
+	}
+	return &p
+}
+
 // sinceParam sets Args.Since: a duration back from now (a Go duration, or
 // whole days: "24h", "7d") or a time (RFC 3339, or a local date
 // 2026-12-01).
@@ -322,6 +339,30 @@ var Params = []*Param{
 	durationParam(spawnFlag(Param{Name: "maxRuntime", FlagType: "duration",
 		Schema: props("type", "string", "description", "stop the worker after this long, a Go duration (default: no limit)")},
 		"max-runtime", "stop the worker after this long (0 = no limit)"), func(a *Args) *time.Duration { return &a.Spawn.MaxRuntime }),
+	limitParam(spawnFlag(Param{Name: "memory", FlagType: "size",
+		Schema: props("type", "string", "description", "MemoryMax= of the worker's unit: a size such as \"512M\" or \"2G\" (powers of 1024); past it the OOM killer ends the worker, and status says so")},
+		"memory", "memory limit (MemoryMax=): 512M, 2G; past it the OOM killer ends the worker"),
+		func(a *Args, s string) error {
+			n, err := fleet.ParseMemoryLimit(s)
+			a.Spawn.Limits.MemoryMax = n
+			return err
+		}),
+	limitParam(spawnFlag(Param{Name: "cpu", FlagType: "percent",
+		Schema: props("type", "string", "description", "CPUQuota= of the worker's unit: a percentage of one CPU, \"50%\" (half a CPU) or \"200%\" (two)")},
+		"cpu", "CPU quota (CPUQuota=) in percent of one CPU: 50%, 200%"),
+		func(a *Args, s string) error {
+			n, err := fleet.ParseCPUQuota(s)
+			a.Spawn.Limits.CPUQuotaPercent = n
+			return err
+		}),
+	limitParam(spawnFlag(Param{Name: "tasks", FlagType: "count",
+		Schema: props("type", "integer", "minimum", fleet.MinTasksLimit, "description", "TasksMax= of the worker's unit: at most this many processes and threads, e.g. 256")},
+		"tasks", "task limit (TasksMax=): processes and threads, at least 20"),
+		func(a *Args, s string) error {
+			n, err := fleet.ParseTasksLimit(s)
+			a.Spawn.Limits.TasksMax = n
+			return err
+		}),
 	budgetUSDParam(Param{Name: "budgetUsd", Actions: []string{"spawn", "renew"}, Flag: "budget-usd",
 		Usage:  "coding agents: start no turn once the turns cost this many US dollars, as the harness reports cost (renew: the new budget)",
 		Schema: props("type", "number", "exclusiveMinimum", 0, "description", "coding agents: start no turn once the turns cost this many US dollars (as the harness reports cost; not codex, which reports none); renew: the new budget, and a batch kept for a spent budget then runs")}),

@@ -1,4 +1,4 @@
-// Package verbs runs the fleet verbs — spawn, list, status, stop, logs,
+// Package verbs runs the fleet verbs — spawn, list, status, stop, pause, resume, logs,
 // usage, adopt, renew, forget, prune, cleanup, doctor, capabilities — for both of
 // agent-fleet's surfaces: the CLI verb and the agent_fleet MCP tool fill
 // the same Args, call the same Run, and print the same output.Report, so
@@ -21,7 +21,7 @@ import (
 
 // Actions are the fleet verbs, in the order agent_fleet's schema lists
 // them.
-var Actions = []string{"spawn", "list", "status", "stop", "logs", "usage", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
+var Actions = []string{"spawn", "list", "status", "stop", "pause", "resume", "logs", "usage", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
 
 // DefaultLogLines is how many log lines logs prints by default.
 const DefaultLogLines = 50
@@ -83,7 +83,7 @@ const OfflineWarning = "warning: no systemd user manager answers, so these are t
 
 // takesID are the actions that name a worker; adopt needs none with All,
 // renew none at all.
-var takesID = []string{"spawn", "status", "stop", "logs", "adopt", "renew", "forget"}
+var takesID = []string{"spawn", "status", "stop", "pause", "resume", "logs", "adopt", "renew", "forget"}
 
 // Check refuses arguments that cannot work, before anything is opened:
 // an unknown action, a missing worker id, a negative count, a
@@ -172,6 +172,16 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 			return nil, err
 		}
 		return output.StopReport{Res: res}, err
+	case "pause", "resume":
+		op := fl.Pause
+		if a.Action == "resume" {
+			op = fl.Resume
+		}
+		w, err := op(ctx, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		return output.WorkersReport{Verb: a.Action, WS: []*fleet.Worker{w}}, nil
 	case "logs":
 		n := a.Lines
 		if n == 0 {
