@@ -28,6 +28,8 @@ type Status struct {
 	// Turns is a coding-agent worker's record of its turns (nil for exec
 	// workers, or before its shim began).
 	Turns *harness.TurnState
+	// Worktree is what the worker's worktree holds now (nil without one).
+	Worktree *WorktreeState
 }
 
 // unitEnded: the unit runs nothing any more (collected, inactive or failed).
@@ -127,6 +129,9 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			return nil
 		})
 		if uerr == nil {
+			if w.State.Live() && updated.State.Terminal() {
+				f.noteWorktreeEnd(ctx, updated)
+			}
 			w = updated
 		}
 		if st.ActiveState == "failed" {
@@ -158,6 +163,7 @@ func (f *Fleet) List(ctx context.Context, all bool) ([]*Worker, error) {
 		return nil, err
 	}
 	f.settleLive(ctx, ws)
+	f.withWorktrees(ctx, ws...)
 	return ws, nil
 }
 
@@ -256,7 +262,11 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 		return nil, fmt.Errorf("status %s: %w", id, err)
 	}
 	w, st := f.settle(ctx, w)
+	f.withWorktrees(ctx, w)
 	s := &Status{Worker: w, Unit: st}
+	if w.Worktree != nil {
+		s.Worktree = InspectWorktree(ctx, w.Worktree)
+	}
 	if harness.IsKind(w.Kind) {
 		s.Turns, _ = harness.ReadTurnState(WorkerDir(f.cfg.Paths, w.ID, w.RunID))
 	}

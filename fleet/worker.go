@@ -124,6 +124,12 @@ type Worker struct {
 	Budget      Budget
 	Usage       harness.UsageTotals
 	PausedUntil time.Time
+
+	// Worktree is the worker's git worktree (spawn --worktree), nil for
+	// none. It is kept in a table of its own (Registry.Worktree): the
+	// registry's worker reads leave it nil, and the fleet's (Spawn, List,
+	// Status, Stop) fill it in.
+	Worktree *Worktree
 }
 
 // StopMaxRuntime is the StopReason of a worker systemd stopped when its
@@ -138,6 +144,7 @@ func (w *Worker) Clone() *Worker {
 	c := *w
 	c.Command = cloneStrings(w.Command)
 	c.EnvKeys = cloneStrings(w.EnvKeys)
+	c.Worktree = w.Worktree.Clone()
 	return &c
 }
 

@@ -24,6 +24,9 @@ type Status struct {
 	LeaseActivity string `json:"leaseActivity,omitempty"`
 	// Turns: a coding-agent worker's turns.
 	Turns *harness.TurnState `json:"turns,omitempty"`
+	// Worktree: what the worker's worktree holds now (its record is the
+	// worker's "worktree").
+	Worktree *WorktreeNow `json:"worktree,omitempty"`
 }
 
 // Process is a process of a worker's cgroup.
@@ -45,7 +48,8 @@ func ViewStatus(st *fleet.Status) Status { return viewStatus(st, false) }
 
 func viewStatus(st *fleet.Status, unknown bool) Status {
 	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
-		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: utcTurns(st.Turns)}
+		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: utcTurns(st.Turns),
+		Worktree: viewWorktreeNow(st.Worktree)}
 	switch {
 	case unknown:
 		v.UnitActive, v.UnitSub = LiveUnknown, ""
@@ -154,6 +158,7 @@ func statusText(st *fleet.Status, unknown bool) string {
 		fmt.Fprintf(&b, "  cgroup:   %s\n", Inline(w.ControlGroup))
 	}
 	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), Inline(w.Cwd))
+	writeWorktree(&b, w.Worktree, st.Worktree)
 	if w.LogPath != "" {
 		fmt.Fprintf(&b, "  log:      %s\n", Inline(w.LogPath))
 	}

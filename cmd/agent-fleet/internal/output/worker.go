@@ -53,6 +53,8 @@ type Worker struct {
 	Usage         *Usage   `json:"usage,omitempty"`
 	Budget        *Budget  `json:"budget,omitempty"`
 	PausedUntil   string   `json:"pausedUntil,omitempty"`
+	// Worktree is the worker's git worktree (spawn --worktree).
+	Worktree *Worktree `json:"worktree,omitempty"`
 	// LiveState is "unknown" when no user manager answered and State is
 	// the registry's last known live state (the worker may have ended);
 	// omitted when systemd was asked, and for ended workers.
@@ -101,6 +103,7 @@ func ViewWorker(w *fleet.Worker) Worker {
 	if w.State.Live() {
 		v.PausedUntil = Stamp(w.PausedUntil)
 	}
+	v.Worktree = ViewWorktree(w.Worktree)
 	if w.HasExit {
 		status, code := w.ExitStatus, w.ExitStatus
 		if w.ExitCode != "exited" {
