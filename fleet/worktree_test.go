@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -219,4 +220,35 @@ func TestWorktreePushedAndGivenBranches(t *testing.T) {
 func TestPorcelainEntries(t *testing.T) {
 	require.Equal(t, []string{" M a", "R  new <- old", "?? c d"}, porcelainEntries(" M a\x00R  new\x00old\x00?? c d\x00"))
 	require.Empty(t, porcelainEntries(""))
+}
+
+// A worktree's record reads back as written, every field; a second one
+// for the same run or path is a conflict.
+func TestWorktreeRecordRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, reg := worktreeFleet(t, nil)
+	w := &Worker{ID: "rt", Kind: "exec", Manager: "boss"}
+	require.NoError(t, reg.Reserve(ctx, w))
+	in := &Worktree{ID: "rt", RunID: w.RunID, Path: "/r/.git/agent-fleet/worktrees/rt", Repository: "/r", CommonDir: "/r/.git",
+		Branch: "agent-fleet/rt", CreatedBranch: true, BaseBranch: "main", BaseCommit: strings.Repeat("a", 40), BaseDirtyFiles: 2,
+		CreatedAt: time.UnixMilli(1_700_000_000_123).UTC()}
+	require.NoError(t, reg.PutWorktree(ctx, in.Clone()))
+	end := time.UnixMilli(1_700_000_100_456).UTC()
+	require.NoError(t, reg.RecordWorktreeEnd(ctx, "rt", w.RunID, strings.Repeat("b", 40), []string{"?? x", " M y"}, end))
+	in.EndHead, in.EndStatus, in.EndedAt = strings.Repeat("b", 40), []string{"?? x", " M y"}, end
+	v := reflect.ValueOf(*in)
+	for i := range v.NumField() {
+		require.False(t, v.Field(i).IsZero(), "the test leaves %s zero", v.Type().Field(i).Name)
+	}
+	got, err := reg.Worktree(ctx, "rt", w.RunID)
+	require.NoError(t, err)
+	require.Equal(t, in, got)
+	got, err = reg.WorktreeAt(ctx, in.Path)
+	require.NoError(t, err)
+	require.Equal(t, in, got)
+	require.ErrorIs(t, reg.PutWorktree(ctx, in.Clone()), ErrConflict)
+	require.NoError(t, reg.DeleteWorktree(ctx, "rt", w.RunID))
+	_, err = reg.Worktree(ctx, "rt", w.RunID)
+	require.ErrorIs(t, err, ErrNotFound)
 }
