@@ -94,6 +94,24 @@ var (
 	// ErrNotPaused: resume of a worker that is not paused, or pause of one
 	// that is not running (provisioning or stopping) (exit 4).
 	ErrNotPaused = errors.New("worker is not in a state to pause or resume")
+	// ErrNotRepository: spawn --worktree from a directory that is not in a
+	// git work tree (no repository, a bare one, or inside a .git directory),
+	// or whose HEAD has no commit to branch from (exit 2).
+	ErrNotRepository = errors.New("not a git repository")
+
+	// ErrBranchCheckedOut: the branch spawn --worktree asked for is checked
+	// out in another worktree — a live worker's, or any other; git checks a
+	// branch out in one worktree at a time (exit 4).
+	ErrBranchCheckedOut = errors.New("branch is checked out elsewhere")
+
+	// ErrWorktreeConflict: the worktree cannot be made where it goes: the
+	// default branch agent-fleet/<id> exists already, or the directory
+	// holds an earlier worktree that still has work in it (exit 4).
+	ErrWorktreeConflict = errors.New("worktree conflict")
+
+	// ErrGit: a git command failed for another reason; the error carries
+	// git's own message (exit 1).
+	ErrGit = errors.New("git failed")
 
 	// ErrReadOnly: the fleet found something it cannot resolve on its own
 	// (e.g. two live units claiming one worker id) and refuses changes until

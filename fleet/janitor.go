@@ -25,7 +25,7 @@ type CleanupOptions struct {
 
 // CleanupAction is one thing the janitor did or would do.
 type CleanupAction struct {
-	Kind   string `json:"kind"` // checkpoint, stop, prune, recover, fence, untracked, cap-log, remove-file
+	Kind   string `json:"kind"` // checkpoint, stop, prune, recover, fence, untracked, cap-log, remove-file, worktree, keep-worktree
 	ID     string `json:"id,omitempty"`
 	RunID  string `json:"runId,omitempty"`
 	Reason string `json:"reason"`
@@ -124,10 +124,15 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 			add(a)
 		}
 	}
-	if cutoff := f.cfg.Now().Add(-f.cfg.Leases.Retention); opts.Execute {
+	cutoff := f.cfg.Now().Add(-f.cfg.Leases.Retention)
+	wts, _ := f.cfg.Registry.PrunableWorktrees(ctx, cutoff, "")
+	if opts.Execute {
 		if n, err := f.cfg.Registry.Prune(ctx, cutoff); err == nil && n > 0 {
 			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended record"), f.cfg.Leases.Retention), Done: true})
 		}
+	}
+	for _, o := range f.releaseWorktrees(ctx, wts, opts.Execute) {
+		add(worktreeAction(o, opts.Execute))
 	}
 	for _, a := range f.tidyFiles(ctx, opts.Execute) {
 		add(a)
@@ -136,6 +141,25 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 		add(a)
 	}
 	return rep, nil
+}
+
+// worktreeAction is the janitor's report of a worktree it removed, or
+// kept (and why), or would remove.
+func worktreeAction(o WorktreeOutcome, execute bool) CleanupAction {
+	a := CleanupAction{Kind: "worktree", ID: o.ID, RunID: o.RunID, Done: o.Removed, Error: o.Error}
+	switch {
+	case o.Kept != "":
+		a.Kind, a.Reason, a.Done = "keep-worktree", "keep "+o.Path+" (branch "+o.Branch+"): "+o.Kept, execute
+	case o.Removed && o.BranchDeleted:
+		a.Reason = "removed " + o.Path + " and its merged branch " + o.Branch
+	case o.Removed:
+		a.Reason = "removed " + o.Path + " (branch " + o.Branch + " kept)"
+	case !execute && o.Error == "":
+		a.Reason = "remove " + o.Path + ": clean, and its commits are merged or pushed"
+	default:
+		a.Reason = "could not remove " + o.Path
+	}
+	return a
 }
 
 // due reports whether the janitor has something to do for w now: a live

@@ -29,3 +29,25 @@ func tryLock(path string) (func(), error) {
 		fh.Close()
 	}, nil
 }
+
+// lockFile takes an exclusive kernel lock on path, waiting for it.
+func lockFile(path string) (func(), error) {
+	fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	for {
+		err = unix.Flock(int(fh.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		_ = unix.Flock(int(fh.Fd()), unix.LOCK_UN)
+		fh.Close()
+	}, nil
+}

@@ -29,7 +29,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 3
+const RegistrySchemaVersion = 4
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -174,6 +174,36 @@ var migrations = [][]string{
 		`ALTER TABLE workers ADD COLUMN cpu_quota_percent INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE workers ADD COLUMN tasks_max INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE workers ADD COLUMN frozen_at_ms INTEGER NOT NULL DEFAULT 0`,
+	},
+
+	// 3 → 4: workers' git worktrees (spawn --worktree).
+	{
+		// One row per incarnation that got a worktree, for as long as the
+		// worktree is agent-fleet's to remove: it references the run
+		// ledger, not workers, so a worktree kept for its uncommitted or
+		// unmerged work outlives its worker's record (forget, prune) and a
+		// later prune can still remove it once that work is safe. Paths
+		// are absolute; end_status is a JSON array of `git status
+		// --porcelain` lines.
+		`CREATE TABLE worktrees (
+			id               TEXT NOT NULL,
+			run_id           TEXT NOT NULL,
+			path             TEXT NOT NULL,
+			repository       TEXT NOT NULL,
+			common_dir       TEXT NOT NULL,
+			branch           TEXT NOT NULL,
+			created_branch   INTEGER NOT NULL DEFAULT 0,
+			base_branch      TEXT NOT NULL DEFAULT '',
+			base_commit      TEXT NOT NULL,
+			base_dirty_files INTEGER NOT NULL DEFAULT 0,
+			created_at_ms    INTEGER NOT NULL,
+			end_head         TEXT NOT NULL DEFAULT '',
+			end_status       TEXT NOT NULL DEFAULT '[]',
+			ended_at_ms      INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (id, run_id),
+			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE UNIQUE INDEX worktrees_path ON worktrees (path)`,
 	},
 }
 

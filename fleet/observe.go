@@ -32,6 +32,8 @@ type Status struct {
 	// tasks, OOM kills, whether it is frozen); nil once it ended or when
 	// its cgroup cannot be read.
 	Usage *units.Usage
+	// Worktree is what the worker's worktree holds now (nil without one).
+	Worktree *WorktreeState
 }
 
 // unitEnded: the unit runs nothing any more (collected, inactive or failed).
@@ -138,6 +140,9 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			return nil
 		})
 		if uerr == nil {
+			if w.State.Live() && updated.State.Terminal() {
+				f.noteWorktreeEnd(ctx, updated)
+			}
 			w = updated
 		}
 		if st.ActiveState == "failed" {
@@ -169,6 +174,7 @@ func (f *Fleet) List(ctx context.Context, all bool) ([]*Worker, error) {
 		return nil, err
 	}
 	f.settleLive(ctx, ws)
+	f.withWorktrees(ctx, ws...)
 	return ws, nil
 }
 
@@ -267,7 +273,11 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 		return nil, fmt.Errorf("status %s: %w", id, err)
 	}
 	w, st := f.settle(ctx, w)
+	f.withWorktrees(ctx, w)
 	s := &Status{Worker: w, Unit: st}
+	if w.Worktree != nil {
+		s.Worktree = InspectWorktree(ctx, w.Worktree)
+	}
 	if harness.IsKind(w.Kind) {
 		s.Turns, _ = harness.ReadTurnState(WorkerDir(f.cfg.Paths, w.ID, w.RunID))
 	}

@@ -247,40 +247,61 @@ func (f *Fleet) connected(ctx context.Context, sessionID string) bool {
 	return err == nil && p.Connected
 }
 
-// Forget deletes the ended records of one of the caller's workers.
-func (f *Fleet) Forget(ctx context.Context, id string, acknowledge bool) (int, error) {
+// Forget deletes the ended records of one of the caller's workers, and
+// removes their worktrees where nothing would be lost (releaseWorktree);
+// a worktree with uncommitted or unmerged work is kept, and the outcomes
+// say which and why.
+func (f *Fleet) Forget(ctx context.Context, id string, acknowledge bool) (int, []WorktreeOutcome, error) {
 	if !acknowledge {
-		return 0, fmt.Errorf("forget %s: %w", id, ErrNeedsAcknowledge)
+		return 0, nil, fmt.Errorf("forget %s: %w", id, ErrNeedsAcknowledge)
 	}
 	if err := f.writable(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	w, err := f.cfg.Registry.Get(ctx, id)
 	if err != nil {
-		return 0, fmt.Errorf("forget %s: %w", id, err)
+		return 0, nil, fmt.Errorf("forget %s: %w", id, err)
 	}
 	if err := f.own(w, "forget"); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	w, _ = f.settle(ctx, w)
 	if w.State.Live() {
-		return 0, fmt.Errorf("forget %s: %w: stop it first", id, ErrNotTerminal)
+		return 0, nil, fmt.Errorf("forget %s: %w: stop it first", id, ErrNotTerminal)
 	}
-	return f.cfg.Registry.Forget(ctx, id)
+	wts, err := f.cfg.Registry.Worktrees(ctx, id)
+	if err != nil {
+		return 0, nil, fmt.Errorf("forget %s: %w", id, err)
+	}
+	n, err := f.cfg.Registry.Forget(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, f.releaseWorktrees(ctx, wts, true), nil
 }
 
 // Prune deletes ended records of the caller's workers (every manager's with
-// all) that ended before olderThan.
-func (f *Fleet) Prune(ctx context.Context, olderThan time.Time, all, acknowledge bool) (int, error) {
+// all) that ended before olderThan, and removes their worktrees, and
+// those of records deleted before, where nothing would be lost
+// (releaseWorktree); the outcomes say which were kept and why.
+func (f *Fleet) Prune(ctx context.Context, olderThan time.Time, all, acknowledge bool) (int, []WorktreeOutcome, error) {
 	if !acknowledge {
-		return 0, fmt.Errorf("prune: %w", ErrNeedsAcknowledge)
+		return 0, nil, fmt.Errorf("prune: %w", ErrNeedsAcknowledge)
 	}
 	if err := f.writable(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	manager := f.cfg.Caller
 	if all {
 		manager = ""
 	}
-	return f.cfg.Registry.PruneManager(ctx, olderThan, manager)
+	wts, err := f.cfg.Registry.PrunableWorktrees(ctx, olderThan, manager)
+	if err != nil {
+		return 0, nil, fmt.Errorf("prune: %w", err)
+	}
+	n, err := f.cfg.Registry.PruneManager(ctx, olderThan, manager)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, f.releaseWorktrees(ctx, wts, true), nil
 }

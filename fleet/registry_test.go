@@ -168,8 +168,12 @@ func TestRoundTripEveryField(t *testing.T) {
 	in := fullWorker()
 	in.ID = "full-1"
 	// Every field is set, so a field added later without storage fails here.
+	// Worktree is stored in a table of its own (TestWorktreeRecordRoundTrip).
 	v := reflect.ValueOf(*in)
 	for i := range v.NumField() {
+		if v.Type().Field(i).Name == "Worktree" {
+			continue
+		}
 		assert.False(t, v.Field(i).IsZero(), "fullWorker leaves %s zero", v.Type().Field(i).Name)
 	}
 	require.NoError(t, r.Insert(ctx, in.Clone()))

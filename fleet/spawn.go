@@ -47,6 +47,13 @@ type SpawnRequest struct {
 	// Command is the argv of an exec worker; argv[0] is resolved with the
 	// caller's PATH.
 	Command []string
+	// Worktree gives the worker a git worktree of its own, made from the
+	// HEAD of the repository Cwd is in, as its working directory; Branch
+	// is its branch (created from HEAD when it does not exist; "" =
+	// agent-fleet/<id>, which must not exist yet). A Branch implies
+	// Worktree.
+	Worktree bool
+	Branch   string
 }
 
 // Spawn starts a worker and returns once its shim signalled READY: the
@@ -58,6 +65,12 @@ type SpawnRequest struct {
 // its status ("started; it has already exited (exit 1)"). A clean exit
 // within the grace is a worker that exited, not an error; one that fails
 // after the grace is a worker that exited later.
+//
+// With Worktree, the worktree is made first (planWorktree's refusals:
+// ErrNotRepository, ErrBranchCheckedOut, ErrWorktreeConflict,
+// ErrInvalidRequest for a bad branch name) and discarded again when the
+// spawn is refused before its record exists; once reserved it is the
+// record's, and stays with a failed spawn's record.
 func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := ValidID(req.ID); err != nil {
 		return nil, err
@@ -103,6 +116,22 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("spawn %s: %w: working directory %s does not exist", req.ID, ErrInvalidRequest, cwd)
+	}
+	var wt *Worktree
+	reserved := false
+	if req.Worktree || req.Branch != "" {
+		var err error
+		if wt, cwd, err = f.createWorktree(ctx, req.ID, cwd, req.Branch); err != nil {
+			return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+		}
+		defer func() {
+			if reserved {
+				return // the worktree is the record's
+			}
+			if derr := discardFreshWorktree(context.WithoutCancel(ctx), wt); derr != nil {
+				f.log.Warn("could not remove the worktree of a refused spawn", "path", wt.Path, "err", derr)
+			}
+		}()
 	}
 	var argv []string
 	var hspec *harness.Spec
@@ -154,6 +183,17 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		}
 		return nil, err
 	}
+	if wt != nil {
+		wt.RunID = w.RunID
+		if err := f.cfg.Registry.PutWorktree(ctx, wt); err != nil {
+			if uerr := f.cfg.Registry.Unreserve(context.WithoutCancel(ctx), w.ID, w.RunID); uerr != nil {
+				f.log.Warn("could not take back a reservation", "id", w.ID, "run", w.RunID, "err", uerr)
+			}
+			return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+		}
+		w.Worktree = wt
+	}
+	reserved = true
 	if !f.cfg.Journal {
 		w.LogPath = filepath.Join(LogDir(f.cfg.Paths), w.ID+"-"+w.RunID+".log")
 	}
@@ -245,6 +285,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if !st.Running() || st.MainPID == 0 {
 		updated, _ = f.settle(ctx, updated)
 	}
+	updated.Worktree = wt
 	if updated.State == StateFailed || (updated.HasExit && updated.ExitStatus != 0) {
 		return updated, f.spawnError(ctx, w, startedButEnded(updated))
 	}

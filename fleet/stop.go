@@ -85,6 +85,7 @@ func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*Sto
 		return nil, err
 	}
 	if w.State.Terminal() {
+		f.withWorktrees(ctx, w)
 		return &StopResult{Worker: w, AlreadyEnded: true}, nil
 	}
 	// The unit's own stop timeout decides who sends the SIGTERM (endUnit):
@@ -196,6 +197,8 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 	if err != nil {
 		return nil, fmt.Errorf("stop %s: %w", w.ID, err)
 	}
+	f.noteWorktreeEnd(ctx, updated)
+	f.withWorktrees(ctx, updated)
 	res.Worker, res.Survivors = updated, survivors
 	switch {
 	case len(survivors) > 0:

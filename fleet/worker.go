@@ -133,6 +133,11 @@ type Worker struct {
 	// Its idle lease does not run down meanwhile: the janitor leaves it,
 	// and resume moves the deadlines on by the time it was paused.
 	FrozenAt time.Time
+	// Worktree is the worker's git worktree (spawn --worktree), nil for
+	// none. It is kept in a table of its own (Registry.Worktree): the
+	// registry's worker reads leave it nil, and the fleet's (Spawn, List,
+	// Status, Stop) fill it in.
+	Worktree *Worktree
 }
 
 // Paused reports whether w is a live worker that pause froze.
@@ -155,6 +160,7 @@ func (w *Worker) Clone() *Worker {
 	c := *w
 	c.Command = cloneStrings(w.Command)
 	c.EnvKeys = cloneStrings(w.EnvKeys)
+	c.Worktree = w.Worktree.Clone()
 	return &c
 }
 

@@ -60,10 +60,11 @@ func exitCode(err error) int {
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
 		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, intercom.ErrListening), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
 		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly),
-		errors.Is(err, fleet.ErrEnded), errors.Is(err, fleet.ErrNotPaused):
+		errors.Is(err, fleet.ErrEnded), errors.Is(err, fleet.ErrNotPaused), errors.Is(err, fleet.ErrBranchCheckedOut),
+		errors.Is(err, fleet.ErrWorktreeConflict):
 		return exitConflict
 	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge),
-		errors.Is(err, fleet.ErrInvalidLimit):
+		errors.Is(err, fleet.ErrInvalidLimit), errors.Is(err, fleet.ErrNotRepository):
 		return exitUsage
 	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound):
 		return exitNotFound

@@ -47,13 +47,32 @@ CMD names the harness executable (and arguments put before every turn's).
 --budget-usd and --budget-tokens stop it from starting turns past a budget:
 the messages it would work on wait, and you are told, until renew raises it.
 A turn that ends on the provider's rate limit pauses the worker until the
-limit resets; it then resumes the same conversation.`,
+limit resets; it then resumes the same conversation.
+
+--worktree gives the worker a git worktree of its own as its working
+directory: "git worktree add" from HEAD of the repository --cwd (or the
+current directory) is in, on a new branch agent-fleet/<id>, or with
+--worktree=BRANCH on BRANCH (checked out if it exists, else created from
+HEAD). It goes inside the repository's git directory,
+.git/agent-fleet/worktrees/<id>, or below $AGENT_FLEET_WORKTREE_ROOT. A
+branch checked out in another worktree (a live worker's, or yours) is
+refused (exit 4), as is a directory that is not in a repository (exit 2).
+Uncommitted changes of the checkout are not in the worktree; spawn says how
+many there are. status shows the branch, how far it is ahead of and behind
+the base branch, and its dirty files; forget and prune remove the worktree
+only once it is clean and its commits are merged or pushed.`,
 		Example: `  agent-fleet spawn --id tests --role tester -- make test
   agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh
   agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
-  agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"`,
+  agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"
+  agent-fleet spawn --id feat --kind claude --worktree --task "Add the --dry-run flag; commit on your branch"
+  agent-fleet spawn --id b2 --worktree=fix/login -- make test`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args.Spawn.Command = args
+			if opts.Args.Spawn.Worktree && len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				// "--worktree feature -- cmd" would run feature: its branch goes after "=".
+				return factory.Usagef("with --worktree, give the branch as --worktree=BRANCH and the command after --")
+			}
 			if opts.Args.ID == "" {
 				return factory.Usagef(`required flag(s) "id" not set`)
 			}
@@ -81,6 +100,7 @@ func addParamFlags(cmd *cobra.Command, action string, a *verbs.Args) {
 	for _, p := range verbs.Flags(action) {
 		cmd.Flags().Var(&paramFlag{p: p, a: a}, p.Flag, p.Usage)
 		cmd.Flags().Lookup(p.Flag).DefValue = p.Default
+		cmd.Flags().Lookup(p.Flag).NoOptDefVal = p.NoValue
 	}
 }
 

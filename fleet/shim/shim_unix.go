@@ -180,6 +180,9 @@ func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string,
 	if err != nil && !errors.Is(err, fleet.ErrNotFound) {
 		log.Warn("could not record the exit status", "err", err)
 	}
+	if err := fleet.RecordWorktreeEnd(context.WithoutCancel(ctx), reg, id, run); err != nil {
+		log.Warn("could not record what the worktree holds", "err", err)
+	}
 }
 
 // shimOps serves OpManager from the registry, so that a worker learns its

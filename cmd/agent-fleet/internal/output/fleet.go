@@ -31,6 +31,9 @@ func (r SpawnReport) Text(s Surface) string {
 		t, sep = fmt.Sprintf("Spawned worker %s (run %s, unit %s%s, %s). It is on the intercom as %q; you are its manager.",
 			w.ID, w.RunID, w.Unit, pid, StateText(w), w.ID), " "
 	}
+	if w.Worktree != nil {
+		t += sep + worktreeSpawnNote(w.Worktree)
+	}
 	if harness.IsKind(w.Kind) {
 		t += sep + HarnessSpawnNote(w)
 	}
@@ -159,6 +162,9 @@ func workerLines(ws []*fleet.Worker) string {
 		lines[i] = fmt.Sprintf("- %s [%s]%s manager %s: %s", Inline(w.ID), state, role, Inline(w.Manager), WorkerCommand(w))
 		if harness.IsKind(w.Kind) && (w.Usage.Turns > 0 || !w.Budget.IsZero()) {
 			lines[i] += "; usage " + usageCell(w)
+		}
+		if w.Worktree != nil {
+			lines[i] += "; worktree branch " + Inline(w.Worktree.Branch)
 		}
 	}
 	return strings.Join(lines, "\n")
@@ -413,24 +419,37 @@ func (r LogsReport) Text(s Surface) string {
 // EmptyLogNote says that id's log has no lines.
 func EmptyLogNote(id string) string { return "the log of " + Inline(id) + " is empty" }
 
-// DeletedReport is what forget or prune deleted.
+// DeletedReport is what forget or prune deleted, and what became of the
+// worktrees of the records deleted (and of those deleted before whose
+// worktrees were kept).
 type DeletedReport struct {
-	ID      string // forget's worker; "" for prune
-	Deleted int
+	ID        string // forget's worker; "" for prune
+	Deleted   int
+	Worktrees []fleet.WorktreeOutcome
 }
 
 // JSON implements Report.
 func (r DeletedReport) JSON() any { return r.Structured() }
 
-// Structured implements Report: {"deleted": n}.
-func (r DeletedReport) Structured() any { return map[string]any{"deleted": r.Deleted} }
+// Structured implements Report: {"deleted": n}, and "worktrees", a
+// WorktreeOutcome each, when there were any.
+func (r DeletedReport) Structured() any {
+	if len(r.Worktrees) > 0 {
+		return map[string]any{"deleted": r.Deleted, "worktrees": viewOutcomes(r.Worktrees)}
+	}
+	return map[string]any{"deleted": r.Deleted}
+}
 
 // Text implements Report.
 func (r DeletedReport) Text(Surface) string {
+	t := fmt.Sprintf("Pruned %s.", plural(r.Deleted, "ended record"))
 	if r.ID != "" {
-		return fmt.Sprintf("Forgot %s of %s.", plural(r.Deleted, "ended record"), r.ID)
+		t = fmt.Sprintf("Forgot %s of %s.", plural(r.Deleted, "ended record"), r.ID)
 	}
-	return fmt.Sprintf("Pruned %s.", plural(r.Deleted, "ended record"))
+	if len(r.Worktrees) > 0 {
+		t += "\n" + outcomeText(r.Worktrees)
+	}
+	return t
 }
 
 // CleanupReport is a janitor run's outcome; Skipped when another process

@@ -27,6 +27,9 @@ type Status struct {
 	// Resources: what a live worker's cgroup uses now (its limits are
 	// worker.limits).
 	Resources *Resources `json:"resources,omitempty"`
+	// Worktree: what the worker's worktree holds now (its record is the
+	// worker's "worktree").
+	Worktree *WorktreeNow `json:"worktree,omitempty"`
 }
 
 // Process is a process of a worker's cgroup.
@@ -49,7 +52,7 @@ func ViewStatus(st *fleet.Status) Status { return viewStatus(st, false) }
 func viewStatus(st *fleet.Status, unknown bool) Status {
 	v := Status{Worker: ViewWorker(st.Worker), UnitActive: st.Unit.ActiveState, UnitSub: st.Unit.SubState,
 		ProcessCount: st.ProcessCount, Processes: []Process{}, LeaseActivity: st.LeaseActivity, Turns: utcTurns(st.Turns),
-		Resources: viewResources(st.Usage)}
+		Resources: viewResources(st.Usage), Worktree: viewWorktreeNow(st.Worktree)}
 	switch {
 	case unknown:
 		v.UnitActive, v.UnitSub = LiveUnknown, ""
@@ -169,6 +172,7 @@ func statusText(st *fleet.Status, unknown bool) string {
 		}
 	}
 	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), Inline(w.Cwd))
+	writeWorktree(&b, w.Worktree, st.Worktree)
 	if w.LogPath != "" {
 		fmt.Fprintf(&b, "  log:      %s\n", Inline(w.LogPath))
 	}

@@ -57,6 +57,8 @@ type Worker struct {
 	// "paused"); Limits its unit's resource limits.
 	PausedAt string  `json:"pausedAt,omitempty"`
 	Limits   *Limits `json:"limits,omitempty"`
+	// Worktree is the worker's git worktree (spawn --worktree).
+	Worktree *Worktree `json:"worktree,omitempty"`
 	// LiveState is "unknown" when no user manager answered and State is
 	// the registry's last known live state (the worker may have ended);
 	// omitted when systemd was asked, and for ended workers.
@@ -123,6 +125,7 @@ func ViewWorker(w *fleet.Worker) Worker {
 	if !w.Limits.IsZero() {
 		v.Limits = &Limits{MemoryMax: w.Limits.MemoryMax, CPUQuota: w.Limits.CPUQuotaPercent, TasksMax: w.Limits.TasksMax}
 	}
+	v.Worktree = ViewWorktree(w.Worktree)
 	if w.HasExit {
 		status, code := w.ExitStatus, w.ExitStatus
 		if w.ExitCode != "exited" {

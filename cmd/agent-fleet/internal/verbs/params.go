@@ -35,6 +35,9 @@ type Param struct {
 	Repeatable bool
 	// FlagType names the flag's value type in help ("string", "duration").
 	FlagType string
+	// NoValue is what a flag given without "=value" sets ("": the flag
+	// needs a value).
+	NoValue string
 
 	fromText func(a *Args, s string) error // a flag's value
 	fromJSON func(a *Args, v any) error    // agent_fleet's decoded value
@@ -268,6 +271,11 @@ func props(kv ...any) map[string]any {
 	return m
 }
 
+// DefaultWorktreeBranch is what --worktree given alone stands for: a new
+// branch agent-fleet/<id>, as help shows it (a branch of that literal
+// name would need quoting in every shell: nobody asks for it by accident).
+const DefaultWorktreeBranch = "agent-fleet/<id>"
+
 // Params are every fleet verb's arguments besides action.
 var Params = []*Param{
 	stringParam(Param{Name: "id", Actions: takesID, Flag: "id", FlagType: "string",
@@ -376,6 +384,28 @@ var Params = []*Param{
 		Usage:  "group by worker, manager or kind",
 		Schema: props("type", "string", "enum", anys(fleet.UsageBy), "description", "usage: group the totals by worker (default), manager or kind")},
 		fleet.UsageBy, func(a *Args) *string { return &a.By }),
+	{Name: "worktree", Actions: []string{"spawn"}, Flag: "worktree", FlagType: "branch", NoValue: DefaultWorktreeBranch,
+		Usage: "work in a git worktree of its own, made from the HEAD of the repository --cwd is in, on BRANCH " +
+			"(checked out if it exists, else created from HEAD; default a new agent-fleet/<id>)",
+		Schema: props("type", "boolean", "description", "work in a git worktree of its own, made from HEAD of the repository cwd is in, on a new branch agent-fleet/<id> (or branch); it becomes the worker's cwd, and forget/prune remove it only once its work is committed and merged or pushed"),
+		fromText: func(a *Args, s string) error {
+			a.Spawn.Worktree = true
+			if s != DefaultWorktreeBranch {
+				a.Spawn.Branch = s
+			}
+			return nil
+		},
+		fromJSON: func(a *Args, v any) error {
+			b, ok := v.(bool)
+			if !ok {
+				return fmt.Errorf("want true or false")
+			}
+			a.Spawn.Worktree = b
+			return nil
+		}},
+	stringParam(Param{Name: "branch", Actions: []string{"spawn"},
+		Schema: props("type", "string", "description", "the worktree's branch (implies worktree): checked out if it exists and no other worktree has it, else created from HEAD; default agent-fleet/<id>")},
+		func(a *Args) *string { return &a.Spawn.Branch }),
 	{Name: "ids", Actions: []string{"stop"},
 		Schema: props("type", "array", "items", props("type", "string", "pattern", intercom.SessionIDPattern), "minItems", 1,
 			"description", "stop: several workers at once (instead of id); each is reported"),

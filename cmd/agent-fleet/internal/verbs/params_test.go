@@ -168,3 +168,28 @@ func TestParseSince(t *testing.T) {
 	require.Equal(t, "manager", a.By)
 	require.WithinDuration(t, time.Now().Add(-24*time.Hour), a.Since, time.Minute)
 }
+
+// --worktree alone, --worktree=BRANCH, and agent_fleet's worktree and
+// branch ask for the same worktrees.
+func TestWorktreeParams(t *testing.T) {
+	flag := paramNamed(t, "worktree")
+	require.Equal(t, "worktree", flag.Flag)
+	require.Equal(t, DefaultWorktreeBranch, flag.NoValue, "the flag takes an optional value")
+	var alone, named Args
+	require.NoError(t, flag.SetFlag(&alone, flag.NoValue))
+	require.NoError(t, flag.SetFlag(&named, "fix/login"))
+	require.True(t, alone.Spawn.Worktree)
+	require.Empty(t, alone.Spawn.Branch, "the fleet names the default branch after the worker")
+	require.Equal(t, "fix/login", named.Spawn.Branch)
+
+	a, err := Decode(map[string]any{"action": "spawn", "id": "w1", "worktree": true})
+	require.NoError(t, err)
+	require.Equal(t, alone.Spawn, a.Spawn)
+	a, err = Decode(map[string]any{"action": "spawn", "id": "w1", "branch": "fix/login"})
+	require.NoError(t, err)
+	require.Equal(t, "fix/login", a.Spawn.Branch, "a branch implies a worktree (fleet.SpawnRequest)")
+	_, err = Decode(map[string]any{"action": "spawn", "id": "w1", "worktree": "yes"})
+	require.Error(t, err)
+	_, err = Decode(map[string]any{"action": "status", "id": "w1", "worktree": true})
+	require.ErrorContains(t, err, "does not take worktree")
+}

@@ -229,17 +229,17 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		}
 		return output.WorkersReport{Verb: "renew", WS: ws}, nil
 	case "forget":
-		n, err := fl.Forget(ctx, a.ID, a.Acknowledge)
+		n, wts, err := fl.Forget(ctx, a.ID, a.Acknowledge)
 		if err != nil {
 			return nil, err
 		}
-		return output.DeletedReport{ID: a.ID, Deleted: n}, nil
+		return output.DeletedReport{ID: a.ID, Deleted: n, Worktrees: wts}, nil
 	case "prune":
-		n, err := fl.Prune(ctx, time.Now().Add(-a.OlderThan), a.All, a.Acknowledge)
+		n, wts, err := fl.Prune(ctx, time.Now().Add(-a.OlderThan), a.All, a.Acknowledge)
 		if err != nil {
 			return nil, err
 		}
-		return output.DeletedReport{Deleted: n}, nil
+		return output.DeletedReport{Deleted: n, Worktrees: wts}, nil
 	case "cleanup":
 		rep, err := fl.Cleanup(ctx, fleet.CleanupOptions{Execute: a.Execute})
 		if errors.Is(err, fleet.ErrCleanupInProgress) {
