@@ -14,11 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/completion"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
-	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
-	"github.com/agent-fleet/agent-fleet/intercom"
-	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // finishCommandTree adds what spans the whole command tree once every
@@ -48,12 +46,12 @@ func finishCommandTree(root *cobra.Command, f *factory.Factory) {
 	groupExamples(root)
 
 	// Worker ids, each verb offered the workers it can act on.
-	workers := func(pick workerPick) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	workers := func(pick completion.Pick) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return workerIDCompletions(context.Background(), f, pick), cobra.ShellCompDirectiveNoFileComp
+			return completion.WorkerIDs(context.Background(), f, pick), cobra.ShellCompDirectiveNoFileComp
 		}
 	}
 	firstArg := func(list func(context.Context, *factory.Factory) []string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -68,15 +66,15 @@ func finishCommandTree(root *cobra.Command, f *factory.Factory) {
 		path []string
 		fn   func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)
 	}{
-		{[]string{"status"}, workers(anyWorker)},
-		{[]string{"logs"}, workers(anyWorker)},
-		{[]string{"stop"}, workers(myLiveWorker)},
-		{[]string{"renew"}, workers(myLiveWorker)},
-		{[]string{"forget"}, workers(myEndedWorker)},
-		{[]string{"adopt"}, workers(othersLiveWorker)},
-		{[]string{"intercom", "send"}, firstArg(sessionCompletions)},
-		{[]string{"intercom", "ask"}, firstArg(sessionCompletions)},
-		{[]string{"teams", "join"}, firstArg(teamCompletions)},
+		{[]string{"status"}, workers(completion.AnyWorker)},
+		{[]string{"logs"}, workers(completion.AnyWorker)},
+		{[]string{"stop"}, workers(completion.MyLiveWorker)},
+		{[]string{"renew"}, workers(completion.MyLiveWorker)},
+		{[]string{"forget"}, workers(completion.MyEndedWorker)},
+		{[]string{"adopt"}, workers(completion.OthersLiveWorker)},
+		{[]string{"intercom", "send"}, firstArg(completion.Sessions)},
+		{[]string{"intercom", "ask"}, firstArg(completion.Sessions)},
+		{[]string{"teams", "join"}, firstArg(completion.Teams)},
 	} {
 		if c, _, err := root.Find(a.path); err == nil && c.Name() == a.path[len(a.path)-1] && c.ValidArgsFunction == nil {
 			c.ValidArgsFunction = a.fn
@@ -84,7 +82,7 @@ func finishCommandTree(root *cobra.Command, f *factory.Factory) {
 	}
 	if c, _, err := root.Find([]string{"intercom", "pending"}); err == nil && c.Flags().Lookup("inbox-of") != nil {
 		_ = c.RegisterFlagCompletionFunc("inbox-of", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-			return workerIDCompletions(context.Background(), f, myLiveWorker), cobra.ShellCompDirectiveNoFileComp
+			return completion.WorkerIDs(context.Background(), f, completion.MyLiveWorker), cobra.ShellCompDirectiveNoFileComp
 		})
 	}
 	fixed := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -151,119 +149,7 @@ var completionShellExample = map[string]string{
 	"powershell": "  agent-fleet completion powershell > agent-fleet.ps1  # then: . ./agent-fleet.ps1 (add it to $PROFILE)",
 }
 
-// workerPick says which workers a verb's completion offers.
-type workerPick int
-
-const (
-	anyWorker        workerPick = iota // status, logs: every worker
-	myLiveWorker                       // stop, renew: live workers the caller manages
-	myEndedWorker                      // forget: ended workers the caller manages
-	othersLiveWorker                   // adopt: live workers of other managers
-)
-
-// workerIDCompletions lists the worker ids of the registry that pick
-// wants, with their state and manager, for shell completion. It reads the
-// registry only when it exists (a completion never creates state) and never
-// asks systemd.
-func workerIDCompletions(ctx context.Context, f *factory.Factory, pick workerPick) []string {
-	p, id, err := f.Identity()
-	if err != nil {
-		return nil
-	}
-	path := fleet.RegistryPath(p)
-	if _, err := os.Stat(path); err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	reg, err := fleet.OpenRegistry(ctx, path)
-	if err != nil {
-		return nil
-	}
-	defer reg.Close()
-	ws, err := reg.List(ctx, fleet.Filter{})
-	if err != nil {
-		return nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, w := range ws { // newest incarnation of each id first
-		if seen[w.ID] {
-			continue
-		}
-		seen[w.ID] = true
-		mine := w.Manager == id.SessionID
-		switch pick {
-		case myLiveWorker:
-			if !mine || !w.State.Live() {
-				continue
-			}
-		case myEndedWorker:
-			if !mine || w.State.Live() {
-				continue
-			}
-		case othersLiveWorker:
-			if mine || !w.State.Live() {
-				continue
-			}
-		}
-		out = append(out, fmt.Sprintf("%s\t%s, manager %s", w.ID, w.State, w.Manager))
-	}
-	return out
-}
-
-// sessionCompletions lists the sessions a send or ask can reach, by name
-// and by id, while a broker runs: a completion never starts one.
-func sessionCompletions(ctx context.Context, f *factory.Factory) []string {
-	p, err := f.Paths()
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if h, _ := intercom.ProbeBroker(ctx, p); h != intercom.Compatible {
-		return nil
-	}
-	o, err := f.OneShot(ctx)
-	if err != nil {
-		return nil
-	}
-	defer o.Close()
-	res, err := o.Ops.List(ctx, intercom.ListRequest{})
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, s := range res.Sessions {
-		out = append(out, s.ID+"\t"+s.Model+" in "+s.Cwd)
-		if s.Name != "" && s.Name != s.ID {
-			out = append(out, s.Name+"\tsession "+s.ID)
-		}
-	}
-	return out
-}
-
-// teamCompletions lists the named teams of the agent directory, from its
-// file alone.
-func teamCompletions(_ context.Context, f *factory.Factory) []string {
-	p, err := f.Paths()
-	if err != nil {
-		return nil
-	}
-	if _, err := os.Stat(teams.NewStore(p).Path()); err != nil {
-		return nil
-	}
-	list, err := teams.NewStore(p).List("")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, t := range list {
-		out = append(out, t.Name+"\tmanaged by "+t.ManagerSessionID)
-	}
-	return out
-}
-
+// completion.Pick says which workers a verb's completion offers.
 type manOptions struct {
 	IO      *factory.IOStreams
 	Version string
