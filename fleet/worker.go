@@ -140,6 +140,14 @@ type Worker struct {
 	Worktree *Worktree
 }
 
+// Limits are a worker unit's resource limits (units.Limits), and
+// CgroupUsage what its cgroup uses now (units.Usage): named here so that
+// what shows a worker needs the fleet's types only.
+type (
+	Limits      = units.Limits
+	CgroupUsage = units.Usage
+)
+
 // Paused reports whether w is a live worker that pause froze.
 func (w *Worker) Paused() bool { return w.State.Live() && !w.FrozenAt.IsZero() }
 

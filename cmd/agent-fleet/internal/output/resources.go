@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
-	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // Resources is what a live worker's cgroup uses now beside its limits,
@@ -23,7 +22,7 @@ type Resources struct {
 }
 
 // viewResources is u's JSON view (nil for nil).
-func viewResources(u *units.Usage) *Resources {
+func viewResources(u *fleet.CgroupUsage) *Resources {
 	if u == nil {
 		return nil
 	}
@@ -52,7 +51,7 @@ func Bytes(n uint64) string {
 
 // LimitsText is a worker's limits for people: "memory 64 MiB, cpu 50%,
 // tasks 32"; "" without any.
-func LimitsText(l units.Limits) string {
+func LimitsText(l fleet.Limits) string {
 	var parts []string
 	if l.MemoryMax > 0 {
 		parts = append(parts, "memory "+Bytes(l.MemoryMax))
@@ -68,7 +67,7 @@ func LimitsText(l units.Limits) string {
 
 // usageText is what a live worker uses, against its limits: "memory
 // 12 MiB of 64 MiB, cpu 1.2s, 5 tasks of 32, 1 process OOM-killed".
-func usageText(u *units.Usage, l units.Limits) string {
+func usageText(u *fleet.CgroupUsage, l fleet.Limits) string {
 	var parts []string
 	if u.MemoryBytes != nil {
 		t := "memory " + Bytes(*u.MemoryBytes)
@@ -98,7 +97,7 @@ func usageText(u *units.Usage, l units.Limits) string {
 }
 
 // pausedText says since when a worker is paused and what that means.
-func pausedText(w *fleet.Worker, u *units.Usage) string {
+func pausedText(w *fleet.Worker, u *fleet.CgroupUsage) string {
 	t := "since " + HumanWhen(w.FrozenAt, time.Now()) + ": its processes are frozen"
 	if u != nil && u.Frozen != nil && !*u.Frozen {
 		t = "since " + HumanWhen(w.FrozenAt, time.Now()) + ", but its cgroup is not frozen now (thawed outside agent-fleet?)"
