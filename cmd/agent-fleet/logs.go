@@ -35,11 +35,13 @@ a note there says that the log is empty.`,
 		Args:    oneArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args.ID = args[0]
-			if opts.Args.Lines < 1 && (cmd.Flags().Changed("lines") || !opts.Args.All) {
-				return factory.Usagef("-n must be at least 1, not %d", opts.Args.Lines)
-			}
-			if !cmd.Flags().Changed("lines") && opts.Args.All {
+			switch n := cmd.Flags().Changed("lines"); {
+			case n && opts.Args.All:
+				return factory.Usagef("logs --all prints every line: it takes no line count (-n)")
+			case opts.Args.All:
 				opts.Args.Lines = 0
+			case opts.Args.Lines < 1:
+				return factory.Usagef("-n must be at least 1, not %d", opts.Args.Lines)
 			}
 			if runF != nil {
 				return runF(opts)

@@ -120,9 +120,6 @@ func (a *Args) Check() error {
 	if a.Lines < 0 {
 		return factory.Usagef("lines must be at least 1, not %d", a.Lines)
 	}
-	if a.Action == "logs" && a.All && a.Lines > 0 {
-		return factory.Usagef("logs --all prints every line: it takes no line count")
-	}
 	if a.OlderThan < 0 {
 		return factory.Usagef("older than must not be negative")
 	}
