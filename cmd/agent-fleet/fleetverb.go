@@ -27,6 +27,10 @@ func watchFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args, title str
 		return err
 	}
 	defer fe.Close()
+	if fe.Offline != nil {
+		fmt.Fprintln(o.IO.Err, "agent-fleet:", verbs.OfflineWarning)
+		title += "    (no user manager: live states unknown)" // a redraw clears the warning
+	}
 	return verbs.Watch(ctx, fe, a, o.IO.Out, isTerminal(o.IO.Out) && !o.JSON, o.JSON, title)
 }
 
