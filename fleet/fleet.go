@@ -141,6 +141,12 @@ func WorkerDir(p intercom.Paths, id, run string) string {
 // LogDir holds worker log files where there is no journald.
 func LogDir(p intercom.Paths) string { return filepath.Join(p.OrchestratorDir(), "logs") }
 
+// LogFile is the log file of incarnation id+run where there is no
+// journald (the file exists only then).
+func LogFile(p intercom.Paths, id, run string) string {
+	return filepath.Join(LogDir(p), id+"-"+run+".log")
+}
+
 // exitDir holds the exit records units write when they end.
 func exitDir(p intercom.Paths) string { return filepath.Join(p.OrchestratorDir(), "exits") }
 

@@ -180,12 +180,12 @@ const (
 	LogKeep = 1 << 20
 )
 
-// tidyFiles caps worker log files and removes the log files and exit
-// records, untouched for the retention period, of incarnations the registry
+// tidyFiles caps worker log files and removes the log files, their time
+// indexes and the exit records, untouched for the retention period, of incarnations the registry
 // no longer has (pruned, forgotten).
 func (f *Fleet) tidyFiles(ctx context.Context, execute bool) []CleanupAction {
 	var out []CleanupAction
-	for _, dir := range []struct{ path, ext string }{{LogDir(f.cfg.Paths), ".log"}, {exitDir(f.cfg.Paths), ".exit"}} {
+	for _, dir := range []struct{ path, ext string }{{LogDir(f.cfg.Paths), ".log"}, {LogDir(f.cfg.Paths), ".times"}, {exitDir(f.cfg.Paths), ".exit"}} {
 		entries, err := os.ReadDir(dir.path)
 		if err != nil {
 			continue
@@ -255,11 +255,16 @@ func capLog(path string) error {
 	if i := bytes.IndexByte(tail, '\n'); i >= 0 {
 		tail = tail[i+1:] // start at a line
 	}
-	head := []byte(fmt.Sprintf("[agent-fleet: log capped at %s; %d earlier bytes dropped]\n", time.Now().UTC().Format(time.RFC3339), fi.Size()-int64(len(tail))))
+	now := time.Now()
+	dropped := fi.Size() - int64(len(tail))
+	head := []byte(fmt.Sprintf("[agent-fleet: log capped at %s; %d earlier bytes dropped]\n", now.UTC().Format(time.RFC3339), dropped))
 	if _, err := fh.WriteAt(append(head, tail...), 0); err != nil {
 		return err
 	}
-	return fh.Truncate(int64(len(head) + len(tail)))
+	if err := fh.Truncate(int64(len(head) + len(tail))); err != nil {
+		return err
+	}
+	return shiftLogTimes(path, dropped, int64(len(head)), now)
 }
 
 func stampOr(t time.Time) string {

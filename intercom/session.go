@@ -59,6 +59,11 @@ type SessionConfig struct {
 	// can retry what it holds for a session that was not connected. It
 	// runs on the session's reader and must not block.
 	OnSessionJoined func(sessionID string)
+	// OnRoster, when set, is told that this session's audience changed: a
+	// session joined or left, or published a presence update (a status
+	// such as a worker's turn). It runs on the session's reader and must
+	// not block; the caller lists the sessions again when it needs them.
+	OnRoster func()
 	// ReplayFilter, when set, drops queued outbox entries it refuses instead
 	// of replaying them after a registration (ClientConfig.ReplayFilter).
 	ReplayFilter func(to string) bool
@@ -242,6 +247,9 @@ func (s *Session) Event(f *wire.BrokerFrame) {
 		s.mu.Unlock()
 	case wire.TypeError:
 		s.log.Warn("intercom broker error", "code", f.Code, "error", f.Error)
+	}
+	if s.cfg.OnRoster != nil && (f.Type == wire.TypeSessionJoined || f.Type == wire.TypePresenceUpdate || f.Type == wire.TypeSessionLeft) {
+		s.cfg.OnRoster()
 	}
 }
 

@@ -19,6 +19,21 @@ type fleetOptions struct {
 
 func newFleetOptions(f *factory.Factory) fleetOptions { return fleetOptions{Factory: f, IO: f.IO} }
 
+// watchFleetVerb runs a read-only fleet verb again at every change of the
+// fleet until Ctrl-C (verbs.Watch): redrawn in place on a terminal.
+func watchFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args, title string) error {
+	fe, err := o.Factory.ReadFleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer fe.Close()
+	if fe.Offline != nil {
+		fmt.Fprintln(o.IO.Err, "agent-fleet:", verbs.OfflineWarning)
+		title += "    (no user manager: live states unknown)" // a redraw clears the warning
+	}
+	return verbs.Watch(ctx, fe, a, o.IO.Out, isTerminal(o.IO.Out) && !o.JSON, o.JSON, title)
+}
+
 // runFleetVerb runs a fleet verb as the CLI's caller, through the same
 // verbs.Run as agent_fleet, and prints its report: the JSON with --json
 // (also beside an error, when the verb has a record to show), else the

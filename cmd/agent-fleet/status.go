@@ -11,7 +11,8 @@ import (
 
 type statusOptions struct {
 	fleetOptions
-	ID string
+	ID    string
+	Watch bool
 }
 
 func newStatusCmd(f *factory.Factory, runF func(*statusOptions) error) *cobra.Command {
@@ -19,7 +20,7 @@ func newStatusCmd(f *factory.Factory, runF func(*statusOptions) error) *cobra.Co
 	cmd := &cobra.Command{
 		Use:     "status ID",
 		Short:   "Show a worker's state, unit, cgroup and processes",
-		Example: "  agent-fleet status tests --json",
+		Example: "  agent-fleet status tests --json\n  agent-fleet status -w tests",
 		Args:    oneArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -29,10 +30,14 @@ func newStatusCmd(f *factory.Factory, runF func(*statusOptions) error) *cobra.Co
 			return statusRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "show it again at every change, until Ctrl-C (redrawn in place on a terminal)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
 }
 
 func statusRun(ctx context.Context, opts *statusOptions) error {
+	if opts.Watch {
+		return watchFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "status", ID: opts.ID}, "agent-fleet status "+opts.ID)
+	}
 	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "status", ID: opts.ID})
 }

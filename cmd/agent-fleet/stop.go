@@ -90,6 +90,9 @@ func stopRun(ctx context.Context, opts *stopOptions) error {
 // isTerminal reports whether w is a terminal (progress is for people
 // watching, not for logs or pipes).
 func isTerminal(w any) bool {
+	if ww, ok := w.(*watchedWriter); ok {
+		w = ww.w // execCLI's stdout
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -48,8 +48,13 @@ func TestFleetVerbFlagsFillTheirOptions(t *testing.T) {
 	require.True(t, list.All && list.JSON)
 	var logs *logsOptions
 	require.NoError(t, execute(newLogsCmd(f, func(o *logsOptions) error { logs = o; return nil }), "w1", "-n", "7"))
-	require.Equal(t, "w1", logs.ID)
-	require.Equal(t, 7, logs.Lines)
+	require.Equal(t, "w1", logs.Args.ID)
+	require.Equal(t, 7, logs.Args.Lines)
+	require.NoError(t, execute(newLogsCmd(f, func(o *logsOptions) error { logs = o; return nil }), "w1", "--all", "--since", "10m", "--timestamps", "-f"))
+	require.True(t, logs.Args.All && logs.Args.Timestamps && logs.Follow)
+	require.Zero(t, logs.Args.Lines, "--all reads every line")
+	require.WithinDuration(t, time.Now().Add(-10*time.Minute), logs.Args.Since, time.Minute)
+	require.Error(t, execute(newLogsCmd(f, func(*logsOptions) error { return nil }), "w1", "--all", "-n", "5"))
 	var adopt *adoptOptions
 	require.NoError(t, execute(newAdoptCmd(f, func(o *adoptOptions) error { adopt = o; return nil }), "--orphans"))
 	require.True(t, adopt.Orphans)

@@ -47,6 +47,7 @@ func Run(ctx context.Context, cfg Config) int {
 		return fail(ExitNoSession, err)
 	}
 	defer s.close()
+	defer indexLogTimes(ctx, cfg, log)()
 	var w workload = &execWorkload{argv: cfg.Command, stdout: cfg.Stdout, stderr: cfg.Stderr}
 	if harness.IsKind(cfg.Kind) {
 		if w, err = newWakeWorkload(cfg, s, log); err != nil {
@@ -84,6 +85,25 @@ func Run(ctx context.Context, cfg Config) int {
 		recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, log)
 	}
 	return end.code
+}
+
+// indexLogTimes keeps the time index of the worker's log file, when it
+// logs to one, until the returned function is called (which waits for the
+// last mark).
+func indexLogTimes(ctx context.Context, cfg Config, log *slog.Logger) (stop func()) {
+	path := fleet.LogFile(cfg.Paths, cfg.WorkerID, cfg.RunID)
+	if _, err := os.Stat(path); err != nil {
+		return func() {} // the journal keeps its own times
+	}
+	ictx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fleet.IndexLogTimes(ictx, path); err != nil {
+			log.Warn("no time index for the log", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func readyGrace(d time.Duration) time.Duration {

@@ -36,6 +36,9 @@ type AttachOptions struct {
 	Janitor bool
 	// HolderWait bounds AttachThrough's wait for the holder.
 	HolderWait time.Duration
+	// OnRoster hears that the session's audience changed while this
+	// process holds it (intercom.SessionConfig.OnRoster).
+	OnRoster func()
 }
 
 // Attach reaches the session id of the agent directory p by the session
@@ -53,7 +56,7 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 	s := &Session{release: []func(){reg.close}}
 	cfg := teams.AttachConfig{Mode: o.Mode, Registry: reg, HolderWait: o.HolderWait,
 		Session: intercom.SessionConfig{Paths: p, Identity: id, Start: f.BrokerStarter(),
-			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log}}
+			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log, OnRoster: o.OnRoster}}
 	if o.Mode == intercom.AttachHold {
 		activity := StartActivity(p, id.SessionID, log)
 		s.release = append(s.release, activity.Close)

@@ -380,10 +380,12 @@ func seconds(d time.Duration) string {
 	return d.String()
 }
 
-// LogsReport is a worker's last log lines.
+// LogsReport is a worker's log lines.
 type LogsReport struct {
 	ID    string // the worker's
-	Lines []string
+	Lines []fleet.LogLine
+	// Timestamps: show when each line was written ("times" in JSON).
+	Timestamps bool
 	// LiveUnknown: no user manager answered (the lines are read all the
 	// same; whether the worker still writes them is unknown).
 	LiveUnknown bool
@@ -392,28 +394,63 @@ type LogsReport struct {
 // JSON implements Report.
 func (r LogsReport) JSON() any { return r.Structured() }
 
-// Structured implements Report: {"lines": […]}, and "liveState":
+// Structured implements Report: {"lines": […]}, with Timestamps
+// "times": […] beside it (RFC 3339, "" when unknown), and "liveState":
 // "unknown" when no user manager answered.
 func (r LogsReport) Structured() any {
-	lines := r.Lines
-	if lines == nil {
-		lines = []string{}
+	lines := make([]string, len(r.Lines))
+	for i, l := range r.Lines {
+		lines[i] = l.Text
+	}
+	res := map[string]any{"lines": lines}
+	if r.Timestamps {
+		times := make([]string, len(r.Lines))
+		for i, l := range r.Lines {
+			times[i] = Stamp(l.At)
+		}
+		res["times"] = times
 	}
 	if r.LiveUnknown {
-		return map[string]any{"lines": lines, "liveState": LiveUnknown}
+		res["liveState"] = LiveUnknown
 	}
-	return map[string]any{"lines": lines}
+	return res
 }
 
-// Text implements Report: the lines as they are. An empty log is nothing
-// for people, as tail prints nothing (a script reading stdout gets no
-// made-up line; EmptyLogNote is for a terminal's stderr), and a sentence
-// for a model, which would otherwise get an empty text.
+// Text implements Report: the lines as they are (LogLineText). An empty
+// log is nothing for people, as tail prints nothing (a script reading
+// stdout gets no made-up line; EmptyLogNote is for a terminal's stderr),
+// and a sentence for a model, which would otherwise get an empty text.
 func (r LogsReport) Text(s Surface) string {
 	if len(r.Lines) == 0 && s == Tool {
 		return "(" + EmptyLogNote(r.ID) + ")"
 	}
-	return strings.Join(r.Lines, "\n")
+	out := make([]string, len(r.Lines))
+	for i, l := range r.Lines {
+		out[i] = LogLineText(l, r.Timestamps, s)
+	}
+	return strings.Join(out, "\n")
+}
+
+// logStampLayout is a log line's time for people: local, milliseconds,
+// zone.
+const logStampLayout = "2006-01-02 15:04:05.000 MST"
+
+// LogLineText is a log line as it was written, with timestamps preceded
+// by when: local time for people, RFC 3339 in UTC for a model, "?" padded
+// to the same width when the time is unknown.
+func LogLineText(l fleet.LogLine, timestamps bool, s Surface) string {
+	if !timestamps {
+		return l.Text
+	}
+	switch {
+	case s == Tool && l.At.IsZero():
+		return "? " + l.Text
+	case s == Tool:
+		return l.At.UTC().Format(time.RFC3339Nano) + " " + l.Text
+	case l.At.IsZero():
+		return fmt.Sprintf("%-*s %s", len(time.Now().Format(logStampLayout)), "?", l.Text)
+	}
+	return l.At.Local().Format(logStampLayout) + " " + l.Text
 }
 
 // EmptyLogNote says that id's log has no lines.

@@ -39,12 +39,16 @@ type Args struct {
 	// Budget is spawn's budget, and renew's change to one.
 	Budget fleet.BudgetChange
 	// Since and By are usage's: turns that ended at Since or later (zero:
-	// all), grouped by worker, manager or kind ("": worker).
+	// all), grouped by worker, manager or kind ("": worker). Since is
+	// also logs': lines written at Since or later.
 	Since time.Time
 	By    string
 	// All: list every manager's workers; adopt every orphan; prune every
-	// manager's records; stop every live worker of the caller.
+	// manager's records; stop every live worker of the caller; logs:
+	// every line (the CLI's logs --all).
 	All bool
+	// Timestamps gives logs' lines the time each was written.
+	Timestamps bool
 	// Force adopts a worker whose manager is connected.
 	Force bool
 	// Acknowledge confirms that forget and prune delete history.
@@ -183,15 +187,11 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		}
 		return output.WorkersReport{Verb: a.Action, WS: []*fleet.Worker{w}}, nil
 	case "logs":
-		n := a.Lines
-		if n == 0 {
-			n = DefaultLogLines
-		}
-		lines, err := fl.Logs(ctx, a.ID, n)
+		lines, err := fl.ReadLog(ctx, a.ID, a.LogQuery())
 		if err != nil {
 			return nil, err
 		}
-		return output.LogsReport{ID: a.ID, Lines: lines, LiveUnknown: unknown}, nil
+		return output.LogsReport{ID: a.ID, Lines: lines, Timestamps: a.Timestamps, LiveUnknown: unknown}, nil
 	case "usage":
 		rep, err := fl.Usage(ctx, a.Since, a.By)
 		if err != nil {
@@ -251,6 +251,19 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 		return output.CleanupReport{Rep: rep}, nil
 	}
 	return nil, factory.Usagef("%s does not run on the fleet", a.Action)
+}
+
+// LogQuery is the lines logs reads: the last Lines (DefaultLogLines when
+// 0), every one with All, those since Since.
+func (a *Args) LogQuery() fleet.LogQuery {
+	q := fleet.LogQuery{Lines: a.Lines, Since: a.Since}
+	switch {
+	case a.All:
+		q.Lines = 0
+	case q.Lines == 0:
+		q.Lines = DefaultLogLines
+	}
+	return q
 }
 
 // StopsInFlight is how many workers a stop of several stops at once. Each
