@@ -124,6 +124,12 @@ type Worker struct {
 	Budget      Budget
 	Usage       harness.UsageTotals
 	PausedUntil time.Time
+
+	// Profile is the sandbox the worker runs in ("" for a record from
+	// before profiles: trusted). ProfileDegraded says what of it the user
+	// manager did not enforce ("" = all of it enforced).
+	Profile         Profile
+	ProfileDegraded string
 }
 
 // StopMaxRuntime is the StopReason of a worker systemd stopped when its

@@ -113,6 +113,9 @@ type ServiceSpec struct {
 	// result there when it ends, even if nobody is watching and the unit is
 	// collected at once; read it with ReadExitRecord. Uses /bin/sh.
 	ExitRecord string
+	// Sandbox confines the service (and its ExecStopPost, the exit record
+	// included); the zero value confines nothing.
+	Sandbox Sandbox
 }
 
 // unitNameRE is what we accept as a service name: systemd's unit-name
@@ -157,6 +160,9 @@ func (s ServiceSpec) WithDefaults() (ServiceSpec, error) {
 		if path, ok := strings.CutPrefix(string(out), "append:"); ok && !filepath.IsAbs(path) {
 			return bad("output file %q is not absolute", path)
 		}
+	}
+	if err := s.Sandbox.validate(); err != nil {
+		return bad("%v", err)
 	}
 	for _, kv := range s.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {

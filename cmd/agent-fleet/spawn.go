@@ -81,6 +81,9 @@ func addParamFlags(cmd *cobra.Command, action string, a *verbs.Args) {
 	for _, p := range verbs.Flags(action) {
 		cmd.Flags().Var(&paramFlag{p: p, a: a}, p.Flag, p.Usage)
 		cmd.Flags().Lookup(p.Flag).DefValue = p.Default
+		if p.FlagType == "bool" {
+			cmd.Flags().Lookup(p.Flag).NoOptDefVal = "true"
+		}
 	}
 }
 

@@ -31,6 +31,9 @@ func (r SpawnReport) Text(s Surface) string {
 		t, sep = fmt.Sprintf("Spawned worker %s (run %s, unit %s%s, %s). It is on the intercom as %q; you are its manager.",
 			w.ID, w.RunID, w.Unit, pid, StateText(w), w.ID), " "
 	}
+	if w.ProfileDegraded != "" {
+		t += sep + fmt.Sprintf("Its %s profile is DEGRADED: %s.", ProfileOf(w), w.ProfileDegraded)
+	}
 	if harness.IsKind(w.Kind) {
 		t += sep + HarnessSpawnNote(w)
 	}
