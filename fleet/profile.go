@@ -89,7 +89,8 @@ type sandboxInput struct {
 	env, callerEnv func(string) string
 	agentDir       string // the agent directory (Pi's state directory too)
 	intercomDir    string // <agentDir>/intercom: sockets, inboxes, registry
-	// executables must stay visible (the shim, an exec worker's command).
+	// executables must stay visible: the shim, an exec worker's command,
+	// a harness's directory, paths --env names.
 	executables []string
 }
 
@@ -103,9 +104,12 @@ func compileSandbox(in sandboxInput) units.Sandbox {
 	home := in.env("HOME")
 	sb := units.Sandbox{ProtectSystem: "strict", ProtectHome: "read-only", PrivateTmp: true, NoNewPrivileges: true}
 	writable := []string{in.intercomDir}
+	visible := slices.Clone(in.executables)
 	if in.profile == ProfileWorkspace {
 		writable = append(writable, in.cwd)
 		writable = append(writable, gitDirs(in.cwd)...)
+	} else {
+		visible = append(visible, in.cwd)
 	}
 	for _, d := range harnessStateDirs(in.kind, home, in.env, in.agentDir) {
 		writable = append(writable, "-"+d)
@@ -113,7 +117,6 @@ func compileSandbox(in sandboxInput) units.Sandbox {
 	for _, f := range harnessStateFiles(in.kind, home) {
 		writable = append(writable, "-"+f)
 	}
-	visible := slices.Clone(in.executables)
 	if rt := in.env("XDG_RUNTIME_DIR"); rt != "" {
 		visible = append(visible, "-"+filepath.Join(rt, "systemd", "notify")) // READY=1
 	}
@@ -132,7 +135,7 @@ func compileSandbox(in sandboxInput) units.Sandbox {
 		}
 	}
 	for _, p := range uniq(visible) {
-		if inTmp(strings.TrimPrefix(p, "-")) {
+		if inTmp(strings.TrimPrefix(p, "-")) && !below(strings.TrimPrefix(p, "-"), writable) {
 			sb.BindReadOnlyPaths = append(sb.BindReadOnlyPaths, p)
 		}
 	}
@@ -244,6 +247,18 @@ func gitDirs(cwd string) []string {
 		dirs = append(dirs, filepath.Clean(common))
 	}
 	return dirs
+}
+
+// below reports whether p is one of dirs ("-" prefixes ignored) or lies
+// inside one: a read-only bind there would take its writability away.
+func below(p string, dirs []string) bool {
+	for _, d := range dirs {
+		d = strings.TrimPrefix(d, "-")
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func underProtectHome(p string) bool {

@@ -154,7 +154,7 @@ func fullWorker() *Worker {
 		Budget: Budget{USD: 12.5, Tokens: 3_000_000},
 		Usage: harness.UsageTotals{Turns: 4, InputTokens: 1200, OutputTokens: 3400, CacheReadTokens: 56000, CacheWriteTokens: 7800,
 			CostUSD: 0.734521, UnpricedTurns: 1, Model: "claude-sonnet-4-5-20250929"},
-		PausedUntil: at(10),
+		PausedUntil: at(10), Profile: ProfileWorkspace, ProfileDegraded: "not enforced here: InaccessiblePaths (x)",
 	}
 }
 

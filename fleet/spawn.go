@@ -278,8 +278,20 @@ func (f *Fleet) workerSandbox(ctx context.Context, req SpawnRequest, kind string
 	if len(f.cfg.Shim) > 0 {
 		executables = append(executables, f.cfg.Shim[0])
 	}
-	if kind == "exec" {
+	switch dir := filepath.Dir(argv[0]); {
+	case kind == "exec", dir == "/tmp", dir == "/var/tmp":
 		executables = append(executables, argv[0])
+	default:
+		executables = append(executables, dir) // a harness may run what lies beside it
+	}
+	// A path an --env entry names (a harness's configuration file) stays
+	// visible, read-only, also below /tmp.
+	for _, kv := range extra {
+		if _, v, _ := strings.Cut(kv, "="); filepath.IsAbs(v) && inTmp(v) {
+			if _, err := os.Stat(v); err == nil {
+				executables = append(executables, filepath.Clean(v))
+			}
+		}
 	}
 	in := sandboxInput{profile: profile, kind: kind, cwd: cwd, env: env, callerEnv: f.cfg.CallerEnv,
 		agentDir: f.cfg.Paths.AgentDir, intercomDir: f.cfg.Paths.Dir, executables: executables}
