@@ -47,11 +47,20 @@ CMD names the harness executable (and arguments put before every turn's).
 --budget-usd and --budget-tokens stop it from starting turns past a budget:
 the messages it would work on wait, and you are told, until renew raises it.
 A turn that ends on the provider's rate limit pauses the worker until the
-limit resets; it then resumes the same conversation.`,
+limit resets; it then resumes the same conversation.
+
+--profile confines the worker: trusted (your full rights; the default for
+exec), workspace (writes only its cwd, its harness's state, the intercom
+directory and a private /tmp; your credentials, agent sockets and the user
+bus hidden; the default for coding agents), readonly (workspace with the cwd
+read-only; the default for --permission read-only). A named profile this
+user manager cannot enforce in full fails (exit 5, doctor says why) unless
+--allow-degraded runs it without what is missing; status then says so.`,
 		Example: `  agent-fleet spawn --id tests --role tester -- make test
   agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh
   agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
-  agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"`,
+  agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"
+  agent-fleet spawn --id build --profile workspace --cwd ~/src/app -- make`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args.Spawn.Command = args
 			if opts.Args.ID == "" {
