@@ -119,6 +119,9 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 			add("systemd version", st, probe.Version.Raw, fix)
 			add(taskLimitCheck(ctx, cfg.Getenv))
 			add(limitsCheck(ctx, cfg.Getenv))
+			for _, c := range sandboxChecks(ctx, cfg.Paths, cfg.Getenv) {
+				add(c.Name, c.Status, c.Detail, c.Fix)
+			}
 		}
 	}
 	add(lingerStatus(ctx, cfg.Getenv))
@@ -374,6 +377,10 @@ type Capabilities struct {
 	WorkerLogs      string            `json:"workerLogs"`
 	Harnesses       map[string]string `json:"harnesses"` // kind → executable path, or "" when not found
 	HarnessVersions map[string]string `json:"harnessVersions,omitempty"`
+	// Sandbox is what the user manager enforces of the sandboxing
+	// properties; Profiles what each profile becomes here.
+	Sandbox  *units.SandboxSupport `json:"sandbox,omitempty"`
+	Profiles []ProfileReport       `json:"profiles,omitempty"`
 	// PiMCPAdapter is how pi workers reach agent-fleet's MCP server: the
 	// pi-mcp-adapter directory they load, "pi settings" when Pi loads it
 	// itself, "" when it was not found (pi workers cannot be spawned).
@@ -407,6 +414,9 @@ func ProbeCapabilities(ctx context.Context, journal bool, getenv func(string) st
 	} else {
 		c.FleetBackend, c.SystemdVersion = "systemd-user", probe.Version.Raw
 		c.WorkerKinds = append([]string{"exec"}, harness.Kinds...)
+		if sup, err := ProbeSandboxSupport(ctx, getenv); err == nil {
+			c.Sandbox, c.Profiles = &sup, ProfileReports(sup)
+		}
 	}
 	if cg, err := units.OpenCgroups("/"); err == nil {
 		c.CgroupLayout, c.CgroupKill = string(cg.Layout), cg.HasKill()
@@ -499,4 +509,77 @@ func Plural(n int, what string) string {
 		return fmt.Sprintf("%d %ses", n, what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// ProbeSandboxSupport asks the user manager named by getenv what it
+// enforces of the sandboxing properties (units.Systemd.ProbeSandbox), with
+// the cache file of the agent directory when that directory exists.
+func ProbeSandboxSupport(ctx context.Context, getenv func(string) string) (units.SandboxSupport, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	m, err := units.Connect(ctx, units.Options{DefaultTimeout: 10 * time.Second, Getenv: getenv})
+	if err != nil {
+		return units.SandboxSupport{}, err
+	}
+	defer m.Close()
+	opts := units.ProbeSandboxOptions{}
+	if agentDir, err := intercom.AgentDir(getenv); err == nil {
+		p := intercom.NewPaths(agentDir)
+		if fi, err := os.Stat(p.OrchestratorDir()); err == nil && fi.IsDir() {
+			opts.CacheFile = filepath.Join(p.OrchestratorDir(), "sandbox-probe.json")
+		}
+	}
+	return m.ProbeSandbox(ctx, opts)
+}
+
+// sandboxChecks are doctor's findings on sandboxing: what the user manager
+// enforces, and what each confining profile becomes here.
+func sandboxChecks(ctx context.Context, _ intercom.Paths, getenv func(string) string) []Check {
+	sup, err := ProbeSandboxSupport(ctx, getenv)
+	if err != nil {
+		return []Check{{Name: "sandbox", Status: CheckWarn, Detail: "could not probe what the user manager enforces: " + err.Error(),
+			Fix: "spawns with a confining profile fail until it can be probed; --profile trusted needs none"}}
+	}
+	var enforced []string
+	var missing []units.SandboxCheck
+	for _, c := range sup.Checks {
+		if c.Enforced {
+			enforced = append(enforced, c.Property)
+		} else {
+			missing = append(missing, c)
+		}
+	}
+	how := "probed with test units"
+	if sup.Cached {
+		how = "probed " + sup.ProbedAt.Local().Format(time.DateTime) + " (cached for this manager)"
+	}
+	out := []Check{}
+	if len(missing) == 0 {
+		out = append(out, Check{Name: "sandbox", Status: CheckOK, Detail: "the user manager enforces " + strings.Join(enforced, ", ") + "; " + how})
+	} else {
+		out = append(out, Check{Name: "sandbox", Status: CheckWarn,
+			Detail: "the user manager does not enforce " + degradation(missing) + "; it enforces " + cmpOr(strings.Join(enforced, ", "), "none") + "; " + how,
+			Fix:    "a user manager needs unprivileged user namespaces for the mount properties (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)"})
+	}
+	for _, r := range ProfileReports(sup) {
+		if r.Profile == ProfileTrusted {
+			continue
+		}
+		name := "profile " + string(r.Profile)
+		if r.Enforced {
+			out = append(out, Check{Name: name, Status: CheckOK, Detail: "enforced"})
+			continue
+		}
+		out = append(out, Check{Name: name, Status: CheckWarn,
+			Detail: "degrades to running without " + strings.Join(r.Missing, ", "),
+			Fix:    "a spawn naming it fails unless --allow-degraded; one that gets it by default runs degraded; status says which"})
+	}
+	return out
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

@@ -72,6 +72,11 @@ var (
 	// as failed (exit 1). The error is a *SpawnError.
 	ErrSpawnFailed = errors.New("spawn failed")
 
+	// ErrProfileUnenforceable: the spawn named a sandbox profile that this
+	// user manager cannot enforce in full, and did not allow degradation
+	// (exit 5).
+	ErrProfileUnenforceable = errors.New("sandbox profile cannot be enforced here")
+
 	// ErrCleanupIncomplete: processes of a stopped worker survived SIGKILL;
 	// the record says which (exit 1).
 	ErrCleanupIncomplete = errors.New("cleanup could not be verified")

@@ -72,6 +72,10 @@ type Config struct {
 	// Notify sends a checkpoint message to a worker as the session
 	// "agent-fleet" (the janitor uses it); nil disables checkpoints.
 	Notify func(ctx context.Context, workerID, text string) error
+	// EnsureBroker starts the broker when none answers; a spawn of a
+	// confined worker (which cannot reach the user bus to start one in a
+	// unit of its own) calls it first. nil: not done.
+	EnsureBroker func(ctx context.Context) error
 	// Now is the clock of deadlines and stamps (tests move it).
 	Now    func() time.Time
 	Logger *slog.Logger

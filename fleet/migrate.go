@@ -29,7 +29,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 4
+const RegistrySchemaVersion = 5
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -204,6 +204,15 @@ var migrations = [][]string{
 			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
 		) STRICT, WITHOUT ROWID`,
 		`CREATE UNIQUE INDEX worktrees_path ON worktrees (path)`,
+	},
+
+	// 4 → 5: sandbox profiles.
+	{
+		// The profile the worker runs in ('' for one spawned before
+		// profiles: trusted) and what of it this user manager did not
+		// enforce ('' = all of it).
+		`ALTER TABLE workers ADD COLUMN profile TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE workers ADD COLUMN profile_degraded TEXT NOT NULL DEFAULT ''`,
 	},
 }
 
@@ -467,7 +476,7 @@ const workerColumns = `id, run_id, generation, kind, role, task, cwd, command, e
 	has_exit, exit_code, exit_status, last_error, stop_reason,
 	budget_usd, budget_tokens, usage_turns, usage_input_tokens, usage_output_tokens,
 	usage_cache_read_tokens, usage_cache_write_tokens, usage_cost_usd, usage_unpriced_turns, usage_model,
-	paused_until_ms, memory_max, cpu_quota_percent, tasks_max, frozen_at_ms`
+	paused_until_ms, memory_max, cpu_quota_percent, tasks_max, frozen_at_ms, profile, profile_degraded`
 
 // identityColumns is how many leading columns of workerColumns are the
 // identity (id, run_id, generation) that UPDATE never sets.
@@ -507,6 +516,7 @@ func workerArgs(w *Worker) []any {
 		w.Usage.CacheReadTokens, w.Usage.CacheWriteTokens, w.Usage.CostUSD, int64(w.Usage.UnpricedTurns), w.Usage.Model,
 		toMS(w.PausedUntil), int64(w.Limits.MemoryMax), int64(w.Limits.CPUQuotaPercent), int64(w.Limits.TasksMax),
 		toMS(w.FrozenAt),
+		string(w.Profile), w.ProfileDegraded,
 	}
 }
 
@@ -527,7 +537,7 @@ type rawWorker struct {
 	budgetTokens, turns, input, output, cacheRead, cacheWrite    int64
 	unpriced, pausedUntil                                        int64
 	memoryMax, cpuQuota, tasksMax, frozenAt                      int64
-	usageModel                                                   string
+	usageModel, profile, profileDegraded                         string
 }
 
 func (x *rawWorker) dest() []any {
@@ -541,7 +551,7 @@ func (x *rawWorker) dest() []any {
 		&x.hasExit, &x.exitCode, &x.exitStatus, &x.lastError, &x.stopReason,
 		&x.budgetUSD, &x.budgetTokens, &x.turns, &x.input, &x.output,
 		&x.cacheRead, &x.cacheWrite, &x.costUSD, &x.unpriced, &x.usageModel,
-		&x.pausedUntil, &x.memoryMax, &x.cpuQuota, &x.tasksMax, &x.frozenAt,
+		&x.pausedUntil, &x.memoryMax, &x.cpuQuota, &x.tasksMax, &x.frozenAt, &x.profile, &x.profileDegraded,
 	}
 }
 
@@ -579,6 +589,7 @@ func (x *rawWorker) worker() (*Worker, error) {
 		Limits: units.Limits{MemoryMax: uint64(x.memoryMax), CPUQuotaPercent: uint32(x.cpuQuota),
 			TasksMax: uint64(x.tasksMax)},
 		FrozenAt: fromMS(x.frozenAt),
+		Profile:  Profile(x.profile), ProfileDegraded: x.profileDegraded,
 	}, nil
 }
 

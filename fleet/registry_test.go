@@ -158,6 +158,7 @@ func fullWorker() *Worker {
 		PausedUntil: at(10),
 		Limits:      units.Limits{MemoryMax: 64 << 20, CPUQuotaPercent: 150, TasksMax: 256},
 		FrozenAt:    at(11),
+		Profile:     ProfileWorkspace, ProfileDegraded: "not enforced here: InaccessiblePaths (x)",
 	}
 }
 

@@ -54,6 +54,12 @@ type SpawnRequest struct {
 	// Worktree.
 	Worktree bool
 	Branch   string
+	// Profile is the sandbox (ParseProfile); "" is DefaultProfile of the
+	// kind and permission. AllowDegraded runs a named profile without what
+	// the user manager cannot enforce (recorded as ProfileDegraded)
+	// instead of failing with ErrProfileUnenforceable.
+	Profile       string
+	AllowDegraded bool
 }
 
 // Spawn starts a worker and returns once its shim signalled READY: the
@@ -156,12 +162,25 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := wire.ValidateScope(scope); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
 	}
+	profile, err := ParseProfile(req.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
+	if profile == "" {
+		profile = DefaultProfile(kind, req.Permission)
+	} else if req.AllowDegraded && profile == ProfileTrusted {
+		return nil, fmt.Errorf("spawn %s: %w: --allow-degraded is for a confining profile; trusted confines nothing", req.ID, ErrInvalidRequest)
+	}
+	sandbox, degraded, err := f.workerSandbox(ctx, req, kind, profile, cwd, argv, extra)
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
+	}
 
 	w := &Worker{
 		ID: req.ID, Kind: kind, Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
 		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: f.leaseFor(req.Lease),
-		Budget: req.Budget.apply(Budget{}), Limits: req.Limits,
+		Budget: req.Budget.apply(Budget{}), Limits: req.Limits, Profile: profile, ProfileDegraded: degraded,
 	}
 	for _, kv := range extra {
 		k, _, _ := strings.Cut(kv, "=")
@@ -249,6 +268,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		LogFile:          w.LogPath,
 		ExitRecord:       f.exitRecordPath(w),
 		Limits:           w.Limits,
+		Sandbox:          sandbox,
 	}
 	// LogPath is recorded with the outcome below (one write fewer on the
 	// way to READY); it follows from id and run in the meantime.
@@ -291,6 +311,65 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	f.log.Info("worker spawned", "id", w.ID, "run", w.RunID, "unit", w.Unit, "pid", st.MainPID)
 	return updated, nil
+}
+
+// workerSandbox compiles a worker's profile (sandboxFor) from the
+// environment the worker will have, creates the harness directories it
+// may write and, for a worker that cannot reach the user bus, makes sure
+// the broker runs: a broker the worker started itself would live in the
+// worker's cgroup (docs/architecture.md "Broker placement").
+func (f *Fleet) workerSandbox(ctx context.Context, req SpawnRequest, kind string, profile Profile, cwd string, argv, extra []string) (units.Sandbox, string, error) {
+	if profile == ProfileTrusted {
+		return units.Sandbox{}, "", nil
+	}
+	env := envLookup(workerEnv(f.cfg.CallerEnv, f.cfg.Paths.AgentDir, extra, nil))
+	executables := []string{}
+	if len(f.cfg.Shim) > 0 {
+		executables = append(executables, f.cfg.Shim[0])
+	}
+	switch dir := filepath.Dir(argv[0]); {
+	case kind == "exec", dir == "/tmp", dir == "/var/tmp":
+		executables = append(executables, argv[0])
+	default:
+		executables = append(executables, dir) // a harness may run what lies beside it
+	}
+	// A path an --env entry names (a harness's configuration file) stays
+	// visible, read-only, also below /tmp.
+	for _, kv := range extra {
+		if _, v, _ := strings.Cut(kv, "="); filepath.IsAbs(v) && inTmp(v) {
+			if _, err := os.Stat(v); err == nil {
+				executables = append(executables, filepath.Clean(v))
+			}
+		}
+	}
+	in := sandboxInput{profile: profile, kind: kind, cwd: cwd, env: env, callerEnv: f.cfg.CallerEnv,
+		agentDir: f.cfg.Paths.AgentDir, intercomDir: f.cfg.Paths.Dir, executables: executables}
+	sb, degraded, err := f.sandboxFor(ctx, req, in, req.Profile != "")
+	if err != nil {
+		return sb, "", err
+	}
+	if err := prepareSandboxDirs(kind, env("HOME"), env, f.cfg.Paths.AgentDir); err != nil {
+		return sb, "", err
+	}
+	if f.cfg.EnsureBroker != nil {
+		if err := f.cfg.EnsureBroker(ctx); err != nil {
+			return sb, "", fmt.Errorf("%w: start the broker before a confined worker: %w", ErrSpawnFailed, err)
+		}
+	}
+	return sb, degraded, nil
+}
+
+// envLookup looks a name up in KEY=value entries (the last one wins).
+func envLookup(env []string) func(string) string {
+	return func(name string) string {
+		v := ""
+		for _, kv := range env {
+			if k, val, _ := strings.Cut(kv, "="); k == name {
+				v = val
+			}
+		}
+		return v
+	}
 }
 
 // socketPathsFit refuses, before anything is reserved or started, an agent

@@ -138,6 +138,11 @@ type Worker struct {
 	// registry's worker reads leave it nil, and the fleet's (Spawn, List,
 	// Status, Stop) fill it in.
 	Worktree *Worktree
+	// Profile is the sandbox the worker runs in ("" for a record from
+	// before profiles: trusted). ProfileDegraded says what of it the user
+	// manager did not enforce ("" = all of it enforced).
+	Profile         Profile
+	ProfileDegraded string
 }
 
 // Limits are a worker unit's resource limits (units.Limits), and

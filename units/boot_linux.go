@@ -295,6 +295,9 @@ func (m *PrivateManager) boot(ctx context.Context, systemd string, opts BootOpti
 		return err
 	}
 	defer removeMarker()
+	if err := makeInaccessibleNodes(); err != nil {
+		return err
+	}
 
 	log, err := os.OpenFile(filepath.Join(rt, "manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -423,6 +426,42 @@ func placeMarker() (func(), error) {
 			os.Remove(markerDir) // only if empty
 		})
 	}, nil
+}
+
+// inaccessibleDir holds the empty nodes of every file type that a root
+// manager's InaccessiblePaths= mounts over a path (an unprivileged one uses
+// those in its own runtime directory). systemd as PID 1 creates them at
+// boot; where it is not PID 1 the boot makes them, as PID 1 would, and
+// leaves them: nothing else reads them.
+const inaccessibleDir = "/run/systemd/inaccessible"
+
+// makeInaccessibleNodes creates what inaccessibleDir lacks: dir, reg, fifo,
+// sock, chr and blk, all mode 0000 (chr and blk are device 0:0).
+func makeInaccessibleNodes() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := os.MkdirAll(inaccessibleDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", inaccessibleDir, err)
+	}
+	old := unix.Umask(0o777)
+	defer unix.Umask(old)
+	for _, n := range []struct {
+		name string
+		mode uint32
+	}{{"dir", unix.S_IFDIR}, {"reg", unix.S_IFREG}, {"fifo", unix.S_IFIFO}, {"sock", unix.S_IFSOCK}, {"chr", unix.S_IFCHR}, {"blk", unix.S_IFBLK}} {
+		path := filepath.Join(inaccessibleDir, n.name)
+		var err error
+		if n.mode == unix.S_IFDIR {
+			err = unix.Mkdir(path, 0)
+		} else {
+			err = unix.Mknod(path, n.mode, 0)
+		}
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+	}
+	return nil
 }
 
 // Stop ends the manager by its pid: SIGCONT (in case someone stopped it),

@@ -118,6 +118,9 @@ type ServiceSpec struct {
 	// even where it cannot apply them (a controller the manager lacks):
 	// check ManagerControllers first.
 	Limits Limits
+	// Sandbox confines the service (and its ExecStopPost, the exit record
+	// included); the zero value confines nothing.
+	Sandbox Sandbox
 }
 
 // unitNameRE is what we accept as a service name: systemd's unit-name
@@ -162,6 +165,9 @@ func (s ServiceSpec) WithDefaults() (ServiceSpec, error) {
 		if path, ok := strings.CutPrefix(string(out), "append:"); ok && !filepath.IsAbs(path) {
 			return bad("output file %q is not absolute", path)
 		}
+	}
+	if err := s.Sandbox.validate(); err != nil {
+		return bad("%v", err)
 	}
 	for _, kv := range s.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {

@@ -401,3 +401,32 @@ func TestManyShortUnits(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "units left behind")
 	t.Logf("100 short units started and ended in %s", took.Round(time.Millisecond))
 }
+
+// TestProbeSandbox: every property is probed with a real unit and says
+// what was seen; NoNewPrivileges needs no namespace, so every manager
+// enforces it; a second probe of the same manager reads the cache; no
+// probe unit is left.
+func TestProbeSandbox(t *testing.T) {
+	t.Parallel()
+	m := unitstest.Manager(t)
+	cache := filepath.Join(t.TempDir(), "sandbox-probe.json")
+	sup, err := m.ProbeSandbox(testCtx(t, 30*time.Second), units.ProbeSandboxOptions{CacheFile: cache})
+	require.NoError(t, err)
+	require.False(t, sup.Cached)
+	require.Len(t, sup.Checks, len(units.SandboxProperties))
+	for i, c := range sup.Checks {
+		require.Equal(t, units.SandboxProperties[i], c.Property)
+		require.NotEmpty(t, c.Detail, c.Property)
+		t.Logf("%s enforced=%v: %s", c.Property, c.Enforced, c.Detail)
+	}
+	nnp, _ := sup.Check(units.PropNoNewPrivileges)
+	require.True(t, nnp.Enforced, nnp.Detail)
+
+	again, err := m.ProbeSandbox(testCtx(t, 30*time.Second), units.ProbeSandboxOptions{CacheFile: cache})
+	require.NoError(t, err)
+	require.True(t, again.Cached)
+	require.Equal(t, sup.Checks, again.Checks)
+	left, err := m.ListUnits(testCtx(t, 10*time.Second), "agent-fleet-probe-*")
+	require.NoError(t, err)
+	require.Empty(t, left)
+}

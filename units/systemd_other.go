@@ -90,3 +90,13 @@ func (s *Systemd) Controllers(context.Context) (ControllerSupport, error) {
 
 // TaskLimit is the user manager's task limit; unsupported off Linux.
 func (s *Systemd) TaskLimit(context.Context) (TaskLimit, error) { return TaskLimit{}, ErrUnsupported }
+
+// ProbeSandboxOptions configures ProbeSandbox.
+type ProbeSandboxOptions struct {
+	CacheFile, Home string
+}
+
+// ProbeSandbox returns ErrUnsupported.
+func (s *Systemd) ProbeSandbox(context.Context, ProbeSandboxOptions) (SandboxSupport, error) {
+	return SandboxSupport{}, ErrUnsupported
+}

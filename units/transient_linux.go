@@ -87,6 +87,7 @@ func serviceProperties(spec ServiceSpec) []sdbus.Property {
 	if spec.Stderr != "" {
 		props = append(props, outputProperty("StandardError", spec.Stderr))
 	}
+	props = append(props, sandboxProperties(spec.Sandbox)...)
 	var post []execCommand
 	if len(spec.StopPost) > 0 {
 		a := escapeArgv(spec.StopPost)
@@ -115,6 +116,58 @@ func limitProperties(l Limits) []sdbus.Property {
 	}
 	if l.TasksMax > 0 {
 		props = append(props, prop("TasksAccounting", true), prop("TasksMax", l.TasksMax))
+	}
+	return props
+}
+
+// bindMount is one entry of BindPaths=/BindReadOnlyPaths=, D-Bus signature
+// (ssbt): source, destination, ignore a missing source, mount flags.
+type bindMount struct {
+	Source, Destination string
+	IgnoreMissing       bool
+	Flags               uint64
+}
+
+// msRec is MS_REC: bind mounts are recursive, as systemd-run makes them.
+const msRec = 16384
+
+func bindMounts(paths []string) []bindMount {
+	out := make([]bindMount, 0, len(paths))
+	for _, p := range paths {
+		path, optional := strings.CutPrefix(p, "-")
+		out = append(out, bindMount{Source: path, Destination: path, IgnoreMissing: optional, Flags: msRec})
+	}
+	return out
+}
+
+// sandboxProperties renders a validated Sandbox.
+func sandboxProperties(s Sandbox) []sdbus.Property {
+	var props []sdbus.Property
+	if s.ProtectSystem != "" {
+		props = append(props, prop("ProtectSystem", s.ProtectSystem))
+	}
+	if s.ProtectHome != "" {
+		props = append(props, prop("ProtectHome", s.ProtectHome))
+	}
+	if s.PrivateTmp {
+		props = append(props, prop("PrivateTmp", true))
+	}
+	if s.NoNewPrivileges {
+		props = append(props, prop("NoNewPrivileges", true))
+	}
+	for _, l := range []struct {
+		name  string
+		paths []string
+	}{{"ReadWritePaths", s.ReadWritePaths}, {"ReadOnlyPaths", s.ReadOnlyPaths}, {"InaccessiblePaths", s.InaccessiblePaths}} {
+		if len(l.paths) > 0 {
+			props = append(props, prop(l.name, l.paths))
+		}
+	}
+	if len(s.BindPaths) > 0 {
+		props = append(props, prop("BindPaths", bindMounts(s.BindPaths)))
+	}
+	if len(s.BindReadOnlyPaths) > 0 {
+		props = append(props, prop("BindReadOnlyPaths", bindMounts(s.BindReadOnlyPaths)))
 	}
 	return props
 }

@@ -49,3 +49,34 @@ func TestServiceProperties(t *testing.T) {
 	require.Equal(t, "/tmp/w.exit", post[1].Argv[len(post[1].Argv)-1])
 	require.True(t, post[1].IgnoreFailure)
 }
+
+func TestSandboxProperties(t *testing.T) {
+	sb := Sandbox{ProtectSystem: "strict", ProtectHome: "read-only", PrivateTmp: true, NoNewPrivileges: true,
+		ReadWritePaths: []string{"/home/u/w"}, InaccessiblePaths: []string{"-/home/u/.ssh"},
+		BindPaths: []string{"/tmp/a"}, BindReadOnlyPaths: []string{"-/tmp/h"}}
+	spec, err := ServiceSpec{Name: "p.service", Argv: []string{"/bin/true"}, Sandbox: sb}.WithDefaults()
+	require.NoError(t, err)
+	got := map[string]any{}
+	for _, p := range serviceProperties(spec) {
+		got[p.Name] = p.Value.Value()
+	}
+	require.Equal(t, "strict", got["ProtectSystem"])
+	require.Equal(t, "read-only", got["ProtectHome"])
+	require.Equal(t, true, got["PrivateTmp"])
+	require.Equal(t, true, got["NoNewPrivileges"])
+	require.Equal(t, []string{"/home/u/w"}, got["ReadWritePaths"])
+	require.Equal(t, []string{"-/home/u/.ssh"}, got["InaccessiblePaths"], "systemd takes the '-' in the string")
+	require.Equal(t, []bindMount{{Source: "/tmp/a", Destination: "/tmp/a", Flags: msRec}}, got["BindPaths"])
+	require.Equal(t, []bindMount{{Source: "/tmp/h", Destination: "/tmp/h", IgnoreMissing: true, Flags: msRec}}, got["BindReadOnlyPaths"])
+	_, none := got["ReadOnlyPaths"]
+	require.False(t, none, "an empty list sets nothing")
+
+	require.Equal(t, []string{PropProtectSystem, PropProtectHome, PropPrivateTmp, PropNoNewPrivileges, PropReadWritePaths,
+		PropInaccessiblePaths, PropBindPaths}, sb.Uses())
+	require.Equal(t, []string{PropProtectSystem, PropProtectHome, PropPrivateTmp, PropNoNewPrivileges, PropReadWritePaths},
+		sb.Without([]string{PropInaccessiblePaths, PropBindPaths}).Uses())
+	for _, bad := range []Sandbox{{ReadWritePaths: []string{"rel"}}, {BindPaths: []string{"/a:/b"}}, {ProtectSystem: "maybe"}} {
+		_, err := ServiceSpec{Name: "p.service", Argv: []string{"/bin/true"}, Sandbox: bad}.WithDefaults()
+		require.ErrorIs(t, err, ErrInvalidSpec)
+	}
+}

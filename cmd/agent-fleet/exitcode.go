@@ -53,7 +53,7 @@ func exitCode(err error) int {
 		return severity[worst]
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, units.ErrUnsupported), errors.Is(err, units.ErrFreezeUnsupported), errors.Is(err, fleet.ErrLimitUnsupported):
+	case errors.Is(err, units.ErrUnsupported), errors.Is(err, units.ErrFreezeUnsupported), errors.Is(err, fleet.ErrLimitUnsupported), errors.Is(err, fleet.ErrProfileUnenforceable):
 		return exitUnsupported
 	case errors.Is(err, fleet.ErrUnsupportedKind), strings.HasPrefix(err.Error(), "required flag(s)"):
 		return exitUsage // an unknown --kind; cobra's missing required flags

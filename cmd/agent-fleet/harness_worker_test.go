@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,6 +95,10 @@ func (w *harnessWorld) spawn(id, kind string, args ...string) output.Worker {
 	exe := filepath.Join(w.bin, kind)
 	if real := w.real[kind]; real != "" {
 		exe = real
+	} else if !slices.Contains(args, "--profile") {
+		// The stand-in keeps its records in $HOME, where no harness
+		// writes and a confined worker cannot.
+		args = append(args, "--profile", "trusted")
 	}
 	return w.spawnCmd(id, kind, []string{exe}, args...)
 }

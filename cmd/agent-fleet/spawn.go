@@ -60,13 +60,23 @@ refused (exit 4), as is a directory that is not in a repository (exit 2).
 Uncommitted changes of the checkout are not in the worktree; spawn says how
 many there are. status shows the branch, how far it is ahead of and behind
 the base branch, and its dirty files; forget and prune remove the worktree
-only once it is clean and its commits are merged or pushed.`,
+only once it is clean and its commits are merged or pushed.
+
+--profile confines the worker: trusted (your full rights; the default for
+exec), workspace (writes only its cwd, its harness's state, the intercom
+directory and a private /tmp; your credentials, agent sockets and the user
+bus hidden; the default for coding agents), readonly (workspace with the cwd
+read-only; the default for --permission read-only). A named profile this
+user manager cannot enforce in full fails (exit 5, doctor says why) unless
+--allow-degraded runs it without what is missing; status then says so.`,
 		Example: `  agent-fleet spawn --id tests --role tester -- make test
   agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh
   agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
   agent-fleet spawn --id fix --kind codex --effort high --permission workspace-write --task "Make the tests pass"
   agent-fleet spawn --id feat --kind claude --worktree --task "Add the --dry-run flag; commit on your branch"
-  agent-fleet spawn --id b2 --worktree=fix/login -- make test`,
+  agent-fleet spawn --id b2 --worktree=fix/login -- make test
+
+  agent-fleet spawn --id build --profile workspace --cwd ~/src/app -- make`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args.Spawn.Command = args
 			if opts.Args.Spawn.Worktree && len(args) > 0 && cmd.ArgsLenAtDash() != 0 {

@@ -119,8 +119,11 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 		Journal: f.Journald(),
 		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
 		Notify:  f.checkpointNotifier(p),
-		Leases:  policy,
-		Logger:  NewLogger(f.IO.Err, "warn"),
+		EnsureBroker: func(ctx context.Context) error {
+			return intercom.EnsureBroker(ctx, p, f.BrokerStarter())
+		},
+		Leases: policy,
+		Logger: NewLogger(f.IO.Err, "warn"),
 	})
 	if err != nil {
 		env.Close()

@@ -34,6 +34,9 @@ func (r SpawnReport) Text(s Surface) string {
 	if w.Worktree != nil {
 		t += sep + worktreeSpawnNote(w.Worktree)
 	}
+	if w.ProfileDegraded != "" {
+		t += sep + fmt.Sprintf("Its %s profile is DEGRADED: %s.", ProfileOf(w), w.ProfileDegraded)
+	}
 	if harness.IsKind(w.Kind) {
 		t += sep + HarnessSpawnNote(w)
 	}

@@ -77,6 +77,28 @@ func (r CapabilitiesReport) Text(s Surface) string {
 	if c.CgroupLayout != "" {
 		fmt.Fprintf(&b, "cgroups:       %s layout, cgroup.kill: %v\n", c.CgroupLayout, c.CgroupKill)
 	}
+	if c.Sandbox != nil {
+		var yes, no []string
+		for _, ch := range c.Sandbox.Checks {
+			if ch.Enforced {
+				yes = append(yes, ch.Property)
+			} else {
+				no = append(no, ch.Property)
+			}
+		}
+		fmt.Fprintf(&b, "sandbox:       enforces %s", strings.Join(yes, ", "))
+		if len(no) > 0 {
+			fmt.Fprintf(&b, "; NOT %s", strings.Join(no, ", "))
+		}
+		b.WriteString("\n")
+		for _, p := range c.Profiles {
+			what := "enforced"
+			if !p.Enforced {
+				what = "degrades to running without " + strings.Join(p.Missing, ", ")
+			}
+			fmt.Fprintf(&b, "profile %-10s %s\n", string(p.Profile)+":", what)
+		}
+	}
 	kinds := make([]string, 0, len(c.Harnesses))
 	for k := range c.Harnesses {
 		kinds = append(kinds, k)

@@ -172,6 +172,7 @@ func statusText(st *fleet.Status, unknown bool) string {
 		}
 	}
 	fmt.Fprintf(&b, "  command:  %s\n  cwd:      %s\n", ShellJoin(w.Command), Inline(w.Cwd))
+	fmt.Fprintf(&b, "  profile:  %s\n", Inline(ProfileText(w)))
 	writeWorktree(&b, w.Worktree, st.Worktree)
 	if w.LogPath != "" {
 		fmt.Fprintf(&b, "  log:      %s\n", Inline(w.LogPath))

@@ -59,6 +59,11 @@ type Worker struct {
 	Limits   *Limits `json:"limits,omitempty"`
 	// Worktree is the worker's git worktree (spawn --worktree).
 	Worktree *Worktree `json:"worktree,omitempty"`
+	// Profile is the sandbox profile (trusted for records from before
+	// profiles); ProfileDegraded says what of it the user manager did not
+	// enforce, omitted when it enforced all of it.
+	Profile         string `json:"profile"`
+	ProfileDegraded string `json:"profileDegraded,omitempty"`
 	// LiveState is "unknown" when no user manager answered and State is
 	// the registry's last known live state (the worker may have ended);
 	// omitted when systemd was asked, and for ended workers.
@@ -108,7 +113,8 @@ func ViewWorker(w *fleet.Worker) Worker {
 		State: string(w.State), StateReason: w.StateReason, Manager: w.Manager, FirstManager: w.FirstManager,
 		LeaseDeadline: Stamp(w.LeaseDeadline), LeaseSeconds: int64(w.LeaseDuration / time.Second), LastActivity: Stamp(w.LastActivity),
 		Checkpoints: w.CheckpointAttempts, GraceDeadline: Stamp(w.GraceDeadline), CreatedAt: Stamp(w.CreatedAt), ReadyAt: Stamp(w.ReadyAt), EndedAt: Stamp(w.EndedAt),
-		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath}
+		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath,
+		Profile: string(ProfileOf(w)), ProfileDegraded: w.ProfileDegraded}
 	if harness.IsKind(w.Kind) {
 		u := ViewUsage(w.Usage)
 		v.Usage = &u
@@ -134,6 +140,24 @@ func ViewWorker(w *fleet.Worker) Worker {
 		v.ExitCode, v.ExitKind, v.ExitStatus = &code, w.ExitCode, &status
 	}
 	return v
+}
+
+// ProfileOf is w's sandbox profile; trusted for a record from before
+// profiles.
+func ProfileOf(w *fleet.Worker) fleet.Profile {
+	if w.Profile == "" {
+		return fleet.ProfileTrusted
+	}
+	return w.Profile
+}
+
+// ProfileText is w's profile for people: "workspace", "workspace
+// (degraded: …)".
+func ProfileText(w *fleet.Worker) string {
+	if w.ProfileDegraded != "" {
+		return string(ProfileOf(w)) + " (DEGRADED, " + w.ProfileDegraded + ")"
+	}
+	return string(ProfileOf(w))
 }
 
 // ViewWorkers is the JSON view of ws, never null.

@@ -128,6 +128,31 @@ func boolParam(p Param, field func(*Args) *bool) *Param {
 	return &p
 }
 
+// flagBoolParam is boolParam with a CLI flag (--name alone means true).
+func flagBoolParam(p Param, field func(*Args) *bool) *Param {
+	q := boolParam(p, field)
+	if q.NoValue == "" {
+		q.NoValue = "true" // a bare --flag is true
+	}
+	q.fromText = func(a *Args, s string) error {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%s must be true or false, not %q", p.Flag, s)
+		}
+		*field(a) = b
+		return nil
+	}
+	return q
+}
+
+func profileNames() []string {
+	out := []string{}
+	for _, p := range fleet.Profiles {
+		out = append(out, string(p))
+	}
+	return out
+}
+
 // spawnFlag makes p one of spawn's options and CLI flags.
 func spawnFlag(p Param, flag, usage string) Param {
 	p.Actions, p.Flag, p.Usage = []string{"spawn"}, flag, usage
@@ -338,6 +363,14 @@ var Params = []*Param{
 	stringParam(spawnFlag(Param{Name: "permission",
 		Schema: props("type", "string", "enum", anys(append([]string{""}, harness.PermissionValues()...)), "description", "coding agents: read-only, workspace-write or full (default: the harness's own configuration); claude also takes its own permission modes, codex danger-full-access")},
 		"permission", "permission mode (coding-agent kinds): read-only, workspace-write or full; default: the harness's own configuration"), func(a *Args) *string { return &a.Spawn.Permission }),
+	oneOfParam(spawnFlag(Param{Name: "profile",
+		Schema: props("type", "string", "enum", anys(profileNames()), "description", "sandbox: trusted (the user's full rights), workspace (writes only to cwd and the harness's own state; credentials, agent sockets and the user bus hidden), readonly (workspace with cwd read-only too). Default: workspace for coding agents, readonly for read-only ones, trusted for exec. A profile this host cannot enforce fails unless allowDegraded")},
+		"profile", "sandbox: trusted, workspace or readonly (default: workspace for coding agents, readonly for --permission read-only, trusted for exec)"),
+		profileNames(), func(a *Args) *string { return &a.Spawn.Profile }),
+	flagBoolParam(spawnFlag(Param{Name: "allowDegraded", FlagType: "bool",
+		Schema: props("type", "boolean", "description", "spawn: run a named profile without the properties this user manager cannot enforce (status reports what is missing) instead of failing")},
+		"allow-degraded", "run --profile without what this user manager cannot enforce (status says what) instead of failing"),
+		func(a *Args) *bool { return &a.Spawn.AllowDegraded }),
 	durationParam(spawnFlag(Param{Name: "turnTimeout", FlagType: "duration",
 		Schema: props("type", "string", "description", "coding agents: end a turn after this long, a Go duration (default 2h)")},
 		"turn-timeout", "end a coding agent's turn after this long (default 2h)"), func(a *Args) *time.Duration { return &a.Spawn.TurnTimeout }),

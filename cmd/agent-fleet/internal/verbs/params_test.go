@@ -41,13 +41,15 @@ func TestDecodeRefusesArgumentsItWouldIgnore(t *testing.T) {
 func TestDecodeSpawnMatchesTheFlags(t *testing.T) {
 	a, err := Decode(map[string]any{"action": "spawn", "id": "w1", "kind": "codex", "role": "r", "cwd": "/tmp", "task": "t",
 		"command": []any{"codex", "--x"}, "env": map[string]any{"B": "2", "A": "1"}, "model": "m", "effort": "high",
-		"permission": "read-only", "turnTimeout": "45m", "lease": "30m", "maxRuntime": "2h"})
+		"permission": "read-only", "turnTimeout": "45m", "lease": "30m", "maxRuntime": "2h",
+		"profile": "workspace", "allowDegraded": true})
 	require.NoError(t, err)
 	var b Args
 	b.Action = "spawn"
 	flags := map[string][]string{"id": {"w1"}, "kind": {"codex"}, "role": {"r"}, "cwd": {"/tmp"}, "task": {"t"},
 		"env": {"A=1", "B=2"}, "model": {"m"}, "effort": {"high"}, "permission": {"read-only"},
-		"turn-timeout": {"45m"}, "lease": {"30m"}, "max-runtime": {"2h"}}
+		"turn-timeout": {"45m"}, "lease": {"30m"}, "max-runtime": {"2h"},
+		"profile": {"workspace"}, "allow-degraded": {"true"}}
 	seen := map[string]bool{}
 	for _, p := range SpawnFlags() {
 		seen[p.Flag] = true
@@ -64,6 +66,8 @@ func TestDecodeSpawnMatchesTheFlags(t *testing.T) {
 	for _, bad := range []map[string]any{
 		{"action": "spawn", "id": "w1", "lease": "soon"},
 		{"action": "spawn", "id": "w1", "maxRuntime": "-1m"},
+		{"action": "spawn", "id": "w1", "profile": "sandboxed"},
+		{"action": "list", "allowDegraded": true},
 		{"action": "logs", "id": "w1", "lines": 1.5},
 		{"action": "fly"},
 	} {
