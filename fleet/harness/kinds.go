@@ -51,8 +51,40 @@ func (claudeCLI) newSession(string, string) string { return uuid.NewString() }
 
 func (claudeCLI) systemPrompt() bool { return true }
 
+// RelaysPermissions reports whether a worker of kind with permission
+// sends its harness's permission prompts to its manager. Claude Code
+// consults --permission-prompt-tool in -p mode wherever its mode would
+// prompt: the default mode (agent-fleet's "") and manual, acceptEdits
+// (workspace-write: what is not an edit in the working directory), plan
+// and auto (when their classifier or plan asks); dontAsk (read-only),
+// bypassPermissions (full) never prompt. The other kinds have no way to
+// ask from their non-interactive turns (docs/harness-endpoints.md
+// "Permission prompts").
+func RelaysPermissions(kind, permission string) bool {
+	if kind != "claude" {
+		return false
+	}
+	switch permission {
+	case PermissionReadOnly, PermissionFull, "bypassPermissions", "dontAsk":
+		return false
+	}
+	return true
+}
+
+// claudeToolTimeout bounds each call of agent-fleet's MCP server in a
+// Claude turn (the server's "timeout", ms): above intercom_ask's 120 s
+// and the permission wait, which the prompt tool's call lasts.
+func claudeToolTimeout(spec *Spec) time.Duration {
+	return max(spec.PermissionWait(), 2*time.Minute) + time.Minute
+}
+
 func (claudeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
-	cfg, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{MCPServerName: mcpServerJSON(t.MCP)}}, "", "  ")
+	srv := mcpServerJSON(t.MCP)
+	relay := RelaysPermissions("claude", spec.Permission)
+	if relay {
+		srv["timeout"] = claudeToolTimeout(spec).Milliseconds()
+	}
+	cfg, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{MCPServerName: srv}}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +95,16 @@ func (claudeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 	} else if t.NewSession != "" {
 		argv = append(argv, "--session-id", t.NewSession)
 	}
-	// Nobody can answer a permission prompt: what would prompt is denied.
-	// The worker's own intercom tools are allowed (they act only as the
+	// A permission prompt goes to the manager through the worker-only
+	// prompt tool; in a mode that never prompts, nothing would ask. The
+	// worker's own intercom tools are allowed (they act only as the
 	// worker, through its shim).
-	argv = append(argv, "--mcp-config", cfgPath, "--allowedTools", "mcp__"+MCPServerName, "--permission-prompts", "none")
+	argv = append(argv, "--mcp-config", cfgPath, "--allowedTools", "mcp__"+MCPServerName)
+	if relay {
+		argv = append(argv, "--permission-prompts", "host", "--permission-prompt-tool", "mcp__"+MCPServerName+"__"+PermissionPromptTool)
+	} else {
+		argv = append(argv, "--permission-prompts", "none")
+	}
 	switch spec.Permission {
 	case PermissionDefault:
 	case PermissionReadOnly:
