@@ -28,7 +28,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 2
+const RegistrySchemaVersion = 3
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -162,6 +162,15 @@ var migrations = [][]string{
 			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
 		) STRICT, WITHOUT ROWID`,
 		`CREATE INDEX turn_usage_ended ON turn_usage (ended_at_ms)`,
+	},
+
+	// 2 → 3: permission prompts relayed to the manager.
+	{
+		// How long a coding-agent worker waits for its manager's answer to
+		// a permission prompt (0 = the default), and what it waits for
+		// meanwhile ('' = nothing).
+		`ALTER TABLE workers ADD COLUMN permission_wait_ms INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN needs_input TEXT NOT NULL DEFAULT ''`,
 	},
 }
 
@@ -425,7 +434,7 @@ const workerColumns = `id, run_id, generation, kind, role, task, cwd, command, e
 	has_exit, exit_code, exit_status, last_error, stop_reason,
 	budget_usd, budget_tokens, usage_turns, usage_input_tokens, usage_output_tokens,
 	usage_cache_read_tokens, usage_cache_write_tokens, usage_cost_usd, usage_unpriced_turns, usage_model,
-	paused_until_ms`
+	paused_until_ms, permission_wait_ms, needs_input`
 
 // identityColumns is how many leading columns of workerColumns are the
 // identity (id, run_id, generation) that UPDATE never sets.
@@ -463,7 +472,7 @@ func workerArgs(w *Worker) []any {
 		w.HasExit, w.ExitCode, int64(w.ExitStatus), w.LastError, w.StopReason,
 		w.Budget.USD, w.Budget.Tokens, int64(w.Usage.Turns), w.Usage.InputTokens, w.Usage.OutputTokens,
 		w.Usage.CacheReadTokens, w.Usage.CacheWriteTokens, w.Usage.CostUSD, int64(w.Usage.UnpricedTurns), w.Usage.Model,
-		toMS(w.PausedUntil),
+		toMS(w.PausedUntil), w.PermissionWait.Milliseconds(), w.NeedsInput,
 	}
 }
 
@@ -482,8 +491,8 @@ type rawWorker struct {
 	hasExit                                                      bool
 	budgetUSD, costUSD                                           float64
 	budgetTokens, turns, input, output, cacheRead, cacheWrite    int64
-	unpriced, pausedUntil                                        int64
-	usageModel                                                   string
+	unpriced, pausedUntil, permissionWait                        int64
+	usageModel, needsInput                                       string
 }
 
 func (x *rawWorker) dest() []any {
@@ -497,7 +506,7 @@ func (x *rawWorker) dest() []any {
 		&x.hasExit, &x.exitCode, &x.exitStatus, &x.lastError, &x.stopReason,
 		&x.budgetUSD, &x.budgetTokens, &x.turns, &x.input, &x.output,
 		&x.cacheRead, &x.cacheWrite, &x.costUSD, &x.unpriced, &x.usageModel,
-		&x.pausedUntil,
+		&x.pausedUntil, &x.permissionWait, &x.needsInput,
 	}
 }
 
@@ -531,7 +540,9 @@ func (x *rawWorker) worker() (*Worker, error) {
 		Usage: harness.UsageTotals{Turns: int(x.turns), InputTokens: x.input, OutputTokens: x.output,
 			CacheReadTokens: x.cacheRead, CacheWriteTokens: x.cacheWrite, CostUSD: x.costUSD,
 			UnpricedTurns: int(x.unpriced), Model: x.usageModel},
-		PausedUntil: fromMS(x.pausedUntil),
+		PausedUntil:    fromMS(x.pausedUntil),
+		PermissionWait: time.Duration(x.permissionWait) * time.Millisecond,
+		NeedsInput:     x.needsInput,
 	}, nil
 }
 

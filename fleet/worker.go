@@ -124,6 +124,14 @@ type Worker struct {
 	Budget      Budget
 	Usage       harness.UsageTotals
 	PausedUntil time.Time
+
+	// PermissionWait is how long a coding-agent worker waits for its
+	// manager's answer to a permission prompt (0: the default,
+	// harness.DefaultPermissionWait). NeedsInput says what it waits for
+	// now ("permission to run `npm install`"; StateReason "needs-input"),
+	// "" when nothing.
+	PermissionWait time.Duration
+	NeedsInput     string
 }
 
 // StopMaxRuntime is the StopReason of a worker systemd stopped when its

@@ -96,6 +96,11 @@ func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
 		so.Fleet, so.Caller = f, ms.id
 	}
 	server := New(ms.ops, so)
+	if opts.Worker && opts.Harness == "claude" && ms.permission != nil {
+		// Only Claude Code has a prompt tool; any other harness would
+		// offer it to its model.
+		addPermissionTool(server, ms.permission)
+	}
 	err = server.Run(ctx, &mcp.IOTransport{Reader: newJSONLines(f.IO.In, log), Writer: nopWriteCloser{f.IO.Out}})
 	if err != nil && ctx.Err() == nil && !isClosing(err) {
 		return fmt.Errorf("mcp: %w", err)

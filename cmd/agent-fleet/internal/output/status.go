@@ -136,6 +136,9 @@ func statusText(st *fleet.Status, unknown bool) string {
 		state += " (last known: no user manager answers)"
 	}
 	fmt.Fprintf(&b, "  state:    %s\n", state)
+	if w.NeedsInput != "" && w.State.Live() {
+		fmt.Fprintf(&b, "  needs:    %s, from %s\n", Inline(w.NeedsInput), Inline(w.Manager))
+	}
 	if w.Role != "" {
 		fmt.Fprintf(&b, "  role:     %s\n", Inline(w.Role))
 	}
