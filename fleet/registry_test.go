@@ -154,7 +154,9 @@ func fullWorker() *Worker {
 		Budget: Budget{USD: 12.5, Tokens: 3_000_000},
 		Usage: harness.UsageTotals{Turns: 4, InputTokens: 1200, OutputTokens: 3400, CacheReadTokens: 56000, CacheWriteTokens: 7800,
 			CostUSD: 0.734521, UnpricedTurns: 1, Model: "claude-sonnet-4-5-20250929"},
-		PausedUntil: at(10),
+		PausedUntil:    at(10),
+		PermissionWait: 90*time.Second + 400*time.Microsecond,
+		NeedsInput:     "permission to run `npm install` — 許可",
 	}
 }
 
@@ -173,6 +175,7 @@ func TestRoundTripEveryField(t *testing.T) {
 
 	want := in.Clone()
 	want.LeaseDuration = 90*time.Minute + time.Millisecond
+	want.PermissionWait = 90 * time.Second
 	for _, p := range []*time.Time{&want.LeaseDeadline, &want.LastActivity, &want.CheckpointSentAt,
 		&want.GraceDeadline, &want.CreatedAt, &want.UpdatedAt, &want.ReadyAt, &want.StopRequestedAt, &want.EndedAt, &want.PausedUntil} {
 		*p = ms(*p)

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -57,11 +58,19 @@ func (claudeCLI) systemPrompt() bool { return true }
 // prompt: the default mode (agent-fleet's "") and manual, acceptEdits
 // (workspace-write: what is not an edit in the working directory), plan
 // and auto (when their classifier or plan asks); dontAsk (read-only),
-// bypassPermissions (full) never prompt. The other kinds have no way to
-// ask from their non-interactive turns (docs/harness-endpoints.md
-// "Permission prompts").
+// bypassPermissions (full) never prompt. Codex exec asks nobody
+// (approval policy never) unless --approve-for-me routes its approvals
+// to PermissionRequest hooks, which it does in the workspace-write
+// sandbox. OpenCode's and Pi's turns have no way to ask
+// (docs/harness-endpoints.md "Permission prompts").
 func RelaysPermissions(kind, permission string) bool {
-	if kind != "claude" {
+	switch kind {
+	case "codex":
+		// --approve-for-me routes approvals to hooks, in the
+		// workspace-write sandbox: only where the spawn asked for it.
+		return permission == PermissionWorkspaceWrite
+	case "claude":
+	default:
 		return false
 	}
 	switch permission {
@@ -284,7 +293,36 @@ func codexOverrides(spec *Spec, t *Turn) []string {
 	if s := codexSandbox(spec.Permission); s != "" {
 		kv = append(kv, "sandbox_mode="+tomlString(s))
 	}
+	if RelaysPermissions("codex", spec.Permission) {
+		kv = append(kv, "hooks.PermissionRequest="+codexPermissionHook(spec, t))
+	}
 	return kv
+}
+
+// codexPermissionHook is the PermissionRequest hook of a Codex turn:
+// agent-fleet's MCP server command in its hook mode (mcp --worker
+// --permission-hook), with the worker's identity in its environment, for
+// as long as the permission wait lasts.
+func codexPermissionHook(spec *Spec, t *Turn) string {
+	words := []string{"/usr/bin/env"}
+	for _, k := range slices.Sorted(maps.Keys(t.MCP.Env)) {
+		words = append(words, k+"="+t.MCP.Env[k])
+	}
+	words = append(append(append(words, t.MCP.Command), t.MCP.Args...), "--permission-hook")
+	for i, w := range words {
+		words[i] = shellQuote(w)
+	}
+	timeout := int64((spec.PermissionWait() + time.Minute) / time.Second)
+	return fmt.Sprintf(`[{matcher="*",hooks=[{type="command",command=%s,timeout=%d}]}]`, tomlString(strings.Join(words, " ")), timeout)
+}
+
+// shellQuote quotes s for sh: as it is when it is plain, else in single
+// quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (codexCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
@@ -293,6 +331,11 @@ func (codexCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 		argv = append(argv, "resume")
 	}
 	argv = append(argv, "--json", "--skip-git-repo-check")
+	if RelaysPermissions("codex", spec.Permission) {
+		// Approvals go to the hook (agent-fleet's own, which Codex has no
+		// record of trusting); without it Codex exec asks nobody.
+		argv = append(argv, "--approve-for-me", "--dangerously-bypass-hook-trust")
+	}
 	if spec.Model != "" {
 		argv = append(argv, "-m", spec.Model)
 	}

@@ -3,9 +3,11 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"io"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -70,4 +72,48 @@ func shimPermission(p intercom.Paths, id string) askShim {
 		defer hc.Close()
 		return d, hc.Call(ctx, harness.OpPermission, req, &d)
 	}
+}
+
+// codexHookInput is what Codex gives a PermissionRequest hook on stdin
+// (permission-request.command.input): the tool as Claude Code names them
+// (Bash with {command, description}, …) and its input.
+type codexHookInput struct {
+	HookEventName string          `json:"hook_event_name"`
+	ToolName      string          `json:"tool_name"`
+	ToolInput     json.RawMessage `json:"tool_input"`
+}
+
+// PermissionHook answers one Codex PermissionRequest hook of a worker's
+// turn (mcp --worker --permission-hook): the request on in, relayed to
+// the worker's shim like Claude Code's prompt tool, the decision on out
+// as {"hookSpecificOutput":{"hookEventName":"PermissionRequest",
+// "decision":{"behavior":"allow"|"deny","message":…}}}. Codex refuses a
+// decision that rewrites the input, so an allow carries none.
+func PermissionHook(ctx context.Context, f *factory.Factory, harnessName string) error {
+	p, err := f.Paths()
+	if err != nil {
+		return err
+	}
+	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.Harness, Harness: harnessName, Getenv: f.Env})
+	if err != nil {
+		return factory.Usage(err)
+	}
+	var in codexHookInput
+	data, err := io.ReadAll(io.LimitReader(f.IO.In, 4<<20))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, &in); err != nil || in.ToolName == "" {
+		return factory.Usagef("a permission hook reads Codex's PermissionRequest JSON on stdin")
+	}
+	d, err := shimPermission(p, id.SessionID)(ctx, harness.PermissionRequest{Tool: in.ToolName, Input: in.ToolInput})
+	if err != nil {
+		d = harness.PermissionDecision{Message: "Permission to use " + in.ToolName + " was denied: the worker could not ask its manager (" + err.Error() + ")."}
+	}
+	decision := map[string]any{"behavior": "deny", "message": d.Message}
+	if d.Allow {
+		decision = map[string]any{"behavior": "allow"}
+	}
+	return json.NewEncoder(f.IO.Out).Encode(map[string]any{"hookSpecificOutput": map[string]any{
+		"hookEventName": "PermissionRequest", "decision": decision}})
 }

@@ -144,3 +144,39 @@ func TestRealClaudePermissionRelay(t *testing.T) {
 	out, err := w.cli("intercom", "reply", "--ask-id", m.AskID, "allow")
 	require.Error(t, err, "the withdrawn ask cannot be answered: %s", out)
 }
+
+// A Codex worker in the workspace-write sandbox: an escalation request
+// is a permission prompt (Codex's PermissionRequest hook under
+// --approve-for-me), relayed to the manager like Claude Code's; allow runs
+// the command, deny refuses it with the manager's words.
+func TestRealCodexPermissionRelay(t *testing.T) {
+	t.Parallel()
+	codex := nodeTool(t, "codex")
+	w := newHarnessWorld(t)
+	escalate := func(cmd string) modeltest.Reply {
+		return modeltest.Reply{ToolCalls: []modeltest.ToolCall{modeltest.Call("exec_command", map[string]string{"cmd": cmd,
+			"sandbox_permissions": "require_escalated", "justification": "the marker needs it"})}}
+	}
+	cwd := t.TempDir()
+	model := modeltest.Start(t,
+		modeltest.Step{Name: "task", Expect: modeltest.PromptContains("make the markers"), Reply: escalate("touch allowed")},
+		modeltest.Step{Name: "allowed", Expect: modeltest.ToolResultContains("Process exited with code 0"), Reply: escalate("touch denied")},
+		modeltest.Step{Name: "denied", Expect: modeltest.ToolResultContains("Permission to run `touch denied` in " + cwd + " was denied by boss. They said: no escalation"),
+			Reply: modeltest.Reply{Text: "One marker made."}},
+	)
+	w.spawnCmd("cx-p", "codex", append([]string{codex}, codexEndpoint(model.URL)...), "--model", codexModel,
+		"--permission", "workspace-write", "--permission-wait", "2m", "--cwd", cwd, "--env", "CODEX_HOME="+t.TempDir(), "--task", "make the markers")
+
+	m := w.message("cx-p", func(s string) bool { return strings.Contains(s, "`touch allowed`") })
+	require.Equal(t, "cx-p wants to run `touch allowed` in "+cwd+" — reply allow / deny / always\nIts reason: the marker needs it\n"+
+		"(always: allow `touch allowed …` commands for the rest of this run without asking. No answer within 2m0s denies it.)", m.Text)
+	require.Equal(t, "needs-input", w.status("cx-p").Worker.StateReason)
+	require.False(t, fileExists(filepath.Join(cwd, "allowed")))
+	w.must("intercom", "reply", "--ask-id", m.AskID, "allow")
+	m = w.message("cx-p", func(s string) bool { return strings.Contains(s, "`touch denied`") })
+	w.must("intercom", "reply", "--ask-id", m.AskID, "no: no escalation")
+	w.received("cx-p", "One marker made.")
+	waitScript(t, model)
+	require.True(t, fileExists(filepath.Join(cwd, "allowed")))
+	require.False(t, fileExists(filepath.Join(cwd, "denied")))
+}
