@@ -74,7 +74,7 @@ func checkPermissionWait(req SpawnRequest) error {
 	case !harness.RelaysPermissions(req.Kind, req.Permission) && req.Kind == "claude":
 		return fmt.Errorf("%w: --permission-wait has no use with permission %s: nothing prompts (use the default, workspace-write or one of Claude Code's prompting modes)", ErrInvalidRequest, req.Permission)
 	case !harness.RelaysPermissions(req.Kind, req.Permission):
-		return fmt.Errorf("%w: --permission-wait is for claude workers: a %s worker's non-interactive turn has no permission prompt to relay", ErrInvalidRequest, req.Kind)
+		return fmt.Errorf("%w: --permission-wait is for claude workers and codex workers with permission workspace-write: a %s worker with permission %q has no permission prompt to relay", ErrInvalidRequest, req.Kind, req.Permission)
 	}
 	return nil
 }

@@ -47,7 +47,9 @@ CMD names the harness executable (and arguments put before every turn's).
 --budget-usd and --budget-tokens stop it from starting turns past a budget:
 the messages it would work on wait, and you are told, until renew raises it.
 A turn that ends on the provider's rate limit pauses the worker until the
-limit resets; it then resumes the same conversation.`,
+limit resets; it then resumes the same conversation. A claude worker's
+permission prompts (and a workspace-write codex worker's) come to you as asks:
+reply allow, deny or always; --permission-wait (default 5m) denies them unanswered.`,
 		Example: `  agent-fleet spawn --id tests --role tester -- make test
   agent-fleet spawn --id w1 --cwd ~/src/app --env API_KEY=… -- ./run-agent.sh
   agent-fleet spawn --id rev --kind claude --permission read-only --task "Review the diff on this branch"
