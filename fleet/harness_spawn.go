@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
@@ -30,6 +31,9 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error)
 	if req.TurnTimeout < 0 {
 		return nil, fmt.Errorf("%w: --turn-timeout must be positive", ErrInvalidRequest)
 	}
+	if err := checkPermissionWait(req); err != nil {
+		return nil, err
+	}
 	name := harness.Executables[req.Kind]
 	var extra []string
 	if len(req.Command) > 0 {
@@ -46,6 +50,7 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error)
 	spec := &harness.Spec{
 		Kind: req.Kind, Command: append([]string{exe}, extra...), Task: req.Task, Role: req.Role, Cwd: cwd,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission, TurnTimeoutMs: req.TurnTimeout.Milliseconds(),
+		PermissionWaitMs: req.PermissionWait.Milliseconds(),
 	}
 	b := req.Budget.apply(Budget{})
 	spec.BudgetUSD, spec.BudgetTokens = b.USD, b.Tokens
@@ -56,6 +61,22 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error)
 		}
 	}
 	return spec, nil
+}
+
+// checkPermissionWait refuses a permission wait that would not apply:
+// out of range, or for a worker whose prompts are not relayed.
+func checkPermissionWait(req SpawnRequest) error {
+	switch w := req.PermissionWait; {
+	case w == 0:
+		return nil
+	case w < time.Second || w > harness.MaxPermissionWait:
+		return fmt.Errorf("%w: --permission-wait must be between 1s and %s (the broker's ask TTL), not %s", ErrInvalidRequest, harness.MaxPermissionWait, w)
+	case !harness.RelaysPermissions(req.Kind, req.Permission) && req.Kind == "claude":
+		return fmt.Errorf("%w: --permission-wait has no use with permission %s: nothing prompts (use the default, workspace-write or one of Claude Code's prompting modes)", ErrInvalidRequest, req.Permission)
+	case !harness.RelaysPermissions(req.Kind, req.Permission):
+		return fmt.Errorf("%w: --permission-wait is for claude workers and codex workers with permission workspace-write: a %s worker with permission %q has no permission prompt to relay", ErrInvalidRequest, req.Kind, req.Permission)
+	}
+	return nil
 }
 
 var installHint = map[string]string{

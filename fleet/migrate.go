@@ -29,7 +29,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 5
+const RegistrySchemaVersion = 6
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -213,6 +213,15 @@ var migrations = [][]string{
 		// enforce ('' = all of it).
 		`ALTER TABLE workers ADD COLUMN profile TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE workers ADD COLUMN profile_degraded TEXT NOT NULL DEFAULT ''`,
+	},
+
+	// 5 → 6: permission prompts relayed to the manager.
+	{
+		// How long a coding-agent worker waits for its manager's answer to
+		// a permission prompt (0 = the default), and what it waits for
+		// meanwhile ('' = nothing).
+		`ALTER TABLE workers ADD COLUMN permission_wait_ms INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workers ADD COLUMN needs_input TEXT NOT NULL DEFAULT ''`,
 	},
 }
 
@@ -476,7 +485,8 @@ const workerColumns = `id, run_id, generation, kind, role, task, cwd, command, e
 	has_exit, exit_code, exit_status, last_error, stop_reason,
 	budget_usd, budget_tokens, usage_turns, usage_input_tokens, usage_output_tokens,
 	usage_cache_read_tokens, usage_cache_write_tokens, usage_cost_usd, usage_unpriced_turns, usage_model,
-	paused_until_ms, memory_max, cpu_quota_percent, tasks_max, frozen_at_ms, profile, profile_degraded`
+	paused_until_ms, memory_max, cpu_quota_percent, tasks_max, frozen_at_ms, profile, profile_degraded,
+	permission_wait_ms, needs_input`
 
 // identityColumns is how many leading columns of workerColumns are the
 // identity (id, run_id, generation) that UPDATE never sets.
@@ -517,6 +527,7 @@ func workerArgs(w *Worker) []any {
 		toMS(w.PausedUntil), int64(w.Limits.MemoryMax), int64(w.Limits.CPUQuotaPercent), int64(w.Limits.TasksMax),
 		toMS(w.FrozenAt),
 		string(w.Profile), w.ProfileDegraded,
+		w.PermissionWait.Milliseconds(), w.NeedsInput,
 	}
 }
 
@@ -535,9 +546,9 @@ type rawWorker struct {
 	hasExit                                                      bool
 	budgetUSD, costUSD                                           float64
 	budgetTokens, turns, input, output, cacheRead, cacheWrite    int64
-	unpriced, pausedUntil                                        int64
+	unpriced, pausedUntil, permissionWait                        int64
 	memoryMax, cpuQuota, tasksMax, frozenAt                      int64
-	usageModel, profile, profileDegraded                         string
+	usageModel, profile, profileDegraded, needsInput             string
 }
 
 func (x *rawWorker) dest() []any {
@@ -552,6 +563,7 @@ func (x *rawWorker) dest() []any {
 		&x.budgetUSD, &x.budgetTokens, &x.turns, &x.input, &x.output,
 		&x.cacheRead, &x.cacheWrite, &x.costUSD, &x.unpriced, &x.usageModel,
 		&x.pausedUntil, &x.memoryMax, &x.cpuQuota, &x.tasksMax, &x.frozenAt, &x.profile, &x.profileDegraded,
+		&x.permissionWait, &x.needsInput,
 	}
 }
 
@@ -590,6 +602,8 @@ func (x *rawWorker) worker() (*Worker, error) {
 			TasksMax: uint64(x.tasksMax)},
 		FrozenAt: fromMS(x.frozenAt),
 		Profile:  Profile(x.profile), ProfileDegraded: x.profileDegraded,
+		PermissionWait: time.Duration(x.permissionWait) * time.Millisecond,
+		NeedsInput:     x.needsInput,
 	}, nil
 }
 

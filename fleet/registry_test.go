@@ -159,6 +159,8 @@ func fullWorker() *Worker {
 		Limits:      units.Limits{MemoryMax: 64 << 20, CPUQuotaPercent: 150, TasksMax: 256},
 		FrozenAt:    at(11),
 		Profile:     ProfileWorkspace, ProfileDegraded: "not enforced here: InaccessiblePaths (x)",
+		PermissionWait: 90*time.Second + 400*time.Microsecond,
+		NeedsInput:     "permission to run `npm install` — 許可",
 	}
 }
 
@@ -181,6 +183,7 @@ func TestRoundTripEveryField(t *testing.T) {
 
 	want := in.Clone()
 	want.LeaseDuration = 90*time.Minute + time.Millisecond
+	want.PermissionWait = 90 * time.Second
 	for _, p := range []*time.Time{&want.LeaseDeadline, &want.LastActivity, &want.CheckpointSentAt,
 		&want.GraceDeadline, &want.CreatedAt, &want.UpdatedAt, &want.ReadyAt, &want.StopRequestedAt, &want.EndedAt, &want.PausedUntil, &want.FrozenAt} {
 		*p = ms(*p)

@@ -37,6 +37,11 @@ type SpawnRequest struct {
 	// TurnTimeout bounds one turn of a coding-agent worker; 0 is
 	// harness.DefaultTurnTimeout.
 	TurnTimeout time.Duration
+	// PermissionWait is how long a coding-agent worker whose harness
+	// relays permission prompts (harness.RelaysPermissions) waits for the
+	// manager's answer before it denies; 0 is
+	// harness.DefaultPermissionWait, at most harness.MaxPermissionWait.
+	PermissionWait time.Duration
 	// Budget bounds a coding-agent worker's spending (Budget); nil bounds
 	// are none.
 	Budget BudgetChange
@@ -102,6 +107,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		}
 		if req.TurnTimeout != 0 {
 			return nil, fmt.Errorf("spawn %s: %w: turn timeout is for the coding-agent kinds; use max runtime for an exec worker", req.ID, ErrInvalidRequest)
+		}
+		if req.PermissionWait != 0 {
+			return nil, fmt.Errorf("spawn %s: %w: permission wait is for the coding-agent kinds; an exec worker asks nobody for permission", req.ID, ErrInvalidRequest)
 		}
 	case harness.IsKind(kind):
 	default:
@@ -180,7 +188,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		ID: req.ID, Kind: kind, Role: req.Role, Task: req.Task, Cwd: cwd, Command: argv,
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
 		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: f.leaseFor(req.Lease),
-		Budget: req.Budget.apply(Budget{}), Limits: req.Limits, Profile: profile, ProfileDegraded: degraded,
+		Budget: req.Budget.apply(Budget{}), Limits: req.Limits, Profile: profile, ProfileDegraded: degraded, PermissionWait: req.PermissionWait,
 	}
 	for _, kv := range extra {
 		k, _, _ := strings.Cut(kv, "=")

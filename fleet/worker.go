@@ -143,6 +143,13 @@ type Worker struct {
 	// manager did not enforce ("" = all of it enforced).
 	Profile         Profile
 	ProfileDegraded string
+	// PermissionWait is how long a coding-agent worker waits for its
+	// manager's answer to a permission prompt (0: the default,
+	// harness.DefaultPermissionWait). NeedsInput says what it waits for
+	// now ("permission to run `npm install`"; StateReason "needs-input"),
+	// "" when nothing.
+	PermissionWait time.Duration
+	NeedsInput     string
 }
 
 // Limits are a worker unit's resource limits (units.Limits), and

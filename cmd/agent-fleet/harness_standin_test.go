@@ -394,7 +394,7 @@ func mcpFile(path string) (standInTurn, error) {
 
 func parseClaude(args []string) (standInTurn, int) {
 	fs, code := parseFlags("claude", args,
-		[]string{"--output-format", "--session-id", "--resume", "--mcp-config", "--allowedTools", "--disallowedTools", "--permission-prompts", "--permission-mode", "--model", "--effort", "--append-system-prompt"},
+		[]string{"--output-format", "--session-id", "--resume", "--mcp-config", "--allowedTools", "--disallowedTools", "--permission-prompts", "--permission-prompt-tool", "--permission-mode", "--model", "--effort", "--append-system-prompt"},
 		[]string{"-p"})
 	if code != 0 {
 		return standInTurn{}, code
@@ -423,7 +423,7 @@ func parseCodex(args []string) (standInTurn, int) {
 	if resumed {
 		args = args[1:]
 	}
-	fs, code := parseFlags("codex", args, []string{"-c", "-m"}, []string{"--json", "--skip-git-repo-check"})
+	fs, code := parseFlags("codex", args, []string{"-c", "-m"}, []string{"--json", "--skip-git-repo-check", "--approve-for-me", "--dangerously-bypass-hook-trust"})
 	if code != 0 {
 		return standInTurn{}, code
 	}

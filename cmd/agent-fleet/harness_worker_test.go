@@ -370,4 +370,21 @@ func TestHarnessSpawnRefusals(t *testing.T) {
 	out, err = w.cli("spawn", "--id", "x", "--kind", "pi", "--", filepath.Join(w.bin, "pi"))
 	requireExit(t, err, exitNotFound)
 	require.Contains(t, string(out), "pi install npm:pi-mcp-adapter")
+	// A permission wait that would not apply is refused, not ignored.
+	for args, says := range map[string]string{
+		"--kind claude --permission-wait 11m":                       "between 1s and 10m0s",
+		"--kind claude --permission read-only --permission-wait 1m": "nothing prompts",
+		"--kind codex --permission-wait 1m":                         `a codex worker with permission "" has no permission prompt to relay`,
+		"--kind opencode --permission full --permission-wait 1m":    "is for claude workers and codex workers with permission workspace-write",
+		"--kind exec --permission-wait 1m":                          "an exec worker asks nobody for permission",
+	} {
+		kind := strings.Fields(args)[1]
+		exe := filepath.Join(w.bin, kind)
+		if kind == "exec" {
+			exe = "/bin/true"
+		}
+		out, err = w.cli(append(append([]string{"spawn", "--id", "x"}, strings.Fields(args)...), "--", exe)...)
+		requireExit(t, err, exitUsage)
+		require.Contains(t, string(out), says, args)
+	}
 }

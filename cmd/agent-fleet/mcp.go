@@ -49,7 +49,9 @@ server acts through it. stdout carries only MCP frames; logs go to stderr.`,
 	cmd.Flags().StringVar(&opts.Serve.Harness, "harness", "", "the agent harness: claude, codex, opencode or pi (picks the id variable and the model label)")
 	cmd.Flags().StringVar(&opts.Serve.LogLevel, "log-level", "warn", "stderr log level: debug, info, warn, error")
 	cmd.Flags().BoolVar(&opts.Serve.Worker, "worker", false, "serve a fleet worker's harness turn: act only through the worker shim's holder, without the agent_fleet tool; intercom_pending marks what it shows read")
+	cmd.Flags().BoolVar(&opts.Serve.PermissionHook, "permission-hook", false, "with --worker: answer one Codex PermissionRequest hook (stdin JSON) by asking the worker's manager")
 	_ = cmd.Flags().MarkHidden("worker")
+	_ = cmd.Flags().MarkHidden("permission-hook")
 	return cmd
 }
 

@@ -47,7 +47,9 @@ CMD names the harness executable (and arguments put before every turn's).
 --budget-usd and --budget-tokens stop it from starting turns past a budget:
 the messages it would work on wait, and you are told, until renew raises it.
 A turn that ends on the provider's rate limit pauses the worker until the
-limit resets; it then resumes the same conversation.
+limit resets; it then resumes the same conversation. A claude worker's
+permission prompts (and a workspace-write codex worker's) come to you as asks:
+reply allow, deny or always; --permission-wait (default 5m) denies them unanswered.
 
 --worktree gives the worker a git worktree of its own as its working
 directory: "git worktree add" from HEAD of the repository --cwd (or the

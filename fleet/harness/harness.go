@@ -64,6 +64,9 @@ type Spec struct {
 	Permission string   `json:"permission,omitempty"`
 	// TurnTimeoutMs bounds one turn (ms); 0 is DefaultTurnTimeout.
 	TurnTimeoutMs int64 `json:"turnTimeoutMs,omitempty"`
+	// PermissionWaitMs is how long a permission prompt relayed to the
+	// manager waits for its answer (ms); 0 is DefaultPermissionWait.
+	PermissionWaitMs int64 `json:"permissionWaitMs,omitempty"`
 	// BudgetUSD and BudgetTokens are the budget the worker was spawned
 	// with (0: none), for when the registry cannot be read; the registry's
 	// (renew changes it) is the authority.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/require"
@@ -37,7 +38,9 @@ func TestClaudeTurnCommand(t *testing.T) {
 	require.Equal(t, tt.NewSession, after(t, c.Argv, "--session-id"))
 	require.NotContains(t, c.Argv, "--resume")
 	require.Equal(t, "mcp__agent-fleet", after(t, c.Argv, "--allowedTools"))
-	require.Equal(t, "none", after(t, c.Argv, "--permission-prompts"))
+	// workspace-write prompts for what is not an edit here: the manager answers.
+	require.Equal(t, "host", after(t, c.Argv, "--permission-prompts"))
+	require.Equal(t, "mcp__agent-fleet__permission_prompt", after(t, c.Argv, "--permission-prompt-tool"))
 	require.Equal(t, "acceptEdits", after(t, c.Argv, "--permission-mode"))
 	require.Equal(t, "sonnet", after(t, c.Argv, "--model"))
 	require.Equal(t, "high", after(t, c.Argv, "--effort"))
@@ -53,6 +56,7 @@ func TestClaudeTurnCommand(t *testing.T) {
 			Type, Command string
 			Args          []string
 			Env           map[string]string
+			Timeout       int64
 		} `json:"mcpServers"`
 	}
 	require.NoError(t, json.Unmarshal(c.Files[cfgPath], &cfg))
@@ -61,6 +65,7 @@ func TestClaudeTurnCommand(t *testing.T) {
 	require.Equal(t, "/usr/bin/agent-fleet", srv.Command)
 	require.Equal(t, tt.MCP.Args, srv.Args)
 	require.Equal(t, "w1", srv.Env["AGENT_INTERCOM_SESSION_ID"])
+	require.Equal(t, (DefaultPermissionWait + time.Minute).Milliseconds(), srv.Timeout, "a tool call may last as long as the permission wait")
 
 	// Resumed; each permission mode; default adds none.
 	tt.Session, tt.NewSession = "abc", ""
@@ -75,6 +80,10 @@ func TestClaudeTurnCommand(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "abc", after(t, c.Argv, "--resume"))
 		require.NotContains(t, c.Argv, "--session-id")
+		// Modes that never prompt keep nobody to ask.
+		prompts := map[bool]string{true: "host", false: "none"}[perm != PermissionReadOnly && perm != PermissionFull]
+		require.Equal(t, prompts, after(t, c.Argv, "--permission-prompts"), perm)
+		require.Equal(t, prompts == "host", slices.Contains(c.Argv, "--permission-prompt-tool"), perm)
 		i := slices.Index(c.Argv, "--permission-mode")
 		if want == nil {
 			require.Equal(t, -1, i, "the default adds no permission flag")

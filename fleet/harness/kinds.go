@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -51,8 +52,48 @@ func (claudeCLI) newSession(string, string) string { return uuid.NewString() }
 
 func (claudeCLI) systemPrompt() bool { return true }
 
+// RelaysPermissions reports whether a worker of kind with permission
+// sends its harness's permission prompts to its manager. Claude Code
+// consults --permission-prompt-tool in -p mode wherever its mode would
+// prompt: the default mode (agent-fleet's "") and manual, acceptEdits
+// (workspace-write: what is not an edit in the working directory), plan
+// and auto (when their classifier or plan asks); dontAsk (read-only),
+// bypassPermissions (full) never prompt. Codex exec asks nobody
+// (approval policy never) unless --approve-for-me routes its approvals
+// to PermissionRequest hooks, which it does in the workspace-write
+// sandbox. OpenCode's and Pi's turns have no way to ask
+// (docs/harness-endpoints.md "Permission prompts").
+func RelaysPermissions(kind, permission string) bool {
+	switch kind {
+	case "codex":
+		// --approve-for-me routes approvals to hooks, in the
+		// workspace-write sandbox: only where the spawn asked for it.
+		return permission == PermissionWorkspaceWrite
+	case "claude":
+	default:
+		return false
+	}
+	switch permission {
+	case PermissionReadOnly, PermissionFull, "bypassPermissions", "dontAsk":
+		return false
+	}
+	return true
+}
+
+// claudeToolTimeout bounds each call of agent-fleet's MCP server in a
+// Claude turn (the server's "timeout", ms): above intercom_ask's 120 s
+// and the permission wait, which the prompt tool's call lasts.
+func claudeToolTimeout(spec *Spec) time.Duration {
+	return max(spec.PermissionWait(), 2*time.Minute) + time.Minute
+}
+
 func (claudeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
-	cfg, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{MCPServerName: mcpServerJSON(t.MCP)}}, "", "  ")
+	srv := mcpServerJSON(t.MCP)
+	relay := RelaysPermissions("claude", spec.Permission)
+	if relay {
+		srv["timeout"] = claudeToolTimeout(spec).Milliseconds()
+	}
+	cfg, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{MCPServerName: srv}}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +104,16 @@ func (claudeCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 	} else if t.NewSession != "" {
 		argv = append(argv, "--session-id", t.NewSession)
 	}
-	// Nobody can answer a permission prompt: what would prompt is denied.
-	// The worker's own intercom tools are allowed (they act only as the
+	// A permission prompt goes to the manager through the worker-only
+	// prompt tool; in a mode that never prompts, nothing would ask. The
+	// worker's own intercom tools are allowed (they act only as the
 	// worker, through its shim).
-	argv = append(argv, "--mcp-config", cfgPath, "--allowedTools", "mcp__"+MCPServerName, "--permission-prompts", "none")
+	argv = append(argv, "--mcp-config", cfgPath, "--allowedTools", "mcp__"+MCPServerName)
+	if relay {
+		argv = append(argv, "--permission-prompts", "host", "--permission-prompt-tool", "mcp__"+MCPServerName+"__"+PermissionPromptTool)
+	} else {
+		argv = append(argv, "--permission-prompts", "none")
+	}
 	switch spec.Permission {
 	case PermissionDefault:
 	case PermissionReadOnly:
@@ -246,7 +293,36 @@ func codexOverrides(spec *Spec, t *Turn) []string {
 	if s := codexSandbox(spec.Permission); s != "" {
 		kv = append(kv, "sandbox_mode="+tomlString(s))
 	}
+	if RelaysPermissions("codex", spec.Permission) {
+		kv = append(kv, "hooks.PermissionRequest="+codexPermissionHook(spec, t))
+	}
 	return kv
+}
+
+// codexPermissionHook is the PermissionRequest hook of a Codex turn:
+// agent-fleet's MCP server command in its hook mode (mcp --worker
+// --permission-hook), with the worker's identity in its environment, for
+// as long as the permission wait lasts.
+func codexPermissionHook(spec *Spec, t *Turn) string {
+	words := []string{"/usr/bin/env"}
+	for _, k := range slices.Sorted(maps.Keys(t.MCP.Env)) {
+		words = append(words, k+"="+t.MCP.Env[k])
+	}
+	words = append(append(append(words, t.MCP.Command), t.MCP.Args...), "--permission-hook")
+	for i, w := range words {
+		words[i] = shellQuote(w)
+	}
+	timeout := int64((spec.PermissionWait() + time.Minute) / time.Second)
+	return fmt.Sprintf(`[{matcher="*",hooks=[{type="command",command=%s,timeout=%d}]}]`, tomlString(strings.Join(words, " ")), timeout)
+}
+
+// shellQuote quotes s for sh: as it is when it is plain, else in single
+// quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (codexCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
@@ -255,6 +331,11 @@ func (codexCLI) command(spec *Spec, t *Turn) (*TurnCommand, error) {
 		argv = append(argv, "resume")
 	}
 	argv = append(argv, "--json", "--skip-git-repo-check")
+	if RelaysPermissions("codex", spec.Permission) {
+		// Approvals go to the hook (agent-fleet's own, which Codex has no
+		// record of trusting); without it Codex exec asks nobody.
+		argv = append(argv, "--approve-for-me", "--dangerously-bypass-hook-trust")
+	}
 	if spec.Model != "" {
 		argv = append(argv, "-m", spec.Model)
 	}

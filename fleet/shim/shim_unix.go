@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
@@ -125,6 +126,9 @@ type held struct {
 	// joined receives the ids of sessions that join, for the wake loop:
 	// a manager may have connected.
 	joined chan string
+	// permission relays a coding agent's permission prompts to its
+	// manager (nil: none are relayed).
+	permission atomic.Pointer[permissionRelay]
 }
 
 // hold registers the worker's session and serves its holder, to the
@@ -149,7 +153,7 @@ func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 				return sess, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
 			}
 			s.tracker = &turnTracker{Ops: sess}
-			return s.tracker, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
+			return s.tracker, s.withPermission(shimOps(s.regs, cfg.WorkerID, cfg.RunID))
 		},
 		AllowPeer:     sameCgroup(cg),
 		RequireHolder: true,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
+	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 // wakeWorkload is a coding agent under the shim: the wake loop of the spec
@@ -59,6 +60,10 @@ func newWakeWorkload(cfg Config, s *held, log *slog.Logger) (*wakeWorkload, erro
 	})
 	if err != nil {
 		return nil, err
+	}
+	if harness.RelaysPermissions(spec.Kind, spec.Permission) {
+		s.permission.Store(&permissionRelay{workerID: cfg.WorkerID, runID: cfg.RunID, spec: spec, home: os.Getenv("HOME"),
+			session: s.Session, regs: s.regs, manager: loop.manager, log: log, askWait: intercom.MaxAskWait})
 	}
 	return &wakeWorkload{loop: loop, exe: spec.Command[0], log: log,
 		running: make(chan struct{}), done: make(chan struct{})}, nil

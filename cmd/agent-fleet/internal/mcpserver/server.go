@@ -77,12 +77,18 @@ type ServeOptions struct {
 	// Worker serves a fleet worker's harness turn: act only through the
 	// worker shim's holder, without agent_fleet.
 	Worker bool
+	// PermissionHook, with Worker, answers one Codex PermissionRequest
+	// hook on stdin instead of serving MCP (PermissionHook).
+	PermissionHook bool
 }
 
 // Serve runs the MCP server on f's stdin and stdout for the session of
 // this process's environment until the client closes stdin or ctx ends.
 // stdout carries only MCP frames; logs go to stderr.
 func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
+	if opts.PermissionHook && opts.Worker {
+		return PermissionHook(ctx, f, opts.Harness)
+	}
 	log := f.Logger(opts.LogLevel)
 	ms, err := openSession(ctx, f, log, opts.Harness, opts.Worker)
 	if err != nil {
@@ -96,6 +102,11 @@ func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
 		so.Fleet, so.Caller = f, ms.id
 	}
 	server := New(ms.ops, so)
+	if opts.Worker && opts.Harness == "claude" && ms.permission != nil {
+		// Only Claude Code has a prompt tool; any other harness would
+		// offer it to its model.
+		addPermissionTool(server, ms.permission)
+	}
 	err = server.Run(ctx, &mcp.IOTransport{Reader: newJSONLines(f.IO.In, log), Writer: nopWriteCloser{f.IO.Out}})
 	if err != nil && ctx.Err() == nil && !isClosing(err) {
 		return fmt.Errorf("mcp: %w", err)

@@ -22,6 +22,9 @@ type mcpSession struct {
 	id   string // the session id, the manager of what it spawns
 	team *teams.SessionTeam
 	stop func()
+	// permission asks a worker's shim about a permission prompt (nil
+	// outside a worker).
+	permission askShim
 }
 
 // openSession resolves the session of this process's environment and
@@ -55,7 +58,11 @@ func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, harn
 	if s.Holder {
 		log.Info("session already held; acting through its holder", "session", id.SessionID)
 	}
-	return &mcpSession{ops: s.Ops, id: id.SessionID, team: s.Team, stop: s.Close}, nil
+	ms := &mcpSession{ops: s.Ops, id: id.SessionID, team: s.Team, stop: s.Close}
+	if worker {
+		ms.permission = shimPermission(p, id.SessionID)
+	}
+	return ms, nil
 }
 
 // deniedSession is the MCP session of a process whose Boss contract is

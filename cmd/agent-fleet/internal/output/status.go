@@ -146,6 +146,9 @@ func statusText(st *fleet.Status, unknown bool) string {
 	if w.Paused() {
 		fmt.Fprintf(&b, "  paused:   %s\n", pausedText(w, st.Usage))
 	}
+	if w.NeedsInput != "" && w.State.Live() {
+		fmt.Fprintf(&b, "  needs:    %s, from %s\n", Inline(w.NeedsInput), Inline(w.Manager))
+	}
 	if w.Role != "" {
 		fmt.Fprintf(&b, "  role:     %s\n", Inline(w.Role))
 	}

@@ -18,7 +18,8 @@ import (
 // "killed" or "dumped" (systemd's ExecMainCode), and exitStatus is the exit
 // status or the signal number (systemd's ExecMainStatus). A coding-agent
 // worker carries its usage (Usage: what its turns consumed), its budget
-// when it has one, and while a rate limit pauses it pausedUntil.
+// when it has one, while a rate limit pauses it pausedUntil, and while it
+// waits for its manager's answer needsInput.
 type Worker struct {
 	ID            string   `json:"id"`
 	RunID         string   `json:"runId"`
@@ -64,6 +65,12 @@ type Worker struct {
 	// enforce, omitted when it enforced all of it.
 	Profile         string `json:"profile"`
 	ProfileDegraded string `json:"profileDegraded,omitempty"`
+	// NeedsInput is what a live worker waits for from its manager now (a
+	// permission prompt: "permission to run `npm install`"; stateReason
+	// needs-input); PermissionWaitSeconds how long such a prompt waits for
+	// the answer, when the spawn set it.
+	NeedsInput            string `json:"needsInput,omitempty"`
+	PermissionWaitSeconds int64  `json:"permissionWaitSeconds,omitempty"`
 	// LiveState is "unknown" when no user manager answered and State is
 	// the registry's last known live state (the worker may have ended);
 	// omitted when systemd was asked, and for ended workers.
@@ -123,7 +130,7 @@ func ViewWorker(w *fleet.Worker) Worker {
 		v.Budget = &Budget{USD: w.Budget.USD, Tokens: w.Budget.Tokens}
 	}
 	if w.State.Live() {
-		v.PausedUntil = Stamp(w.PausedUntil)
+		v.PausedUntil, v.NeedsInput = Stamp(w.PausedUntil), w.NeedsInput
 	}
 	if w.Paused() {
 		v.State, v.PausedAt = StatePaused, Stamp(w.FrozenAt)
@@ -132,6 +139,7 @@ func ViewWorker(w *fleet.Worker) Worker {
 		v.Limits = &Limits{MemoryMax: w.Limits.MemoryMax, CPUQuota: w.Limits.CPUQuotaPercent, TasksMax: w.Limits.TasksMax}
 	}
 	v.Worktree = ViewWorktree(w.Worktree)
+	v.PermissionWaitSeconds = int64(w.PermissionWait / time.Second)
 	if w.HasExit {
 		status, code := w.ExitStatus, w.ExitStatus
 		if w.ExitCode != "exited" {
