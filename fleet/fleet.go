@@ -72,6 +72,10 @@ type Config struct {
 	// Notify sends a checkpoint message to a worker as the session
 	// "agent-fleet" (the janitor uses it); nil disables checkpoints.
 	Notify func(ctx context.Context, workerID, text string) error
+	// Notices sends worker-ended notices (ended.go) right after an
+	// operation of this fleet ended a worker, and in the janitor's runs;
+	// nil leaves them owed in the registry for another process.
+	Notices NoticeSender
 	// Now is the clock of deadlines and stamps (tests move it).
 	Now    func() time.Time
 	Logger *slog.Logger

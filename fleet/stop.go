@@ -190,6 +190,7 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 		return nil, fmt.Errorf("stop %s: %w", w.ID, err)
 	}
 	res.Worker, res.Survivors = updated, survivors
+	f.deliverEnded(sctx, updated)
 	switch {
 	case len(survivors) > 0:
 		return res, fmt.Errorf("stop %s: %w: %s survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, Plural(len(survivors), "process"), survivors)

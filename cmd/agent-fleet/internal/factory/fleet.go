@@ -119,6 +119,7 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 		Journal: f.Journald(),
 		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
 		Notify:  f.checkpointNotifier(p),
+		Notices: fleet.RegisteringSender(p),
 		Leases:  policy,
 		Logger:  NewLogger(f.IO.Err, "warn"),
 	})
