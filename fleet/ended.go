@@ -331,8 +331,7 @@ func signalName(n int) string {
 // and after how long, the last lines of the log, and where to look.
 func (e Ended) Text() string {
 	var b strings.Builder
-	run := time.Duration(e.RuntimeMs) * time.Millisecond
-	fmt.Fprintf(&b, "agent-fleet: worker %s (%s) %s after %s.", e.ID, e.Kind, e.howText(), roundSpan(run))
+	fmt.Fprintf(&b, "agent-fleet: worker %s (%s) %s.", e.ID, e.Kind, e.Summary())
 	if len(e.LogTail) > 0 {
 		b.WriteString("\nLast lines of its log:")
 		for _, l := range e.LogTail {
@@ -343,6 +342,12 @@ func (e Ended) Text() string {
 	}
 	fmt.Fprintf(&b, "\nMore: agent-fleet status %s, agent-fleet logs %s (agent_fleet: action status or logs).", e.ID, e.ID)
 	return b.String()
+}
+
+// Summary is how the worker ended and after how long, for a line about
+// it: "exited with status 3 after 2s".
+func (e Ended) Summary() string {
+	return e.howText() + " after " + roundSpan(time.Duration(e.RuntimeMs)*time.Millisecond)
 }
 
 func (e Ended) howText() string {

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,7 +24,7 @@ func addFleetTool(server *mcp.Server, f *factory.Factory, caller string) {
 // fleetToolDescription is agent_fleet's description; off Linux it says
 // first that only doctor and capabilities work there.
 func fleetToolDescription(f *factory.Factory) string {
-	d := "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives; ids for several at once, all=true for every live worker of yours, timeout for the SIGTERM→SIGKILL grace, kill=true for SIGKILL at once), logs, usage (tokens and cost of coding-agent workers' turns: since, by worker|manager|kind), adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease; budgetUsd/budgetTokens set a coding agent's budget), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and a worker's messages to you keep its idle lease alive. A coding-agent worker spawned with budgetUsd or budgetTokens starts no turn past its budget (it tells you, and keeps your messages until renew raises it); one that hits the provider's rate limit pauses and resumes by itself."
+	d := "Run and manage worker processes as systemd user services that you own: spawn (a command, with a worker id; returns once it runs and is on the intercom as that id), list, status (state, unit, processes, lease), stop (verified: nothing it started survives; ids for several at once, all=true for every live worker of yours, timeout for the SIGTERM→SIGKILL grace, kill=true for SIGKILL at once), wait (block until id or ids have ended, any=true for the first; timeout, default 45s), logs, usage (tokens and cost of coding-agent workers' turns: since, by worker|manager|kind), adopt (become the manager of a worker whose manager went away; all=true adopts every orphan), renew (a fresh idle lease; budgetUsd/budgetTokens set a coding agent's budget), forget/prune (delete ended records; acknowledge=true), cleanup (the janitor; execute=true acts), doctor, capabilities. Workers talk to you over the intercom; you are their manager, and when one ends you get one message from it saying how, with the last lines of its log; a worker's messages to you keep its idle lease alive. A coding-agent worker spawned with budgetUsd or budgetTokens starts no turn past its budget (it tells you, and keeps your messages until renew raises it); one that hits the provider's rate limit pauses and resumes by itself."
 	if f.GOOS != "linux" {
 		d = "Unavailable on this host (" + f.GOOS + ") except doctor and capabilities: " + fleet.BrokerOnlyNote + ". " + d
 	}
@@ -47,6 +48,9 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	if err := a.Check(); err != nil {
 		return fleetFailure(nil, err)
 	}
+	if a.Action == "wait" && a.Timeout == 0 {
+		a.Timeout = verbs.ToolWaitTimeout // within the client's tool-call timeout
+	}
 	p, err := f.Paths()
 	if err != nil {
 		return fleetFailure(nil, err)
@@ -61,6 +65,10 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	}
 	defer fe.Close()
 	rep, err := verbs.Run(ctx, fe, a)
+	var ended *fleet.WaitError
+	if errors.As(err, &ended) && !ended.TimedOut {
+		err = nil // workers that ended badly are news, not a failed call
+	}
 	return report(rep, err)
 }
 
