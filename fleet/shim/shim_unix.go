@@ -50,6 +50,11 @@ func Run(ctx context.Context, cfg Config) int {
 	}
 	defer s.close()
 	var w workload = &execWorkload{argv: cfg.Command, stdout: cfg.Stdout, stderr: cfg.Stderr}
+	if !harness.IsKind(cfg.Kind) {
+		// A command works until it ends; what it says of itself
+		// (set-summary) is the note beside it.
+		s.presence.SetState(ctx, stateWorking)
+	}
 	if harness.IsKind(cfg.Kind) {
 		if w, err = newWakeWorkload(cfg, s, log); err != nil {
 			return fail(ExitExec, err)
@@ -180,6 +185,10 @@ type held struct {
 	// tracker is the holder's Ops for a coding agent (nil for a command):
 	// the session's, noting whom each turn messaged.
 	tracker *turnTracker
+	// presence owns the session's presence status: the wake loop sets the
+	// worker's state, the worker's own set_summary its note, and holder
+	// operations may set an overlay (Presence.SetOverlay).
+	presence *Presence
 	// joined receives the ids of sessions that join, for the wake loop:
 	// a manager may have connected.
 	joined chan string
@@ -203,10 +212,12 @@ func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 				}
 			}},
 		Wrap: func(sess *intercom.Session) (intercom.Ops, intercom.HolderExtra) {
+			s.presence = newPresence(sess, log)
+			ops := presenceOps{Ops: sess, p: s.presence}
 			if !harness.IsKind(cfg.Kind) {
-				return sess, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
+				return ops, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
 			}
-			s.tracker = &turnTracker{Ops: sess}
+			s.tracker = &turnTracker{Ops: ops}
 			return s.tracker, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
 		},
 		AllowPeer:     sameCgroup(cg),
