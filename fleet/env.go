@@ -29,6 +29,12 @@ const (
 // environment.
 const EnvLease = "AGENT_FLEET_WORKER_LEASE"
 
+// EnvMaxRuntime records, in the unit of a worker spawned with a maximum
+// runtime, that runtime (a Go duration), so that its shim can tell
+// systemd's stop at the limit from other ends when it records the exit.
+// Another of fleet's notes to itself, removed like EnvLease.
+const EnvMaxRuntime = "AGENT_FLEET_WORKER_MAX_RUNTIME"
+
 // passedThrough is the caller environment a worker keeps (docs/architecture.md "Workers").
 var passedThrough = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "XDG_RUNTIME_DIR"}
 
@@ -58,7 +64,7 @@ func ParseEnv(entries []string) ([]string, error) {
 		if strings.HasPrefix(k, "AGENT_INTERCOM_") || k == EnvAgentDir {
 			return nil, fmt.Errorf("%w: env %s: fleet sets the intercom identity itself", ErrInvalidRequest, k)
 		}
-		if k == EnvLease || k == EnvShimKeep {
+		if k == EnvLease || k == EnvShimKeep || k == EnvMaxRuntime {
 			return nil, fmt.Errorf("%w: env %s: fleet sets it itself", ErrInvalidRequest, k)
 		}
 		out = append(out, e)

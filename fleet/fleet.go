@@ -76,6 +76,10 @@ type Config struct {
 	// confined worker (which cannot reach the user bus to start one in a
 	// unit of its own) calls it first. nil: not done.
 	EnsureBroker func(ctx context.Context) error
+	// Notices sends worker-ended notices (ended.go) right after an
+	// operation of this fleet ended a worker, and in the janitor's runs;
+	// nil leaves them owed in the registry for another process.
+	Notices NoticeSender
 	// Now is the clock of deadlines and stamps (tests move it).
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -25,7 +25,7 @@ type CleanupOptions struct {
 
 // CleanupAction is one thing the janitor did or would do.
 type CleanupAction struct {
-	Kind   string `json:"kind"` // checkpoint, stop, prune, recover, fence, untracked, cap-log, remove-file, worktree, keep-worktree
+	Kind   string `json:"kind"` // checkpoint, stop, prune, notify, recover, fence, untracked, cap-log, remove-file, worktree, keep-worktree
 	ID     string `json:"id,omitempty"`
 	RunID  string `json:"runId,omitempty"`
 	Reason string `json:"reason"`
@@ -129,6 +129,18 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 	if opts.Execute {
 		if n, err := f.cfg.Registry.Prune(ctx, cutoff); err == nil && n > 0 {
 			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended record"), f.cfg.Leases.Retention), Done: true})
+		}
+		if n, err := f.cfg.Registry.PruneNotices(ctx, cutoff); err == nil && n > 0 {
+			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended notice"), f.cfg.Leases.Retention), Done: true})
+		}
+		// Notices owed to managers that were away when their workers
+		// ended, and are connected now.
+		if n, err := f.DeliverOwed(ctx, NoticeFilter{}); n > 0 || err != nil {
+			a := CleanupAction{Kind: "notify", Reason: fmt.Sprintf("delivered %s to managers that were away", Plural(n, "ended notice")), Done: err == nil}
+			if err != nil {
+				a.Error = err.Error()
+			}
+			add(a)
 		}
 	}
 	for _, o := range f.releaseWorktrees(ctx, wts, opts.Execute) {

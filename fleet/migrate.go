@@ -29,7 +29,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 6
+const RegistrySchemaVersion = 7
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -222,6 +222,34 @@ var migrations = [][]string{
 		// meanwhile ('' = nothing).
 		`ALTER TABLE workers ADD COLUMN permission_wait_ms INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE workers ADD COLUMN needs_input TEXT NOT NULL DEFAULT ''`,
+	},
+
+	// 6 → 7: worker-ended notices (ended.go).
+	{
+		// One row per incarnation that ended, written in the transaction
+		// that made its record terminal: the message its manager is owed.
+		// message_id is stable per run, so a resend after a crash is the
+		// same message to every v4 deduplication; text and control are
+		// composed once, by the first delivery attempt, and sent verbatim
+		// ever after. sent_at_ms 0 = still owed; claimed_until_ms keeps two
+		// deliverers from sending at once. Rows reference the run ledger,
+		// so forget and prune of the worker record keep them.
+		`CREATE TABLE ended_notices (
+			id               TEXT NOT NULL,
+			run_id           TEXT NOT NULL,
+			message_id       TEXT NOT NULL,
+			manager          TEXT NOT NULL,
+			created_at_ms    INTEGER NOT NULL,
+			text             TEXT NOT NULL DEFAULT '',
+			control          TEXT NOT NULL DEFAULT '',
+			claimed_until_ms INTEGER NOT NULL DEFAULT 0,
+			attempts         INTEGER NOT NULL DEFAULT 0,
+			last_error       TEXT NOT NULL DEFAULT '',
+			sent_at_ms       INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (id, run_id),
+			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE INDEX ended_notices_owed ON ended_notices (manager) WHERE sent_at_ms = 0`,
 	},
 }
 

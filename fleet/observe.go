@@ -140,10 +140,14 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 			return nil
 		})
 		if uerr == nil {
-			if w.State.Live() && updated.State.Terminal() {
+			ended := w.State.Live() && updated.State.Terminal()
+			if ended {
 				f.noteWorktreeEnd(ctx, updated)
 			}
 			w = updated
+			if ended {
+				f.deliverEnded(ctx, w)
+			}
 		}
 		if st.ActiveState == "failed" {
 			_ = f.cfg.Units.ResetFailed(ctx, w.Unit)
@@ -334,9 +338,18 @@ func (f *Fleet) Logs(ctx context.Context, id string, n int) ([]string, error) {
 		}
 		return tailLines(w.LogPath, n), nil
 	}
-	out, err := exec.CommandContext(ctx, "journalctl", "--user", "--unit", w.Unit, "--no-pager", "--output", "cat", "-n", strconv.Itoa(n)).Output()
+	lines, err := journalTail(ctx, w.Unit, n)
 	if err != nil {
-		return nil, fmt.Errorf("logs %s: journalctl: %w", id, err)
+		return nil, fmt.Errorf("logs %s: %w", id, err)
+	}
+	return lines, nil
+}
+
+// journalTail is the last n lines unit wrote to the journal.
+func journalTail(ctx context.Context, unit string, n int) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "journalctl", "--user", "--unit", unit, "--no-pager", "--output", "cat", "-n", strconv.Itoa(n)).Output()
+	if err != nil {
+		return nil, fmt.Errorf("journalctl: %w", err)
 	}
 	return splitLines(string(out)), nil
 }

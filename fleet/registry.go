@@ -515,8 +515,9 @@ func (r *Registry) LiveSummaries(ctx context.Context) ([]Summary, error) {
 // unwrapped. fn may not change ID, RunID or Generation (ErrInvalidRecord), nor
 // set an unknown state (ErrInvalidRecord), nor make the incarnation live while
 // another incarnation of the id is (ErrConflict). UpdatedAt is set to now; on
-// a change from a live to a terminal state a zero EndedAt is set to now.
-// The change hook runs only if the update changed a live worker's Summary.
+// a change from a live to a terminal state a zero EndedAt is set to now,
+// and the ended notice the worker's manager is owed (ended.go) is recorded
+// in the same transaction. The change hook runs only if the update changed a live worker's Summary.
 // Returns the record as stored. Errors: ErrInvalidID, ErrNotFound, ErrBusy.
 func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker) error) (*Worker, error) {
 	op := fmt.Sprintf("update worker %q run %s", id, runID)
@@ -567,6 +568,12 @@ func (r *Registry) Update(ctx context.Context, id, runID string, fn func(*Worker
 		}
 		if err := updateWorker(ctx, tx, w); err != nil {
 			return err
+		}
+		if w.State.Terminal() && cur.State.Live() {
+			// The end and the notice its manager is owed commit together.
+			if err := owe(ctx, tx, w, now); err != nil {
+				return err
+			}
 		}
 		shown = (cur.State.Live() || w.State.Live()) && cur.Summary() != w.Summary()
 		out = roundTrip(w)

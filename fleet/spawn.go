@@ -262,6 +262,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	env := workerEnv(f.cfg.CallerEnv, f.cfg.Paths.AgentDir, extra, identity)
 	env = append(env, f.cfg.ShimEnv...)
 	env = append(env, EnvShimKeep+"="+shimKeep(env), EnvLease+"="+w.LeaseDuration.String())
+	if req.MaxRuntime > 0 {
+		env = append(env, EnvMaxRuntime+"="+req.MaxRuntime.String())
+	}
 
 	spec := units.ServiceSpec{
 		Name:             w.Unit,
@@ -485,6 +488,9 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 		r.EndedAt = f.cfg.Now()
 		return nil
 	})
+	if err == nil {
+		f.deliverEnded(sctx, updated)
+	}
 	switch {
 	case err == nil && updated.State == StateExited:
 		reason = startedButEnded(updated) // its shim recorded the command's end

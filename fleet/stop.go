@@ -200,6 +200,7 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 	f.noteWorktreeEnd(ctx, updated)
 	f.withWorktrees(ctx, updated)
 	res.Worker, res.Survivors = updated, survivors
+	f.deliverEnded(sctx, updated)
 	switch {
 	case len(survivors) > 0:
 		return res, fmt.Errorf("stop %s: %w: %s survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, Plural(len(survivors), "process"), survivors)

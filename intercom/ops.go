@@ -2,6 +2,7 @@ package intercom
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -100,6 +101,12 @@ type SendRequest struct {
 	Attachments []wire.Attachment `json:"attachments,omitempty"`
 	// MessageID reuses an id for an idempotent retry; "" = a new id.
 	MessageID string `json:"messageId,omitempty"`
+	// Control is sent as content.control (spec §2.5) only when the serving
+	// broker is agent-fleet's (its local API answers): the TypeScript
+	// brokers may refuse a message with one, so there it is left out and
+	// Text alone must say everything. Not with attachments' asks or
+	// replies: a control makes a message neither.
+	Control *wire.Control `json:"control,omitempty"`
 }
 
 // SendResult is the outcome of a send or reply. A delivery failure is a
@@ -189,6 +196,9 @@ type MessageView struct {
 	AskID        string            `json:"askId,omitempty"` // set for asks
 	ReceivedAt   float64           `json:"receivedAt"`      // epoch ms
 	Read         bool              `json:"read"`
+	// Control is the message's content.control as sent, for programs
+	// (listen --json); omitted when it has none.
+	Control json.RawMessage `json:"control,omitempty"`
 }
 
 // AskView is a pending inbound ask.

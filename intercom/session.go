@@ -419,19 +419,35 @@ func (s *Session) connectedElsewhere(ctx context.Context, id string) bool {
 	return err == nil && peer != nil && peer.Connected
 }
 
+// brokerForwardsControls reports whether the serving broker is
+// agent-fleet's, which forwards content.control (its local API answers);
+// the TypeScript brokers have none, and the strict one refuses controls.
+func (s *Session) brokerForwardsControls(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := (&LocalAPIClient{Path: s.cfg.Paths.LocalAPISocket()}).Stats(ctx)
+	return err == nil
+}
+
 // compose builds a message and checks it against the wire limits.
 func compose(id string, text string, att []wire.Attachment, replyTo string, ask bool) (*wire.MessageInfo, error) {
-	if id == "" {
-		id = NewMessageID()
+	return composeWith(wire.Message{ID: id, ReplyTo: replyTo, ExpectsReply: ask, Text: text, Attachments: att})
+}
+
+// composeWith stamps m (a new id when it has none) and checks it against
+// the wire limits.
+func composeWith(m wire.Message) (*wire.MessageInfo, error) {
+	if m.ID == "" {
+		m.ID = NewMessageID()
 	}
-	m := wire.Message{ID: id, Timestamp: float64(time.Now().UnixMilli()), ReplyTo: replyTo,
-		ExpectsReply: ask, Text: text, Attachments: att}
+	m.Timestamp = float64(time.Now().UnixMilli())
+	text := m.Text
 	info, err := wire.ParseMessage(m.AppendJSON(nil))
 	if err != nil {
 		if len(text) > wire.MaxTextBytes {
 			return nil, fmt.Errorf("%w: text is %d bytes, the limit is %d", ErrInvalidInput, len(text), wire.MaxTextBytes)
 		}
-		return nil, fmt.Errorf("%w: message breaks the protocol limits (at most %d attachments of %d KiB, names of 256 characters)",
+		return nil, fmt.Errorf("%w: message breaks the protocol limits (at most %d attachments of %d KiB, names of 256 characters, a well-formed control)",
 			ErrInvalidInput, wire.MaxAttachments, wire.MaxAttachmentContentBytes>>10)
 	}
 	return info, nil
@@ -467,7 +483,11 @@ func (s *Session) Send(ctx context.Context, req SendRequest) (*SendResult, error
 	if err != nil {
 		return nil, err
 	}
-	msg, err := compose(req.MessageID, req.Text, req.Attachments, "", false)
+	m := wire.Message{ID: req.MessageID, Text: req.Text, Attachments: req.Attachments}
+	if req.Control != nil && s.brokerForwardsControls(ctx) {
+		m.Control = req.Control
+	}
+	msg, err := composeWith(m)
 	if err != nil {
 		return nil, err
 	}
@@ -627,6 +647,7 @@ func (s *Session) view(m *InboundMessage, read bool) MessageView {
 		From:      Sender{ID: m.From.ID, Name: m.From.Name, Origin: m.From.Origin},
 		MessageID: m.Message.ID, Text: m.Message.Text, Attachments: m.Message.Attachments,
 		ExpectsReply: m.Message.ExpectsReply, ReplyTo: m.Message.ReplyTo, ReceivedAt: m.ReceivedAt, Read: read,
+		Control: m.Message.Control,
 	}
 	if v.Attachments == nil {
 		v.Attachments = []wire.Attachment{}

@@ -28,6 +28,52 @@ const (
 	exitUnknown     = 8
 )
 
+// Exit codes of wait (docs/architecture.md "CLI"): past those of agent-fleet's
+// own failures, so that a worker's end never reads as one of them.
+const (
+	exitWaitTimeout = 9  // --timeout passed before the workers ended
+	exitEndNonZero  = 10 // exited with a status other than 0
+	exitEndKilled   = 11 // killed by a signal nobody in the fleet sent
+	exitEndStopped  = 12 // stopped by stop
+	exitEndLease    = 13 // stopped by the janitor: its lease expired
+	exitEndRuntime  = 14 // stopped at its maximum runtime
+	exitEndFailed   = 15 // failed (spawn, or unverified cleanup) or lost
+)
+
+// endSeverity orders wait's statuses for several workers, the most
+// serious first.
+var endSeverity = []int{exitEndFailed, exitEndNonZero, exitEndKilled, exitEndRuntime, exitEndLease, exitEndStopped}
+
+// endExit is the exit status of a worker that ended as how (fleet.EndOf).
+func endExit(how string) int {
+	switch how {
+	case fleet.EndExited:
+		return exitEndNonZero
+	case fleet.EndKilled:
+		return exitEndKilled
+	case fleet.EndStopped:
+		return exitEndStopped
+	case fleet.EndLeaseExpired:
+		return exitEndLease
+	case fleet.EndMaxRuntime:
+		return exitEndRuntime
+	}
+	return exitEndFailed
+}
+
+// waitExit is a wait's exit status: 9 on a timeout, else the most serious
+// of its workers' ends.
+func waitExit(e *fleet.WaitError) int {
+	if e.TimedOut {
+		return exitWaitTimeout
+	}
+	worst := len(endSeverity) - 1
+	for _, how := range e.Ends {
+		worst = min(worst, slices.Index(endSeverity, endExit(how)))
+	}
+	return endSeverity[worst]
+}
+
 // severity orders exit statuses from the most serious, for a command that
 // reports several outcomes (a stop of several workers): a cleanup that
 // could not be verified first, a wrong id last.
@@ -37,9 +83,12 @@ var severity = []int{exitFailure, exitUnknown, exitUnavailable, exitUnsupported,
 func exitCode(err error) int {
 	var ue *factory.UsageError
 	var several *verbs.StopsError
+	var waited *fleet.WaitError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &waited):
+		return waitExit(waited)
 	case errors.As(err, &several):
 		worst := -1
 		for _, e := range several.Errs {

@@ -37,7 +37,8 @@ func watchFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args, title str
 // runFleetVerb runs a fleet verb as the CLI's caller, through the same
 // verbs.Run as agent_fleet, and prints its report: the JSON with --json
 // (also beside an error, when the verb has a record to show), else the
-// text (beside an error only for a stop of several, a line per worker).
+// text (beside an error only for a stop of several and a wait, a line
+// per worker).
 // An empty log prints nothing, with a note on stderr when that is a
 // terminal.
 func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
@@ -59,10 +60,11 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 	rep, err := verbs.Run(ctx, fe, a)
 	if err != nil {
 		_, several := rep.(output.StopsReport)
+		_, waited := rep.(output.WaitReport)
 		switch {
 		case rep != nil && o.JSON:
 			_ = output.PrintJSON(o.IO.Out, rep.JSON())
-		case several:
+		case several, waited:
 			_ = output.Print(o.IO.Out, rep, false) // a line per worker, the failed ones too
 		}
 		return err

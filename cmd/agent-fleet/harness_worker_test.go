@@ -288,8 +288,11 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 	require.Equal(t, "stopped", st.Worker.State)
 	require.Equal(t, "not-loaded", st.UnitActive)
 	for _, m := range w.boss.messages() {
-		require.NotContains(t, m.Text, "turn 7", "a stopped turn is not reported as failed")
+		require.NotContains(t, m.Text, "turn 7 of worker cw", "a stopped turn is not reported as failed")
 	}
+	// What the manager hears of the stop is the worker's ended notice.
+	ended := w.message("cw", func(s string) bool { return strings.HasPrefix(s, "agent-fleet: worker cw (claude) was stopped") })
+	require.Contains(t, ended.Text, "turn 7 (messages: 1) starts", "the notice carries the log's last lines")
 }
 
 // Every kind's command line and configuration reach agent-fleet's MCP

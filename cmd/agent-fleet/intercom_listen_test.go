@@ -173,7 +173,7 @@ func TestIntercomEscapesPeerControlledText(t *testing.T) {
 		text = string(out)
 		return err == nil && strings.Contains(text, "busy")
 	}, 10*time.Second, 50*time.Millisecond)
-	require.Equal(t, "- evil^[[31mred^Jforged (evil) - "+mustGetwd(t)+" (cli) [same cwd, busy^[[2J]\n", text)
+	require.Equal(t, listTable("evil^[[31mred^Jforged (evil)", "cli", "busy^[[2J", mustGetwd(t)+" (same cwd)"), text)
 	out, err = as(t, dir, "beta", "intercom", "list", "--json").Output()
 	require.NoError(t, err)
 	var list intercom.ListResult
@@ -233,13 +233,13 @@ func TestIntercomListShowsTheIDWhoamiShows(t *testing.T) {
 	require.True(t, strings.HasPrefix(who.SessionID, "operator-"), who.SessionID)
 	out, err = scoped("intercom", "list", "--include-self").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Equal(t, "- "+who.SessionID+" - "+mustGetwd(t)+" (cli) [self, same cwd]\n", string(out))
+	require.Equal(t, listTable(who.SessionID, "cli", "-", mustGetwd(t)+" (self, same cwd)"), string(out))
 
 	named := scoped("intercom", "list", "--include-self")
 	named.Env = append(named.Env, "AGENT_INTERCOM_SESSION_NAME=Op")
 	out, err = named.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Equal(t, "- Op ("+who.SessionID+") - "+mustGetwd(t)+" (cli) [self, same cwd]\n", string(out))
+	require.Equal(t, listTable("Op ("+who.SessionID+")", "cli", "-", mustGetwd(t)+" (self, same cwd)"), string(out))
 }
 
 // list --where that leaves every connected session out says so, with how
@@ -265,7 +265,7 @@ func TestIntercomListWhereSaysWhatItLeftOut(t *testing.T) {
 	}
 	out, err := elsewhere("intercom", "list").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "- alpha - ")
+	require.Contains(t, string(out), "\nalpha ")
 }
 
 // The CLI's ask waits as long by default as intercom_ask does, and its
@@ -302,4 +302,11 @@ func TestDoctorCountsOneSession(t *testing.T) {
 	startNamedListener(t, dir, "alpha", "alpha")
 	out, _ := agentFleet(t, dir, "doctor").CombinedOutput() // exits 1 where a check fails: only the broker line counts here
 	require.Regexp(t, `(?m)^OK +broker +agent-fleet broker pid \d+, 1 session$`, string(out))
+}
+
+// listTable is `intercom list`'s table of one session, as printed.
+func listTable(session, model, status, cwd string) string {
+	pad := func(s, head string) string { return s + strings.Repeat(" ", max(len(s), len(head))+2-len(s)) }
+	head := pad("SESSION", session) + pad("MODEL", model) + pad("STATUS", status) + "CWD\n"
+	return head + pad(session, "SESSION") + pad(model, "MODEL") + pad(status, "STATUS") + cwd + "\n"
 }

@@ -110,7 +110,7 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 	root.SetErr(f.IO.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return factory.Usage(err) })
 	root.AddCommand(newVersionCmd(f, nil), newBrokerCmd(f, nil), newIntercomCmd(f), newMCPCmd(f, nil),
-		newSpawnCmd(f, nil), newListCmd(f, nil), newStatusCmd(f, nil), newStopCmd(f, nil),
+		newSpawnCmd(f, nil), newListCmd(f, nil), newStatusCmd(f, nil), newStopCmd(f, nil), newWaitCmd(f, nil),
 		newPauseCmd(f, "pause"), newPauseCmd(f, "resume"), newLogsCmd(f, nil), newUsageCmd(f, nil),
 		newWorkerShimCmd(f), newDoctorCmd(f, nil), newCapabilitiesCmd(f, nil),
 		newAdoptCmd(f, nil), newRenewCmd(f, nil), newForgetCmd(f, nil), newPruneCmd(f, nil), newCleanupCmd(f, nil),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -123,6 +124,16 @@ func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
 	require.Contains(t, stoppedByTool, "killed", "stop says what it had to kill, on both surfaces")
 	require.Contains(t, stoppedByTool, "survivors")
 	same("stop", alike(stoppedByCLI), alike(stoppedByTool))
+	// A wait on a stopped worker: the CLI exits 12 with the same JSON the
+	// tool returns as an ordinary result.
+	waitedCLI, err := in.run(t, "wait", "cmp-b", "--json")
+	require.Equal(t, exitEndStopped, exitCode(err), "%v: %s", err, waitedCLI)
+	var waitedByCLI any
+	first, _, _ := strings.Cut(waitedCLI, "\n")
+	require.NoError(t, json.Unmarshal([]byte(first), &waitedByCLI), waitedCLI)
+	waitedByTool := tool(map[string]any{"action": "wait", "id": "cmp-a"})
+	require.Equal(t, "stopped", waitedByTool.(map[string]any)["workers"].([]any)[0].(map[string]any)["end"])
+	same("wait", alike(waitedByCLI), alike(waitedByTool))
 	same("forget", cli("forget", "cmp-b", "--acknowledge"), tool(map[string]any{"action": "forget", "id": "cmp-a", "acknowledge": true}))
 	same("prune", cli("prune", "--acknowledge"), tool(map[string]any{"action": "prune", "acknowledge": true}))
 

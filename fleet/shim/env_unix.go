@@ -40,12 +40,13 @@ func inheritedStripped(env []string) []string {
 
 // commandEnv is the shim's environment minus what is systemd's business
 // with the shim alone, and fleet's notes to itself (fleet.EnvShimKeep,
-// fleet.EnvLease): the environment of the worker's command, or of a coding
+// fleet.EnvLease, fleet.EnvMaxRuntime): the environment of the worker's command, or of a coding
 // agent's turns.
 func commandEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "NOTIFY_SOCKET=") || strings.HasPrefix(kv, "MAINPID=") || strings.HasPrefix(kv, fleet.EnvShimKeep+"=") || strings.HasPrefix(kv, fleet.EnvLease+"=") {
+		if strings.HasPrefix(kv, "NOTIFY_SOCKET=") || strings.HasPrefix(kv, "MAINPID=") || strings.HasPrefix(kv, fleet.EnvShimKeep+"=") || strings.HasPrefix(kv, fleet.EnvLease+"=") ||
+			strings.HasPrefix(kv, fleet.EnvMaxRuntime+"=") {
 			continue
 		}
 		out = append(out, kv)

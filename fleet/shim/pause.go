@@ -4,7 +4,6 @@ package shim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -187,14 +186,11 @@ func (w *wakeLoop) pauseForRateLimit(ctx context.Context, rec *harness.TurnRecor
 	w.saveState()
 }
 
-// endPause notes that a turn runs: a pause is over, the presence it set
-// cleared.
-func (w *wakeLoop) endPause(ctx context.Context) {
+// endPause notes that a turn runs: a pause is over (the turn's presence
+// state replaces the pause's).
+func (w *wakeLoop) endPause(context.Context) {
 	w.state.Pause = nil
 	w.budgetTold = false
-	if w.presence {
-		w.setPresence(ctx, "")
-	}
 }
 
 // tell sends the manager a notice: as the reply to its ask in batch when it
@@ -213,13 +209,10 @@ func (w *wakeLoop) tell(ctx context.Context, rec *harness.TurnRecord, manager st
 	w.send(ctx, rec, manager, text)
 }
 
-// setPresence publishes summary as the worker session's presence status
-// ("" is idle), which intercom list shows.
-func (w *wakeLoop) setPresence(ctx context.Context, summary string) {
-	w.presence = summary != ""
-	if err := w.cfg.Session.SetSummary(ctx, summary); err != nil && !errors.Is(err, context.Canceled) {
-		w.cfg.Logger.Warn("could not publish the presence status", "err", err)
-	}
+// setPresence shows a pause as the worker's presence state, which intercom
+// list shows.
+func (w *wakeLoop) setPresence(ctx context.Context, state string) {
+	w.cfg.Presence.SetState(ctx, state)
 }
 
 func pauseWhat(kind string) string {

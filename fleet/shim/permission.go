@@ -32,6 +32,7 @@ type permissionRelay struct {
 	spec            *harness.Spec
 	home            string
 	session         *intercom.Session
+	status          *Presence // the shim's presence status
 	regs            *fleet.RegistryHandle
 	manager         func(context.Context) string
 	log             *slog.Logger
@@ -216,15 +217,10 @@ func (p *permissionRelay) inputDone(ctx context.Context) {
 	p.presence(ctx, "")
 }
 
-// presence publishes the worker's presence status ("" is idle, what the
-// shim shows while a turn runs).
+// presence shows what the worker waits for instead of its state in its
+// presence status ("" shows the state again).
 func (p *permissionRelay) presence(ctx context.Context, status string) {
-	if len([]rune(status)) > intercom.MaxSummaryChars {
-		status = string([]rune(status)[:intercom.MaxSummaryChars-1]) + "…"
-	}
-	if err := p.session.SetSummary(context.WithoutCancel(ctx), status); err != nil {
-		p.log.Warn("could not publish the presence status", "err", err)
-	}
+	p.status.SetOverlay(context.WithoutCancel(ctx), status)
 }
 
 func (p *permissionRelay) record(ctx context.Context, change func(*fleet.Worker)) {

@@ -36,7 +36,7 @@ func TestPermissionRelayLongWait(t *testing.T) {
 	t.Cleanup(regs.Close)
 	relay := &permissionRelay{workerID: "w1", runID: "0123456789ab", home: "/home/ann",
 		spec:    &harness.Spec{Kind: "claude", Cwd: "/home/ann/app", PermissionWaitMs: (time.Minute).Milliseconds()},
-		session: worker, regs: regs, manager: func(context.Context) string { return "boss" },
+		session: worker, status: newPresence(worker, slog.New(slog.DiscardHandler)), regs: regs, manager: func(context.Context) string { return "boss" },
 		log: slog.New(slog.DiscardHandler), askWait: 500 * time.Millisecond}
 	req := harness.PermissionRequest{Tool: "Bash", Input: json.RawMessage(`{"command":"npm install"}`)}
 

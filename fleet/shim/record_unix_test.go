@@ -37,8 +37,8 @@ func TestRecordedExitCarriesTheMainPID(t *testing.T) {
 	regs := fleet.NewRegistryHandle(path, false)
 	defer regs.Close()
 	log := slog.New(slog.DiscardHandler)
-	recordExit(ctx, regs, early.ID, early.RunID, ending{exitCode: "exited"}, log)
-	recordExit(ctx, regs, known.ID, known.RunID, ending{exitCode: "exited"}, log)
+	recordExit(ctx, regs, early.ID, early.RunID, ending{exitCode: "exited"}, nil, log)
+	recordExit(ctx, regs, known.ID, known.RunID, ending{exitCode: "exited"}, nil, log)
 
 	got, err := reg.GetRun(ctx, early.ID, early.RunID)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
@@ -50,22 +51,32 @@ func Run(ctx context.Context, cfg Config) int {
 	defer s.close()
 	defer indexLogTimes(ctx, cfg, log)()
 	var w workload = &execWorkload{argv: cfg.Command, stdout: cfg.Stdout, stderr: cfg.Stderr}
+	if !harness.IsKind(cfg.Kind) {
+		// A command works until it ends; what it says of itself
+		// (set-summary) is the note beside it.
+		s.presence.SetState(ctx, stateWorking)
+	}
 	if harness.IsKind(cfg.Kind) {
 		if w, err = newWakeWorkload(cfg, s, log); err != nil {
 			return fail(ExitExec, err)
 		}
 	}
 
-	sig := make(chan os.Signal, 4)
-	signal.Notify(sig, w.signals()...)
-	defer signal.Stop(sig)
+	caught := make(chan os.Signal, 4)
+	signal.Notify(caught, w.signals()...)
+	defer signal.Stop(caught)
+	// A SIGTERM without a stop fence after the maximum runtime is
+	// systemd's stop at the limit.
+	stops := &endCause{started: time.Now(), maxRuntime: maxRuntime()}
+	sig := stops.watch(caught)
+	defer stops.close()
 	recorded := false
 	switch err := w.start(ctx, sig); {
 	case err == nil:
 		if ew, ok := w.(*execWorkload); ok && ew.endedWithin(readyGrace(cfg.ReadyGrace)) {
 			// It ended at once: recorded before READY, the spawn that
 			// READY releases reads how.
-			recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, w.wait(), log)
+			recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, w.wait(), stops, log)
 			recorded = true
 		}
 		if err := notifyReady(); err != nil {
@@ -77,14 +88,21 @@ func Run(ctx context.Context, cfg Config) int {
 			if reg, err := s.regs.Get(context.WithoutCancel(ctx)); err == nil && reg != nil {
 				_, _ = reg.GetRun(context.WithoutCancel(ctx), cfg.WorkerID, cfg.RunID)
 			}
+			// What earlier runs of this id left owed: their sender,
+			// a short registration of this id, cannot while we hold it.
+			deliverOwn(ctx, s, cfg.WorkerID, log)
 		}()
 	case !errors.Is(err, errStopped):
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
 	}
 	end := w.wait()
 	if !recorded {
-		recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, log)
+		recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, stops, log)
 	}
+	// An end the shim recorded itself is told from the worker's session
+	// while the shim still holds it (a stop's end is recorded, and told,
+	// by the stop).
+	deliverOwn(ctx, s, cfg.WorkerID, log)
 	return end.code
 }
 
@@ -107,6 +125,70 @@ func indexLogTimes(ctx context.Context, cfg Config, log *slog.Logger) (stop func
 	return func() { cancel(); <-done }
 }
 
+// deliverOwn sends the worker-ended notices owed for this worker id
+// through the shim's own session (docs/architecture.md "Worker-ended
+// notices"); a manager that is not connected gets them later, from
+// another process.
+func deliverOwn(ctx context.Context, s *held, id string, log *slog.Logger) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	reg, err := s.regs.Get(dctx)
+	if err != nil || reg == nil {
+		return
+	}
+	if _, err := fleet.DeliverEnded(dctx, reg, fleet.NoticeFilter{ID: id}, fleet.SessionSender(s.Session)); err != nil {
+		log.Debug("ended notice not delivered yet", "err", err)
+	}
+}
+
+// maxRuntime is the worker's maximum runtime from its unit (0: none).
+func maxRuntime() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(fleet.EnvMaxRuntime))
+	return d
+}
+
+// endCause notes what the shim needs to say why its workload ended: a
+// SIGTERM, and how long after the shim started it came.
+type endCause struct {
+	started    time.Time
+	maxRuntime time.Duration
+	termed     atomic.Bool
+	done       chan struct{}
+}
+
+// watch passes caught's signals on, noting a SIGTERM.
+func (c *endCause) watch(caught <-chan os.Signal) <-chan os.Signal {
+	out := make(chan os.Signal, 4)
+	c.done = make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-caught:
+				if s == syscall.SIGTERM {
+					c.termed.Store(true)
+				}
+				select {
+				case out <- s:
+				case <-c.done:
+					return
+				}
+			case <-c.done:
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (c *endCause) close() { close(c.done) }
+
+// atMaxRuntime: the workload got a SIGTERM once its maximum runtime had
+// passed — systemd's RuntimeMaxSec counts from the unit's activation,
+// which is after the shim started, so a stop at the limit always is.
+func (c *endCause) atMaxRuntime() bool {
+	return c != nil && c.maxRuntime > 0 && c.termed.Load() && time.Since(c.started) >= c.maxRuntime
+}
+
 func readyGrace(d time.Duration) time.Duration {
 	if d <= 0 {
 		return fleet.DefaultReadyGrace
@@ -123,6 +205,10 @@ type held struct {
 	// tracker is the holder's Ops for a coding agent (nil for a command):
 	// the session's, noting whom each turn messaged.
 	tracker *turnTracker
+	// presence owns the session's presence status: the wake loop sets the
+	// worker's state, the worker's own set_summary its note, and holder
+	// operations may set an overlay (Presence.SetOverlay).
+	presence *Presence
 	// joined receives the ids of sessions that join, for the wake loop:
 	// a manager may have connected.
 	joined chan string
@@ -149,10 +235,12 @@ func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 				}
 			}},
 		Wrap: func(sess *intercom.Session) (intercom.Ops, intercom.HolderExtra) {
+			s.presence = newPresence(sess, log)
+			ops := presenceOps{Ops: sess, p: s.presence}
 			if !harness.IsKind(cfg.Kind) {
-				return sess, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
+				return ops, shimOps(s.regs, cfg.WorkerID, cfg.RunID)
 			}
-			s.tracker = &turnTracker{Ops: sess}
+			s.tracker = &turnTracker{Ops: ops}
 			return s.tracker, s.withPermission(shimOps(s.regs, cfg.WorkerID, cfg.RunID))
 		},
 		AllowPeer:     sameCgroup(cg),
@@ -178,7 +266,7 @@ func (s *held) close() {
 // recordExit records a workload's end in the registry; an end without an
 // exitCode (a command that never ran) is left to systemd's record. A stop
 // cancels ctx; the exit is recorded all the same.
-func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string, end ending, log *slog.Logger) {
+func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string, end ending, cause *endCause, log *slog.Logger) {
 	if end.exitCode == "" {
 		return
 	}
@@ -198,6 +286,9 @@ func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string,
 		}
 		if r.State == fleet.StateRunning || r.State == fleet.StateProvisioning {
 			r.State = fleet.StateExited
+			if r.StopReason == "" && cause.atMaxRuntime() {
+				r.StopReason = fleet.StopMaxRuntime
+			}
 		}
 		return nil
 	})

@@ -67,6 +67,9 @@ type wakeConfig struct {
 	// HeldRetry is how often held outcomes are retried anyway (a manager in
 	// another scope is not announced); 0: heldRetry.
 	HeldRetry time.Duration
+	// Presence publishes the worker's state as its presence status (nil:
+	// one over Session).
+	Presence *Presence
 }
 
 // Outcomes held for a manager that is not connected: at most maxHeld (the
@@ -94,12 +97,10 @@ type wakeLoop struct {
 
 	// kept is the work a pause keeps (pause.go); rateLimits counts the
 	// turns in a row that ended on a rate limit; budgetTold says the
-	// manager knows its spent budget; presence that a pause set the
-	// session's presence status.
+	// manager knows its spent budget.
 	kept       *turnWork
 	rateLimits int
 	budgetTold bool
-	presence   bool
 }
 
 func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
@@ -126,6 +127,9 @@ func newWakeLoop(cfg wakeConfig) (*wakeLoop, error) {
 	}
 	if cfg.HeldRetry <= 0 {
 		cfg.HeldRetry = heldRetry
+	}
+	if cfg.Presence == nil {
+		cfg.Presence = newPresence(cfg.Session, cfg.Logger)
 	}
 	w := &wakeLoop{cfg: cfg, kind: cfg.Spec.Kind, state: harness.TurnState{Kind: cfg.Spec.Kind}}
 	// A shim of the same run started again: what it held is still owed.
@@ -181,6 +185,7 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 			return errFirstTurn
 		}
 	} else {
+		w.cfg.Presence.SetState(ctx, stateIdle)
 		ready()
 	}
 	for {
@@ -316,6 +321,7 @@ func (w *wakeLoop) turn(ctx context.Context, k *turnWork, started func()) {
 	w.endPause(ctx)
 	w.saveState()
 	w.setReason(ctx, "turn-running", "", false, time.Time{})
+	w.cfg.Presence.SetState(ctx, fmt.Sprintf("working · turn %d", n))
 	what := reason
 	if len(batch) > 0 {
 		what = fmt.Sprintf("%s: %d", reason, len(batch))
@@ -430,8 +436,10 @@ func (w *wakeLoop) succeeded(ctx context.Context, rec *harness.TurnRecord, res h
 	if text == "" {
 		text = fmt.Sprintf("(%s finished turn %d without a written answer.)", w.cfg.WorkerID, rec.N)
 	}
-	// The registry first: once the manager has the answer, status says so.
+	// The registry and presence first: once the manager has the answer,
+	// status and list say so.
 	w.setReason(ctx, "idle", "", true, time.Time{})
+	w.cfg.Presence.SetState(ctx, stateIdle)
 	for _, target := range w.replyToOpenAsks(ctx, rec, batch, fitText(text)) {
 		messaged[target] = true
 	}
@@ -454,8 +462,10 @@ func (w *wakeLoop) failed(ctx context.Context, rec *harness.TurnRecord, res harn
 	}
 	b.WriteString(".")
 	report := fitText(b.String())
-	// The registry first: once the manager has the report, status says it.
+	// The registry and presence first: once the manager has the report,
+	// status and list say it.
 	w.setReason(ctx, "turn-failed", fmt.Sprintf("turn %d failed: %s", rec.N, res.Error), true, time.Time{})
+	w.cfg.Presence.SetState(ctx, fmt.Sprintf("failed: turn %d: %s", rec.N, oneLine(res.Error)))
 	replied := w.replyToOpenAsks(ctx, rec, batch, report)
 	if !contains(replied, manager) {
 		w.send(ctx, rec, manager, report)
@@ -643,6 +653,17 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// Presence states: a coding agent waiting for messages, and a command
+// worker (which works until it ends).
+const (
+	stateIdle    = "idle"
+	stateWorking = "working"
+)
+
+// oneLine is s with its whitespace runs, newlines included, made one
+// space: a presence status is one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func lastLines(lines []string, n int) []string {
 	if len(lines) > n {

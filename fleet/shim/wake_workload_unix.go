@@ -56,14 +56,14 @@ func newWakeWorkload(cfg Config, s *held, log *slog.Logger) (*wakeWorkload, erro
 		Session: s.Session, Tracker: s.tracker, Registry: s.regs,
 		MCP: harness.WorkerMCPServer(cfg.AgentFleet, spec.Kind, os.Environ(), cfg.AgentFleetEnv),
 		Env: commandEnv(os.Environ()), FirstManager: os.Getenv(fleet.EnvManagerID),
-		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff, Joined: s.joined,
+		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff, Joined: s.joined, Presence: s.presence,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if harness.RelaysPermissions(spec.Kind, spec.Permission) {
 		s.permission.Store(&permissionRelay{workerID: cfg.WorkerID, runID: cfg.RunID, spec: spec, home: os.Getenv("HOME"),
-			session: s.Session, regs: s.regs, manager: loop.manager, log: log, askWait: intercom.MaxAskWait})
+			session: s.Session, status: s.presence, regs: s.regs, manager: loop.manager, log: log, askWait: intercom.MaxAskWait})
 	}
 	return &wakeWorkload{loop: loop, exe: spec.Command[0], log: log,
 		running: make(chan struct{}), done: make(chan struct{})}, nil

@@ -3,12 +3,26 @@ package wire
 // Encoders for client frames (spec §2.1), used by the Go client, the
 // benchmarks and raw-frame tests. Key order follows the Pi client.
 
+import "encoding/json"
+
 // Attachment is one message attachment (spec §2.1).
 type Attachment struct {
 	Type     string `json:"type"` // "file", "snippet" or "context"
 	Name     string `json:"name"`
 	Content  string `json:"content"`
 	Language string `json:"language,omitempty"`
+}
+
+// Control is a structured control envelope a message may carry in
+// content.control (spec §2.5): Type 1..128 characters of
+// [a-zA-Z0-9._:/-] starting alphanumeric, Version at least 1, Data any
+// JSON of at most MaxControlDataBytes compact. A message with one is
+// neither an ask nor a reply, and its text must read on its own: a
+// receiver that does not know the type shows only the text.
+type Control struct {
+	Type    string          `json:"type"`
+	Version int             `json:"version"`
+	Data    json.RawMessage `json:"data,omitempty"`
 }
 
 // Message is an intercom message as a client composes it.
@@ -19,10 +33,13 @@ type Message struct {
 	ExpectsReply bool    // true = an ask
 	Text         string
 	Attachments  []Attachment
+	// Control, when set, is written as content.control (only to brokers
+	// that forward it: the strict Claude adapter's broker refuses it).
+	Control *Control
 }
 
 // AppendJSON appends the message object:
-// {id, timestamp, replyTo?, expectsReply?, content:{text, attachments?}}.
+// {id, timestamp, replyTo?, expectsReply?, content:{text, attachments?, control?}}.
 func (m *Message) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = AppendString(dst, m.ID)
@@ -56,6 +73,17 @@ func (m *Message) AppendJSON(dst []byte) []byte {
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
+	}
+	if c := m.Control; c != nil {
+		dst = append(dst, `,"control":{"type":`...)
+		dst = AppendString(dst, c.Type)
+		dst = append(dst, `,"version":`...)
+		dst = AppendNumber(dst, float64(c.Version))
+		if len(c.Data) > 0 {
+			dst = append(dst, `,"data":`...)
+			dst = append(dst, c.Data...)
+		}
+		dst = append(dst, '}')
 	}
 	return append(dst, "}}"...)
 }

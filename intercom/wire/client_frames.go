@@ -359,8 +359,10 @@ type MessageInfo struct {
 	Attachments  []Attachment
 	HasControl   bool   // content.control or a top-level control is present
 	ControlType  string // content.control.type, if any
-	Raw          []byte
-	fields       []field
+	// Control is content.control as sent (nil without one).
+	Control json.RawMessage
+	Raw     []byte
+	fields  []field
 }
 
 // Fingerprint is the sender-side payload digest of the message sent to to
@@ -422,6 +424,7 @@ func ParseMessage(raw []byte) (*MessageInfo, error) {
 	}
 	if ctl, ok := lookup(content, "control"); ok {
 		m.HasControl = true
+		m.Control = json.RawMessage(ctl)
 		cf, _ := objectFields(ctl, nil)
 		t, _ := lookup(cf, "type")
 		m.ControlType, _ = asString(t)

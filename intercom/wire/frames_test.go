@@ -304,3 +304,21 @@ func TestClientEncodersParse(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// A message's control is written as content.control, after the text and
+// attachments, and read back as sent; one the broker would refuse (a bad
+// type) does not parse.
+func TestMessageControlRoundTrip(t *testing.T) {
+	m := Message{ID: "m1", Timestamp: 5, Text: "w1 ended", Control: &Control{Type: "agent-fleet.worker.ended", Version: 1, Data: []byte(`{"id":"w1"}`)}}
+	raw := m.AppendJSON(nil)
+	require.Equal(t, `{"id":"m1","timestamp":5,"content":{"text":"w1 ended","control":{"type":"agent-fleet.worker.ended","version":1,"data":{"id":"w1"}}}}`, string(raw))
+	info, err := ParseMessage(raw)
+	require.NoError(t, err)
+	require.True(t, info.HasControl)
+	require.Equal(t, "agent-fleet.worker.ended", info.ControlType)
+	require.JSONEq(t, `{"type":"agent-fleet.worker.ended","version":1,"data":{"id":"w1"}}`, string(info.Control))
+
+	m.Control = &Control{Type: "-bad", Version: 1}
+	_, err = ParseMessage(m.AppendJSON(nil))
+	require.ErrorIs(t, err, ErrInvalidMessage)
+}

@@ -122,8 +122,9 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 		EnsureBroker: func(ctx context.Context) error {
 			return intercom.EnsureBroker(ctx, p, f.BrokerStarter())
 		},
-		Leases: policy,
-		Logger: NewLogger(f.IO.Err, "warn"),
+		Notices: fleet.RegisteringSender(p),
+		Leases:  policy,
+		Logger:  NewLogger(f.IO.Err, "warn"),
 	})
 	if err != nil {
 		env.Close()

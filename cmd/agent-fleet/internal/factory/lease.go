@@ -98,6 +98,30 @@ func (f *Factory) RunHolderJanitor(ctx context.Context, p intercom.Paths, sessio
 	}
 }
 
+// DeliverOwedTo delivers the worker-ended notices owed to sessionID, a
+// session this process has just registered (docs/architecture.md
+// "Worker-ended notices"), without creating a registry where there is
+// none.
+func DeliverOwedTo(ctx context.Context, p intercom.Paths, sessionID string, log *slog.Logger) {
+	path := fleet.RegistryPath(p)
+	if _, err := os.Stat(path); err != nil {
+		return
+	}
+	reg, err := fleet.OpenRegistry(ctx, path)
+	if err != nil {
+		log.Debug("ended notices: no registry", "err", err)
+		return
+	}
+	defer reg.Close()
+	n, err := fleet.DeliverEnded(ctx, reg, fleet.NoticeFilter{Manager: sessionID}, fleet.RegisteringSender(p))
+	switch {
+	case err != nil:
+		log.Debug("ended notices", "err", err)
+	case n > 0:
+		log.Info("delivered the notices of workers that ended while away", "notices", n)
+	}
+}
+
 // managesLiveWorkers reports whether sessionID manages a live worker,
 // without creating a registry where there is none.
 func managesLiveWorkers(ctx context.Context, p intercom.Paths, sessionID string) bool {

@@ -61,8 +61,13 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 		activity := StartActivity(p, id.SessionID, log)
 		s.release = append(s.release, activity.Close)
 		cfg.Session.OnMessage = activity.OnMessage
-		if o.Janitor {
-			cfg.While = func(ctx context.Context) { f.RunHolderJanitor(ctx, p, id.SessionID, log) }
+		cfg.While = func(ctx context.Context) {
+			// A manager back after being away gets what its workers'
+			// ends left it.
+			DeliverOwedTo(ctx, p, id.SessionID, log)
+			if o.Janitor {
+				f.RunHolderJanitor(ctx, p, id.SessionID, log)
+			}
 		}
 	}
 	a, err := teams.Attach(ctx, cfg)

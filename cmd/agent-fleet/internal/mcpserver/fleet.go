@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -47,6 +48,9 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	if err := a.Check(); err != nil {
 		return fleetFailure(nil, err)
 	}
+	if a.Action == "wait" && a.Timeout == 0 {
+		a.Timeout = verbs.ToolWaitTimeout // within the client's tool-call timeout
+	}
 	p, err := f.Paths()
 	if err != nil {
 		return fleetFailure(nil, err)
@@ -61,6 +65,10 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	}
 	defer fe.Close()
 	rep, err := verbs.Run(ctx, fe, a)
+	var ended *fleet.WaitError
+	if errors.As(err, &ended) && !ended.TimedOut {
+		err = nil // workers that ended badly are news, not a failed call
+	}
 	return report(rep, err)
 }
 

@@ -3,6 +3,7 @@ package output
 import (
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -60,7 +61,9 @@ func SessionLine(v intercom.SessionView) string {
 	return line
 }
 
-// SessionsText lists sessions, one SessionLine each. When --where (where:
+// SessionsText lists sessions: for a model one SessionLine each, the
+// adapters' intercom_list text; for people a table with a status column
+// (sessionsTable). When --where (where:
 // directory or repo) left every session out, the CLI says how many others
 // are connected; intercom_list (Tool) keeps the adapters' text, whose
 // structuredContent has no room for the count (docs/protocol.md §8.3).
@@ -71,11 +74,49 @@ func SessionsText(res *intercom.ListResult, where string, s Surface) string {
 	if len(res.Sessions) == 0 {
 		return "No intercom sessions connected."
 	}
+	if s == CLI {
+		return sessionsTable(res.Sessions)
+	}
 	lines := make([]string, len(res.Sessions))
 	for i, v := range res.Sessions {
 		lines[i] = SessionLine(v)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sessionsTable is list for people: a row per session with its presence
+// status ("-" for none) — a worker's state (idle, working · turn N,
+// needs-input, failed: …, paused: …), or whatever a session published —
+// and the cwd, marked when it is this session or shares its directory.
+// Every field is escaped (Inline).
+func sessionsTable(vs []intercom.SessionView) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tMODEL\tSTATUS\tCWD")
+	for _, v := range vs {
+		who := Inline(v.ID)
+		if v.Name != "" && v.Name != v.ID {
+			who = fmt.Sprintf("%s (%s)", Inline(v.Name), Inline(v.ID))
+		}
+		status := Inline(v.Status)
+		if status == "" {
+			status = "-"
+		}
+		var tags []string
+		if v.Self {
+			tags = append(tags, "self")
+		}
+		if v.SameCwd {
+			tags = append(tags, "same cwd")
+		}
+		cwd := Inline(v.Cwd)
+		if len(tags) > 0 {
+			cwd += " (" + strings.Join(tags, ", ") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", who, Inline(v.Model), status, cwd)
+	}
+	tw.Flush()
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // WhoamiText is a session's identity, on both surfaces.

@@ -305,7 +305,7 @@ const DefaultWorktreeBranch = "agent-fleet/<id>"
 var Params = []*Param{
 	stringParam(Param{Name: "id", Actions: takesID, Flag: "id", FlagType: "string",
 		Usage:  "worker id (required): letters, digits, _ and -, at most 64",
-		Schema: props("type", "string", "pattern", intercom.SessionIDPattern, "description", "worker id (spawn, status, stop, logs, adopt, forget; renew: omit for all yours; stop: or ids, or all)")},
+		Schema: props("type", "string", "pattern", intercom.SessionIDPattern, "description", "worker id (spawn, status, stop, wait, logs, adopt, forget; renew: omit for all yours; stop and wait: or ids; stop: or all)")},
 		func(a *Args) *string { return &a.ID }),
 	stringParam(spawnFlag(Param{Name: "kind", Default: "exec",
 		Schema: props("type", "string", "enum", []any{"exec", "claude", "codex", "opencode", "pi"}, "description", "worker kind (default exec): exec runs command; claude, codex, opencode and pi run that coding agent as a coworker — a turn for task, then one per batch of intercom messages it gets; each turn's final answer reaches you")},
@@ -442,9 +442,9 @@ var Params = []*Param{
 	stringParam(Param{Name: "branch", Actions: []string{"spawn"},
 		Schema: props("type", "string", "description", "the worktree's branch (implies worktree): checked out if it exists and no other worktree has it, else created from HEAD; default agent-fleet/<id>")},
 		func(a *Args) *string { return &a.Spawn.Branch }),
-	{Name: "ids", Actions: []string{"stop"},
+	{Name: "ids", Actions: []string{"stop", "wait"},
 		Schema: props("type", "array", "items", props("type", "string", "pattern", intercom.SessionIDPattern), "minItems", 1,
-			"description", "stop: several workers at once (instead of id); each is reported"),
+			"description", "stop: several workers at once (instead of id), each reported; wait: the workers to wait for"),
 		fromJSON: func(a *Args, v any) error {
 			list, ok := v.([]any)
 			if !ok {
@@ -463,9 +463,12 @@ var Params = []*Param{
 	boolParam(Param{Name: "all", Actions: []string{"list", "adopt", "prune", "stop"},
 		Schema: props("type", "boolean", "description", "list: every manager's workers; adopt: every orphan (live workers of disconnected agent managers whose lease expired); prune: every manager's records; stop: every live worker of yours")},
 		func(a *Args) *bool { return &a.All }),
-	durationParam(Param{Name: "timeout", Actions: []string{"stop"},
-		Schema: props("type", "string", "description", "stop: how long a worker has between SIGTERM and SIGKILL, a Go duration (default 10s)")},
+	durationParam(Param{Name: "timeout", Actions: []string{"stop", "wait"},
+		Schema: props("type", "string", "description", fmt.Sprintf("stop: how long a worker has between SIGTERM and SIGKILL, a Go duration (default 10s); wait: how long to wait (default %s; call again to wait longer)", ToolWaitTimeout))},
 		func(a *Args) *time.Duration { return &a.Timeout }),
+	boolParam(Param{Name: "any", Actions: []string{"wait"},
+		Schema: props("type", "boolean", "description", "wait: return once one of the workers has ended, not all")},
+		func(a *Args) *bool { return &a.Any }),
 	boolParam(Param{Name: "kill", Actions: []string{"stop"},
 		Schema: props("type", "boolean", "description", "stop: SIGKILL at once, without SIGTERM first")},
 		func(a *Args) *bool { return &a.Kill }),

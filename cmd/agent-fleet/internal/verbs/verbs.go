@@ -1,5 +1,5 @@
-// Package verbs runs the fleet verbs — spawn, list, status, stop, pause, resume, logs,
-// usage, adopt, renew, forget, prune, cleanup, doctor, capabilities — for both of
+// Package verbs runs the fleet verbs — spawn, list, status, stop, wait, pause, resume,
+// logs, usage, adopt, renew, forget, prune, cleanup, doctor, capabilities — for both of
 // agent-fleet's surfaces: the CLI verb and the agent_fleet MCP tool fill
 // the same Args, call the same Run, and print the same output.Report, so
 // the two cannot drift. The arguments themselves are declared once (Params):
@@ -21,10 +21,14 @@ import (
 
 // Actions are the fleet verbs, in the order agent_fleet's schema lists
 // them.
-var Actions = []string{"spawn", "list", "status", "stop", "pause", "resume", "logs", "usage", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
+var Actions = []string{"spawn", "list", "status", "stop", "wait", "pause", "resume", "logs", "usage", "adopt", "renew", "forget", "prune", "cleanup", "doctor", "capabilities"}
 
 // DefaultLogLines is how many log lines logs prints by default.
 const DefaultLogLines = 50
+
+// ToolWaitTimeout is agent_fleet wait's timeout when the call names none:
+// MCP clients give up on a tool call after about a minute (Codex: 60 s).
+const ToolWaitTimeout = 45 * time.Second
 
 // Args are one fleet verb's arguments, as either surface gives them.
 type Args struct {
@@ -32,7 +36,8 @@ type Args struct {
 	// ID is the worker (spawn, status, stop, logs, adopt, forget; renew:
 	// "" renews all the caller's).
 	ID string
-	// IDs are the workers of a stop of several (stop reports each).
+	// IDs are the workers of a stop of several (stop reports each), or
+	// the workers a wait waits for.
 	IDs []string
 	// Spawn is spawn's request (its ID is Args.ID, its budget Args.Budget).
 	Spawn fleet.SpawnRequest
@@ -60,9 +65,12 @@ type Args struct {
 	// OlderThan limits prune to workers that ended longer ago than this.
 	OlderThan time.Duration
 	// Timeout is a stop's grace between SIGTERM and SIGKILL (0: the
-	// fleet's, fleet.DefaultStopTimeout); Kill sends SIGKILL at once.
+	// fleet's, fleet.DefaultStopTimeout), and how long a wait waits (0:
+	// until the workers end); Kill sends SIGKILL at once.
 	Timeout time.Duration
 	Kill    bool
+	// Any ends a wait once one of its workers has ended.
+	Any bool
 	// StopProgress, when set, hears of each signal a stop sends (the CLI
 	// shows them on a terminal; no agent_fleet argument sets it).
 	StopProgress func(fleet.StopStep)
@@ -87,7 +95,7 @@ const OfflineWarning = "warning: no systemd user manager answers, so these are t
 
 // takesID are the actions that name a worker; adopt needs none with All,
 // renew none at all.
-var takesID = []string{"spawn", "status", "stop", "pause", "resume", "logs", "adopt", "renew", "forget"}
+var takesID = []string{"spawn", "status", "stop", "wait", "pause", "resume", "logs", "adopt", "renew", "forget"}
 
 // Check refuses arguments that cannot work, before anything is opened:
 // an unknown action, a missing worker id, a negative count, a
@@ -96,7 +104,7 @@ func (a *Args) Check() error {
 	if !slices.Contains(Actions, a.Action) {
 		return factory.Usagef("unknown fleet action %q (one of %v)", a.Action, Actions)
 	}
-	several := a.Action == "stop" && (a.All || len(a.IDs) > 0)
+	several := (a.Action == "stop" || a.Action == "wait") && (a.All || len(a.IDs) > 0)
 	needID := slices.Contains(takesID, a.Action) && a.Action != "renew" && !(a.Action == "adopt" && a.All) && !several
 	if needID && a.ID == "" {
 		return factory.Usagef("%s needs a worker id", a.Action)
@@ -109,6 +117,14 @@ func (a *Args) Check() error {
 			return factory.Usagef("stop takes one id or a list of ids, not both (agent_fleet: id or ids)")
 		case a.Kill && a.Timeout > 0:
 			return factory.Usagef("stop --kill sends SIGKILL at once: it has no timeout")
+		}
+	}
+	if a.Action == "wait" {
+		switch {
+		case a.ID == "" && len(a.IDs) == 0:
+			return factory.Usagef("wait needs the ids of the workers to wait for (agent_fleet: id or ids)")
+		case a.ID != "" && len(a.IDs) > 0:
+			return factory.Usagef("wait takes one id or a list of ids, not both (agent_fleet: id or ids)")
 		}
 	}
 	if a.Action == "adopt" && a.All && a.ID != "" {
@@ -176,6 +192,22 @@ func Run(ctx context.Context, fe *factory.FleetEnv, a Args) (output.Report, erro
 			return nil, err
 		}
 		return output.StopReport{Res: res}, err
+	case "wait":
+		ids := a.IDs
+		if a.ID != "" {
+			ids = []string{a.ID}
+		}
+		wctx := ctx
+		if a.Timeout > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, a.Timeout)
+			defer cancel()
+		}
+		ws, err := fl.Wait(wctx, ids, a.Any)
+		if ws == nil {
+			return nil, err
+		}
+		return output.WaitReport{WS: ws, Timeout: a.Timeout, TimedOut: errors.Is(err, fleet.ErrWaitTimeout)}, err
 	case "pause", "resume":
 		op := fl.Pause
 		if a.Action == "resume" {
