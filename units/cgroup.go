@@ -269,30 +269,16 @@ func (c *Cgroups) KillFile(cgroup string) string {
 	return path
 }
 
-// HasKill reports whether this host's cgroup2 hierarchy offers cgroup.kill
-// (it exists only in non-root cgroups, so a child of the root is probed).
-func (c *Cgroups) HasKill() bool {
-	if c.Unified == "" {
-		return false
-	}
-	entries, err := os.ReadDir(c.Unified)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(c.Unified, e.Name(), "cgroup.kill")); err == nil {
-				return true
-			}
-		}
-	}
-	return false
-}
+// HasKill reports whether this host's cgroup2 hierarchy offers cgroup.kill.
+func (c *Cgroups) HasKill() bool { return c.childHas("cgroup.kill") }
 
 // HasFreeze reports whether this host's cgroup2 hierarchy offers
-// cgroup.freeze (kernel ≥ 5.2; only in non-root cgroups, so a child of the
-// root is probed).
-func (c *Cgroups) HasFreeze() bool {
+// cgroup.freeze (kernel ≥ 5.2).
+func (c *Cgroups) HasFreeze() bool { return c.childHas("cgroup.freeze") }
+
+// childHas reports whether a child of the cgroup2 root has the control
+// file name: cgroup.kill and cgroup.freeze exist only in non-root cgroups.
+func (c *Cgroups) childHas(name string) bool {
 	if c.Unified == "" {
 		return false
 	}
@@ -302,7 +288,7 @@ func (c *Cgroups) HasFreeze() bool {
 	}
 	for _, e := range entries {
 		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(c.Unified, e.Name(), "cgroup.freeze")); err == nil {
+			if _, err := os.Stat(filepath.Join(c.Unified, e.Name(), name)); err == nil {
 				return true
 			}
 		}
