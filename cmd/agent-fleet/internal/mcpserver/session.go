@@ -22,6 +22,8 @@ type mcpSession struct {
 	id   string // the session id, the manager of what it spawns
 	team *teams.SessionTeam
 	stop func()
+	// denied: the session takes no part (an unusable Boss contract).
+	denied bool
 }
 
 // openSession resolves the session of this process's environment and
@@ -64,5 +66,5 @@ func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, harn
 func deniedSession(log *slog.Logger, id intercom.Identity, err error) *mcpSession {
 	log.Error("not registering: the Boss team contract is unusable", "err", err)
 	who := intercom.WhoamiResult{SessionID: id.SessionID, Name: id.Name, Cwd: id.Cwd, Model: id.Model}
-	return &mcpSession{ops: teams.DeniedOps(who, err), id: id.SessionID, stop: func() {}}
+	return &mcpSession{ops: teams.DeniedOps(who, err), id: id.SessionID, stop: func() {}, denied: true}
 }

@@ -1,0 +1,83 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// MailReader names where a woken agent reads and answers its mail.
+type MailReader struct {
+	Read, Reply string
+}
+
+// The readers of a mail notice: a model with agent-fleet's MCP tools, and
+// an agent at a shell.
+var (
+	ToolReader = MailReader{Read: "intercom_pending", Reply: "intercom_reply"}
+	CLIReader  = MailReader{Read: "agent-fleet intercom pending", Reply: "agent-fleet intercom reply"}
+)
+
+// noticePreview is how much of a message a notice quotes.
+const noticePreview = 60
+
+// MailNotice is the one-line pointer that wakes an agent for a batch of
+// new messages (oldest first): how many, from whom, how many are asks,
+// the first one's opening words, and where to read them. The inbox stays
+// the source of truth: a notice never carries a whole message, and every
+// peer-controlled field is escaped (Inline).
+func MailNotice(batch []intercom.MessageView, r MailReader) string {
+	asks := 0
+	var senders []string
+	count := map[string]int{}
+	for _, m := range batch {
+		if m.ExpectsReply {
+			asks++
+		}
+		who := DisplayName(m.From)
+		if count[who] == 0 {
+			senders = append(senders, who)
+		}
+		count[who]++
+	}
+	if len(batch) == 0 {
+		return ""
+	}
+	quote := noticeQuote(batch[0].Text)
+	if len(batch) == 1 {
+		kind, answer := "message", ""
+		if asks == 1 {
+			kind, answer = "ask", ", answer with "+r.Reply
+		}
+		return fmt.Sprintf("New intercom %s from %s: %s — read it with %s%s.", kind, senders[0], quote, r.Read, answer)
+	}
+	from := make([]string, len(senders))
+	for i, s := range senders {
+		from[i] = s
+		if count[s] > 1 {
+			from[i] = fmt.Sprintf("%s (%d)", s, count[s])
+		}
+	}
+	line := fmt.Sprintf("%d new intercom messages from %s", len(batch), strings.Join(from, ", "))
+	switch {
+	case asks == 1:
+		line += "; 1 is an ask"
+	case asks > 1:
+		line += fmt.Sprintf("; %d are asks", asks)
+	}
+	line += fmt.Sprintf(" — first: %s — read them with %s", quote, r.Read)
+	if asks > 0 {
+		line += ", answer with " + r.Reply
+	}
+	return line + "."
+}
+
+// noticeQuote is the opening words of a message, quoted.
+func noticeQuote(text string) string {
+	p := intercom.Preview(text, noticePreview)
+	if p != strings.Join(strings.Fields(text), " ") {
+		p += "…"
+	}
+	return `"` + Inline(p) + `"`
+}

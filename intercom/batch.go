@@ -1,0 +1,95 @@
+package intercom
+
+import (
+	"context"
+	"time"
+)
+
+// Batching of inbound messages for a wake-up: a batch is due BatchQuiet
+// after its last message and at most BatchMaxWait after its first, so a
+// burst of mail wakes an agent once (the worker shim batches its turns
+// the same way).
+const (
+	BatchQuiet   = 300 * time.Millisecond
+	BatchMaxWait = time.Second
+)
+
+// batchSeen bounds how many message ids a watch remembers to drop
+// repeats: a takeover re-lists the unread messages, never this many.
+const batchSeen = 4096
+
+// WatchBatches watches the inbox of ops without consuming it (a
+// ListenRequest.KeepUnread listen) and calls emit with each batch of
+// messages, oldest first: what is unread when the watch starts is the
+// first batch. A message is in one batch only, also when the listen lists
+// it again after a takeover of the session. It returns nil when ctx ends,
+// else the error of emit or of the listen (a batch that was due is
+// emitted first).
+func WatchBatches(ctx context.Context, ops Ops, emit func([]MessageView) error) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	arrived := make(chan MessageView)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- ops.Listen(lctx, ListenRequest{KeepUnread: true}, func(m *MessageView) error {
+			select {
+			case arrived <- *m:
+				return nil
+			case <-lctx.Done():
+				return lctx.Err()
+			}
+		})
+	}()
+	seen := make(map[string]bool)
+	var order []string
+	var batch []MessageView
+	var first time.Time
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b := batch
+		batch = nil
+		return emit(b)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-ended:
+			if ctx.Err() != nil {
+				return nil
+			}
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return err
+		case m := <-arrived:
+			if m.MessageID != "" {
+				if seen[m.MessageID] {
+					continue
+				}
+				seen[m.MessageID] = true
+				order = append(order, m.MessageID)
+				if len(order) > batchSeen {
+					delete(seen, order[0])
+					order = order[1:]
+				}
+			}
+			now := time.Now()
+			if len(batch) == 0 {
+				first = now
+			}
+			batch = append(batch, m)
+			wait := min(BatchQuiet, first.Add(BatchMaxWait).Sub(now))
+			timer.Reset(max(wait, 0))
+		case <-timer.C:
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
