@@ -18,20 +18,20 @@ const (
 // repeats: a takeover re-lists the unread messages, never this many.
 const batchSeen = 4096
 
-// WatchBatches watches the inbox of ops without consuming it (a
-// ListenRequest.KeepUnread listen) and calls emit with each batch of
-// messages, oldest first: what is unread when the watch starts is the
-// first batch. A message is in one batch only, also when the listen lists
+// WatchBatches watches the inbox of ops without consuming it (a listen of
+// req with KeepUnread set) and calls emit with each batch of messages,
+// oldest first: what is unread when the watch starts is the first batch. A message is in one batch only, also when the listen lists
 // it again after a takeover of the session. It returns nil when ctx ends,
 // else the error of emit or of the listen (a batch that was due is
 // emitted first).
-func WatchBatches(ctx context.Context, ops Ops, emit func([]MessageView) error) error {
+func WatchBatches(ctx context.Context, ops Ops, req ListenRequest, emit func([]MessageView) error) error {
+	req.KeepUnread = true
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	arrived := make(chan MessageView)
 	ended := make(chan error, 1)
 	go func() {
-		ended <- ops.Listen(lctx, ListenRequest{KeepUnread: true}, func(m *MessageView) error {
+		ended <- ops.Listen(lctx, req, func(m *MessageView) error {
 			select {
 			case arrived <- *m:
 				return nil

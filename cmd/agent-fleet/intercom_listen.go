@@ -14,8 +14,9 @@ import (
 type listenOptions struct {
 	Factory    *factory.Factory
 	IO         *factory.IOStreams
-	JSON       bool
-	KeepUnread bool
+	JSON        bool
+	KeepUnread  bool
+	NotifyLines bool
 }
 
 func newListenCmd(f *factory.Factory, runF func(*listenOptions) error) *cobra.Command {
@@ -36,10 +37,18 @@ kill -9. One listen at a time prints and consumes a session's messages: a
 second one is refused (exit 4) with the pid of the first; --keep-unread
 only watches and is not counted.
 
+With --notify-lines it prints, instead of the messages, one short line per
+batch of new mail (300 ms after the last message, at most 1 s after the
+first): how many, from whom, the first one's opening words, and to read them
+with agent-fleet intercom pending. The messages stay unread. This wakes a
+harness that watches a command's output (Claude Code's Monitor tool, Grok);
+see docs/wakeups.md.
+
 It says on stderr, once it runs, as whom it listens and where; stdout
 carries only the messages.`,
 		Example: `  AGENT_INTERCOM_SESSION_ID=alpha agent-fleet intercom listen
-  agent-fleet intercom listen --json | while read -r msg; do …; done`,
+  agent-fleet intercom listen --json | while read -r msg; do …; done
+  agent-fleet intercom listen --notify-lines   # one line per batch, for a watching harness`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -50,6 +59,7 @@ carries only the messages.`,
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object per message")
 	cmd.Flags().BoolVar(&opts.KeepUnread, "keep-unread", false, "leave printed messages unread")
+	cmd.Flags().BoolVar(&opts.NotifyLines, "notify-lines", false, "print one short line per batch of new messages instead of the messages, leaving them unread")
 	return cmd
 }
 
@@ -78,6 +88,12 @@ func listenRun(ctx context.Context, opts *listenOptions) error {
 		fmt.Fprintln(opts.IO.Err, output.ListeningAgainText(id.SessionID))
 	}
 	req := intercom.ListenRequest{KeepUnread: opts.KeepUnread, Started: started}
+	if opts.NotifyLines {
+		return intercom.WatchBatches(ctx, s.Ops, req, func(b []intercom.MessageView) error {
+			n := output.NewMailNotice(b, output.CLIReader)
+			return output.Show(opts.IO.Out, opts.JSON, n, n.Text)
+		})
+	}
 	return s.Ops.Listen(ctx, req, func(m *intercom.MessageView) error {
 		return output.Show(opts.IO.Out, opts.JSON, m, output.MessageText(m))
 	})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,7 +120,7 @@ func (c *Channel) start() {
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
-			err := intercom.WatchBatches(ctx, c.ops, func(b []intercom.MessageView) error { return c.push(ctx, b) })
+			err := intercom.WatchBatches(ctx, c.ops, intercom.ListenRequest{}, func(b []intercom.MessageView) error { return c.push(ctx, b) })
 			if err == nil || ctx.Err() != nil {
 				return
 			}
@@ -136,7 +135,8 @@ func (c *Channel) start() {
 
 // push sends one batch's notification.
 func (c *Channel) push(ctx context.Context, batch []intercom.MessageView) error {
-	raw, err := json.Marshal(channelParams{Content: output.MailNotice(batch, output.ToolReader), Meta: channelMeta(batch)})
+	n := output.NewMailNotice(batch, output.ToolReader)
+	raw, err := json.Marshal(channelParams{Content: n.Text, Meta: channelMeta(n)})
 	if err != nil {
 		return err
 	}
@@ -152,20 +152,10 @@ func (c *Channel) push(ctx context.Context, batch []intercom.MessageView) error 
 
 // channelMeta are the tag's attributes: the senders' ids, the number of
 // messages and of asks.
-func channelMeta(batch []intercom.MessageView) map[string]string {
-	var from []string
-	asks := 0
-	for _, m := range batch {
-		if !slices.Contains(from, m.From.ID) {
-			from = append(from, m.From.ID)
-		}
-		if m.ExpectsReply {
-			asks++
-		}
-	}
-	meta := map[string]string{"from": strings.Join(from, " "), "messages": strconv.Itoa(len(batch))}
-	if asks > 0 {
-		meta["asks"] = strconv.Itoa(asks)
+func channelMeta(n output.MailNotice) map[string]string {
+	meta := map[string]string{"from": strings.Join(n.From, " "), "messages": strconv.Itoa(n.Messages)}
+	if n.Asks > 0 {
+		meta["asks"] = strconv.Itoa(n.Asks)
 	}
 	return meta
 }

@@ -2,6 +2,7 @@ package output
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -22,12 +23,37 @@ var (
 // noticePreview is how much of a message a notice quotes.
 const noticePreview = 60
 
-// MailNotice is the one-line pointer that wakes an agent for a batch of
+// MailNotice is a batch of new mail as a notice: the line (Text) and its
+// facts for programs (`intercom listen --notify-lines --json`).
+type MailNotice struct {
+	Text     string   `json:"text"`
+	Messages int      `json:"messages"`
+	Asks     int      `json:"asks"`
+	From     []string `json:"from"`       // sender ids, first message first
+	IDs      []string `json:"messageIds"` // the batch's messages, oldest first
+}
+
+// NewMailNotice is the notice of a batch (MailNoticeText).
+func NewMailNotice(batch []intercom.MessageView, r MailReader) MailNotice {
+	n := MailNotice{Text: MailNoticeText(batch, r), Messages: len(batch), From: []string{}, IDs: []string{}}
+	for _, m := range batch {
+		if m.ExpectsReply {
+			n.Asks++
+		}
+		if !slices.Contains(n.From, m.From.ID) {
+			n.From = append(n.From, m.From.ID)
+		}
+		n.IDs = append(n.IDs, m.MessageID)
+	}
+	return n
+}
+
+// MailNoticeText is the one-line pointer that wakes an agent for a batch of
 // new messages (oldest first): how many, from whom, how many are asks,
 // the first one's opening words, and where to read them. The inbox stays
 // the source of truth: a notice never carries a whole message, and every
 // peer-controlled field is escaped (Inline).
-func MailNotice(batch []intercom.MessageView, r MailReader) string {
+func MailNoticeText(batch []intercom.MessageView, r MailReader) string {
 	asks := 0
 	var senders []string
 	count := map[string]int{}
