@@ -12,8 +12,8 @@ import (
 )
 
 type listenOptions struct {
-	Factory    *factory.Factory
-	IO         *factory.IOStreams
+	Factory     *factory.Factory
+	IO          *factory.IOStreams
 	JSON        bool
 	KeepUnread  bool
 	NotifyLines bool
