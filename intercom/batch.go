@@ -2,6 +2,7 @@ package intercom
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -48,11 +49,11 @@ func WatchBatches(ctx context.Context, ops Ops, req ListenRequest, emit func([]M
 	timer.Stop()
 	defer timer.Stop()
 	flush := func() error {
-		if len(batch) == 0 {
+		b := stillUnread(ctx, ops, batch)
+		batch = nil
+		if len(b) == 0 {
 			return nil
 		}
-		b := batch
-		batch = nil
 		return emit(b)
 	}
 	for {
@@ -92,4 +93,25 @@ func WatchBatches(ctx context.Context, ops Ops, req ListenRequest, emit func([]M
 			}
 		}
 	}
+}
+
+// stillUnread is the part of batch that is still unread; all of it when
+// the inbox cannot be read.
+func stillUnread(ctx context.Context, ops Ops, batch []MessageView) []MessageView {
+	if len(batch) == 0 {
+		return nil
+	}
+	ids := make([]string, len(batch))
+	for i, m := range batch {
+		ids[i] = m.MessageID
+	}
+	res, err := ops.Pending(ctx, PendingRequest{IDs: ids})
+	if err != nil {
+		return batch
+	}
+	unread := make(map[string]bool, len(res.Unread))
+	for _, m := range res.Unread {
+		unread[m.MessageID] = true
+	}
+	return slices.DeleteFunc(batch, func(m MessageView) bool { return !unread[m.MessageID] })
 }

@@ -37,12 +37,8 @@ kill -9. One listen at a time prints and consumes a session's messages: a
 second one is refused (exit 4) with the pid of the first; --keep-unread
 only watches and is not counted.
 
-With --notify-lines it prints, instead of the messages, one short line per
-batch of new mail (300 ms after the last message, at most 1 s after the
-first): how many, from whom, the first one's opening words, and to read them
-with agent-fleet intercom pending. The messages stay unread. This wakes a
-harness that watches a command's output (Claude Code's Monitor tool, Grok);
-see docs/wakeups.md.
+--notify-lines prints one short line per batch of new mail instead, leaving
+it unread: a wake-up for harnesses that watch output (docs/wakeups.md).
 
 It says on stderr, once it runs, as whom it listens and where; stdout
 carries only the messages.`,
@@ -89,10 +85,7 @@ func listenRun(ctx context.Context, opts *listenOptions) error {
 	}
 	req := intercom.ListenRequest{KeepUnread: opts.KeepUnread, Started: started}
 	if opts.NotifyLines {
-		return intercom.WatchBatches(ctx, s.Ops, req, func(b []intercom.MessageView) error {
-			n := output.NewMailNotice(b, output.CLIReader)
-			return output.Show(opts.IO.Out, opts.JSON, n, n.Text)
-		})
+		return intercom.WatchBatches(ctx, s.Ops, req, output.NoticePrinter(opts.IO.Out, opts.JSON, output.CLIReader))
 	}
 	return s.Ops.Listen(ctx, req, func(m *intercom.MessageView) error {
 		return output.Show(opts.IO.Out, opts.JSON, m, output.MessageText(m))

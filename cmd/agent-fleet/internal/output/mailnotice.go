@@ -2,6 +2,7 @@ package output
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -97,6 +98,15 @@ func MailNoticeText(batch []intercom.MessageView, r MailReader) string {
 		line += ", answer with " + r.Reply
 	}
 	return line + "."
+}
+
+// NoticePrinter prints each batch it is given as one notice: its line, or
+// its JSON object with asJSON.
+func NoticePrinter(w io.Writer, asJSON bool, r MailReader) func([]intercom.MessageView) error {
+	return func(b []intercom.MessageView) error {
+		n := NewMailNotice(b, r)
+		return Show(w, asJSON, n, n.Text)
+	}
 }
 
 // noticeQuote is the opening words of a message, quoted.
