@@ -176,6 +176,9 @@ type PendingRequest struct {
 	AskID string `json:"askId,omitempty"`
 	// MarkRead marks the returned unread messages read.
 	MarkRead bool `json:"markRead,omitempty"`
+	// IDs, when set, returns (and marks read) only the unread messages
+	// of these ids: an acknowledgement that leaves the rest unread.
+	IDs []string `json:"messageIds,omitempty"`
 }
 
 // Sender names who sent a message.

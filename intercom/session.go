@@ -679,7 +679,7 @@ func (s *Session) Pending(_ context.Context, req PendingRequest) (*PendingResult
 	s.mu.Lock()
 	claimed := s.claimed
 	for _, m := range s.inbox.Unread() {
-		if !claimed[m.Key] {
+		if !claimed[m.Key] && (len(req.IDs) == 0 || slices.Contains(req.IDs, m.Message.ID)) {
 			res.Unread = append(res.Unread, s.view(m, false))
 			keys = append(keys, m.Key)
 		}

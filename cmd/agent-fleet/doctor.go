@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +18,9 @@ var errDoctorFailed = errors.New("doctor found problems")
 type hostOptions struct {
 	Factory *factory.Factory
 	JSON    bool
+	Pair    bool // test the two sessions of Args instead of the host
+	Args    []string
+	Timeout time.Duration
 }
 
 func newDoctorCmd(f *factory.Factory, runF func(*hostOptions) error) *cobra.Command {
@@ -28,10 +32,14 @@ func newDoctorCmd(f *factory.Factory, runF func(*hostOptions) error) *cobra.Comm
 the intercom broker (agent-fleet's, a compatible TypeScript one, or an
 incompatible one), socket path lengths, permissions of the agent directory,
 the worker registry and live worker units without a record. Each finding is
-ok, warn or fail, with a one-line fix. Exits 1 when anything fails.`,
-		Example: "  agent-fleet doctor\n  agent-fleet doctor --json",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+ok, warn or fail, with a one-line fix. Exits 1 when anything fails.
+
+With --pair A B it tests two live sessions instead: an ask from A through its
+holder, B's acknowledgement and reply, A's receipt, each leg timed (README).`,
+		Example: "  agent-fleet doctor\n  agent-fleet doctor --json\n  agent-fleet doctor --pair reviewer builder",
+		Args:    func(_ *cobra.Command, args []string) error { return verbs.CheckPairArgs(opts.Pair, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Args = args
 			if runF != nil {
 				return runF(opts)
 			}
@@ -39,18 +47,20 @@ ok, warn or fail, with a one-line fix. Exits 1 when anything fails.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.Pair, "pair", false, "test the sessions A and B (the arguments): an ask, its acknowledgement, the reply")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", time.Minute, "with --pair, how long to wait for B")
 	return cmd
 }
 
 func doctorRun(ctx context.Context, opts *hostOptions) error {
-	rep, err := verbs.Host(ctx, opts.Factory, verbs.Args{Action: "doctor"})
+	rep, err := verbs.Host(ctx, opts.Factory, verbs.Args{Action: "doctor", Timeout: opts.Timeout, Pair: opts.Args})
 	if err != nil {
 		return err
 	}
 	if err := output.Print(opts.Factory.IO.Out, rep, opts.JSON); err != nil {
 		return err
 	}
-	if rep.(output.DoctorReport).Failed() {
+	if rep.(interface{ Failed() bool }).Failed() {
 		return errDoctorFailed
 	}
 	return nil

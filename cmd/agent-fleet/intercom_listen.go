@@ -12,10 +12,11 @@ import (
 )
 
 type listenOptions struct {
-	Factory    *factory.Factory
-	IO         *factory.IOStreams
-	JSON       bool
-	KeepUnread bool
+	Factory     *factory.Factory
+	IO          *factory.IOStreams
+	JSON        bool
+	KeepUnread  bool
+	NotifyLines bool
 }
 
 func newListenCmd(f *factory.Factory, runF func(*listenOptions) error) *cobra.Command {
@@ -36,10 +37,14 @@ kill -9. One listen at a time prints and consumes a session's messages: a
 second one is refused (exit 4) with the pid of the first; --keep-unread
 only watches and is not counted.
 
+--notify-lines prints one short line per batch of new mail instead, leaving
+it unread: a wake-up for harnesses that watch output (docs/wakeups.md).
+
 It says on stderr, once it runs, as whom it listens and where; stdout
 carries only the messages.`,
 		Example: `  AGENT_INTERCOM_SESSION_ID=alpha agent-fleet intercom listen
-  agent-fleet intercom listen --json | while read -r msg; do …; done`,
+  agent-fleet intercom listen --json | while read -r msg; do …; done
+  agent-fleet intercom listen --notify-lines   # one line per batch, for a watching harness`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -50,6 +55,7 @@ carries only the messages.`,
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object per message")
 	cmd.Flags().BoolVar(&opts.KeepUnread, "keep-unread", false, "leave printed messages unread")
+	cmd.Flags().BoolVar(&opts.NotifyLines, "notify-lines", false, "print one short line per batch of new messages instead of the messages, leaving them unread")
 	return cmd
 }
 
@@ -78,6 +84,9 @@ func listenRun(ctx context.Context, opts *listenOptions) error {
 		fmt.Fprintln(opts.IO.Err, output.ListeningAgainText(id.SessionID))
 	}
 	req := intercom.ListenRequest{KeepUnread: opts.KeepUnread, Started: started}
+	if opts.NotifyLines {
+		return intercom.WatchBatches(ctx, s.Ops, req, output.NoticePrinter(opts.IO.Out, opts.JSON, output.CLIReader))
+	}
 	return s.Ops.Listen(ctx, req, func(m *intercom.MessageView) error {
 		return output.Show(opts.IO.Out, opts.JSON, m, output.MessageText(m))
 	})

@@ -310,3 +310,77 @@ func listTable(session, model, status, cwd string) string {
 	head := pad("SESSION", session) + pad("MODEL", model) + pad("STATUS", status) + "CWD\n"
 	return head + pad(session, "SESSION") + pad(model, "MODEL") + pad(status, "STATUS") + cwd + "\n"
 }
+
+// lines are the complete lines of s.
+func lines(s string) []string {
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+// listen --notify-lines prints one short line per batch of new mail and
+// leaves the mail unread: the three messages waiting when it starts are
+// one batch, a later one is the next; after it took the session over from
+// a killed holder it does not announce the same messages again.
+func TestIntercomListenNotifyLines(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	p := intercom.NewPaths(dir)
+	holder := startTextListener(t, dir, "bob", "--keep-unread")
+	require.Eventually(t, func() bool { return intercom.HolderAlive(p, "bob") }, 20*time.Second, 10*time.Millisecond)
+	send := func(from, text string) {
+		t.Helper()
+		out, err := as(t, dir, from, "intercom", "send", "bob", text).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	send("alice", "the parser is ready for review, see src/parse.go and its tests in src/parse_test.go")
+	send("carol", "two")
+	send("alice", "three")
+	require.Eventually(t, func() bool { return strings.Contains(holder.stdout.String(), "three") }, 10*time.Second, 10*time.Millisecond)
+
+	notify := startTextListener(t, dir, "bob", "--notify-lines")
+	asJSON := startTextListener(t, dir, "bob", "--notify-lines", "--json")
+	first := `3 new intercom messages from alice (2), carol — first: "the parser is ready for review, see src/parse.go and its tes…" — read them with agent-fleet intercom pending.`
+	require.Eventually(t, func() bool { return notify.stdout.String() != "" && asJSON.stdout.String() != "" }, 20*time.Second, 10*time.Millisecond)
+	send("carol", "four")
+	second := `New intercom message from carol: "four" — read it with agent-fleet intercom pending.`
+	require.Eventually(t, func() bool { return len(lines(notify.stdout.String())) == 2 }, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{first, second}, lines(notify.stdout.String()), "one line per batch")
+	require.Equal(t, "Listening as bob through the process that holds it, on "+p.BrokerSocket()+"; Ctrl-C to stop.\n", notify.stderr.String())
+
+	require.Eventually(t, func() bool { return len(lines(asJSON.stdout.String())) == 2 }, 20*time.Second, 10*time.Millisecond)
+	var notice struct {
+		Text     string   `json:"text"`
+		Messages int      `json:"messages"`
+		Asks     int      `json:"asks"`
+		From     []string `json:"from"`
+		IDs      []string `json:"messageIds"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines(asJSON.stdout.String())[0]), &notice))
+	require.Equal(t, first, notice.Text)
+	require.Equal(t, 3, notice.Messages)
+	require.Equal(t, []string{"alice", "carol"}, notice.From)
+	require.Len(t, notice.IDs, 3)
+	require.NoError(t, asJSON.cmd.Process.Kill())
+	<-asJSON.done
+
+	// The holder goes: the notify listen takes the session over, and the
+	// four unread messages it lists again are not news.
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGKILL))
+	<-holder.done
+	require.Eventually(t, func() bool {
+		return strings.Contains(notify.stderr.String(), "The process that held bob went away; listen took the session over")
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		out, err := as(t, dir, "alice", "intercom", "send", "bob", "five").CombinedOutput()
+		return err == nil && string(out) == "Message sent to bob.\n"
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return len(lines(notify.stdout.String())) == 3 }, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, `New intercom message from alice: "five" — read it with agent-fleet intercom pending.`, lines(notify.stdout.String())[2])
+
+	// Nothing was consumed: the inbox is the source of truth.
+	out, err := as(t, dir, "bob", "intercom", "status", "--json").Output()
+	require.NoError(t, err)
+	var st intercom.StatusResult
+	require.NoError(t, json.Unmarshal(out, &st))
+	require.Equal(t, 5, st.Unread)
+}

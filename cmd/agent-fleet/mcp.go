@@ -30,12 +30,14 @@ fresh <harness>-<pid>-<hash of cwd> so two unconfigured agents never merge.
 Give each agent session its own id in the environment the agent starts from;
 never write one fixed id into a shared configuration (every agent using it
 would claim the same session). If another process already holds the id, this
-server acts through it. stdout carries only MCP frames; logs go to stderr.`,
+server acts through it. stdout carries only MCP frames; logs go to stderr.
+Under Claude Code it pushes new mail as a channel notification (docs/wakeups.md).`,
 		Example: `  # register the server once, with no id in its configuration ...
   claude mcp add agent-fleet -s local -- agent-fleet mcp --harness claude
   # ... then start each session with an id of its own
   AGENT_INTERCOM_SESSION_ID=reviewer claude
   AGENT_INTERCOM_SESSION_ID=builder claude
+  AGENT_INTERCOM_SESSION_ID=builder claude --dangerously-load-development-channels server:agent-fleet  # mail pushed in
   # check a server by hand
   npx @modelcontextprotocol/inspector@2.3.0 --cli agent-fleet mcp -e AGENT_INTERCOM_SESSION_ID=probe --method tools/list`,
 		Args: cobra.NoArgs,

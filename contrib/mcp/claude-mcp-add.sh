@@ -9,6 +9,11 @@
 # (claude-<pid>-<hash of cwd>), so two sessions never share one identity.
 # Never pass a fixed AGENT_INTERCOM_SESSION_ID with -e here: every session
 # started from this project would then claim the same id.
+#
+# To have new mail pushed into an idle session (a Claude Code channel; the
+# server is not on Claude Code's allowlist, so confirm its prompt once):
+#
+#   AGENT_INTERCOM_SESSION_ID=reviewer claude --dangerously-load-development-channels server:agent-fleet
 set -eu
 claude mcp add agent-fleet -s local -- agent-fleet mcp --harness claude
 claude mcp list

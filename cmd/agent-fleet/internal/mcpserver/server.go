@@ -47,6 +47,9 @@ type Options struct {
 	// Fleet, with Caller, adds agent_fleet acting as Caller.
 	Fleet  *factory.Factory
 	Caller string
+	// Channel, when set, pushes the session's inbound mail into a Claude
+	// Code client (its transport must be Channel.Transport's).
+	Channel *Channel
 }
 
 // New builds the MCP server of the intercom tools over ops, with the team
@@ -55,8 +58,11 @@ func New(ops intercom.Ops, opts Options) *mcp.Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "agent-fleet", Title: "agent-fleet intercom", Version: opts.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}})
+	so := &mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}}
+	if opts.Channel != nil {
+		opts.Channel.serverOptions(so)
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "agent-fleet", Title: "agent-fleet intercom", Version: opts.Version}, so)
 	it := &intercomTools{ops: ops, markShownRead: opts.MarkShownRead}
 	if ops != nil {
 		addIntercomTools(server, it)
@@ -101,13 +107,21 @@ func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
 		// power than its spawn gave it.
 		so.Fleet, so.Caller = f, ms.id
 	}
+	var transport mcp.Transport = &mcp.IOTransport{Reader: newJSONLines(f.IO.In, log), Writer: nopWriteCloser{f.IO.Out}}
+	if !opts.Worker && !ms.denied {
+		// An interactive session is woken by its mail; a worker's turns
+		// are started by its shim.
+		so.Channel = NewChannel(ms.ops, log)
+		defer so.Channel.Stop()
+		transport = so.Channel.Transport(transport)
+	}
 	server := New(ms.ops, so)
 	if opts.Worker && opts.Harness == "claude" && ms.permission != nil {
 		// Only Claude Code has a prompt tool; any other harness would
 		// offer it to its model.
 		addPermissionTool(server, ms.permission)
 	}
-	err = server.Run(ctx, &mcp.IOTransport{Reader: newJSONLines(f.IO.In, log), Writer: nopWriteCloser{f.IO.Out}})
+	err = server.Run(ctx, transport)
 	if err != nil && ctx.Err() == nil && !isClosing(err) {
 		return fmt.Errorf("mcp: %w", err)
 	}

@@ -25,6 +25,8 @@ type mcpSession struct {
 	// permission asks a worker's shim about a permission prompt (nil
 	// outside a worker).
 	permission askShim
+	// denied: the session takes no part (an unusable Boss contract).
+	denied bool
 }
 
 // openSession resolves the session of this process's environment and
@@ -71,5 +73,5 @@ func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, harn
 func deniedSession(log *slog.Logger, id intercom.Identity, err error) *mcpSession {
 	log.Error("not registering: the Boss team contract is unusable", "err", err)
 	who := intercom.WhoamiResult{SessionID: id.SessionID, Name: id.Name, Cwd: id.Cwd, Model: id.Model}
-	return &mcpSession{ops: teams.DeniedOps(who, err), id: id.SessionID, stop: func() {}}
+	return &mcpSession{ops: teams.DeniedOps(who, err), id: id.SessionID, stop: func() {}, denied: true}
 }

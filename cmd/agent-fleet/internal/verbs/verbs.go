@@ -17,6 +17,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 // Actions are the fleet verbs, in the order agent_fleet's schema lists
@@ -71,6 +72,9 @@ type Args struct {
 	Kill    bool
 	// Any ends a wait once one of its workers has ended.
 	Any bool
+	// Pair, when not empty, makes doctor test these two sessions, A and B
+	// (intercom.PairTest), waiting up to Timeout for B.
+	Pair []string
 	// StopProgress, when set, hears of each signal a stop sends (the CLI
 	// shows them on a terminal; no agent_fleet argument sets it).
 	StopProgress func(fleet.StopStep)
@@ -387,6 +391,18 @@ func othersRecords(ctx context.Context, fe *factory.FleetEnv) int {
 	return n
 }
 
+// CheckPairArgs checks doctor's arguments: two session ids with pair,
+// none without.
+func CheckPairArgs(pair bool, args []string) error {
+	switch {
+	case pair && len(args) != 2:
+		return factory.Usagef("doctor --pair needs two session ids, A and B (usage: agent-fleet doctor --pair A B), not %d", len(args))
+	case !pair && len(args) > 0:
+		return factory.Usagef("doctor takes no arguments; to test two sessions: agent-fleet doctor --pair A B")
+	}
+	return nil
+}
+
 // Host performs the host actions, doctor and capabilities, which work on
 // every platform and need no user manager.
 func Host(ctx context.Context, f *factory.Factory, a Args) (output.Report, error) {
@@ -395,6 +411,16 @@ func Host(ctx context.Context, f *factory.Factory, a Args) (output.Report, error
 		p, err := f.Paths()
 		if err != nil {
 			return nil, err
+		}
+		if len(a.Pair) > 0 {
+			if err := CheckPairArgs(true, a.Pair); err != nil {
+				return nil, err
+			}
+			res, err := intercom.PairTest(ctx, intercom.PairConfig{Paths: p, A: a.Pair[0], B: a.Pair[1], Wait: a.Timeout})
+			if err != nil {
+				return nil, err
+			}
+			return output.PairReport{R: res}, nil
 		}
 		return output.DoctorReport{Checks: f.DoctorChecks(ctx, fleet.DoctorConfig{Paths: p})}, nil
 	case "capabilities":
