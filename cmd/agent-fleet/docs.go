@@ -253,7 +253,7 @@ func teamCompletions(_ context.Context, f *factory.Factory) []string {
 	if _, err := os.Stat(teams.NewStore(p).Path()); err != nil {
 		return nil
 	}
-	list, err := teams.NewStore(p).List("")
+	list, err := teams.NewStore(p).List("", "")
 	if err != nil {
 		return nil
 	}
