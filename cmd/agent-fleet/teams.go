@@ -105,7 +105,7 @@ func teamsRun(ctx context.Context, opts *teamsOptions) error {
 	defer release()
 	svc, _ := teams.ForSession(ctx, p, id, st)
 	var res any
-	var text string
+	var text func() string
 	switch opts.Verb {
 	case "leave", "delete":
 		var r *teams.LeaveResult
@@ -114,20 +114,20 @@ func teamsRun(ctx context.Context, opts *teamsOptions) error {
 		} else {
 			r, err = svc.Delete(ctx, teams.LeaveRequest{Name: req.Name})
 		}
-		res, text = r, output.LeftText(r)
+		res, text = r, func() string { return output.LeftText(r) }
 	case "list":
 		var list []teams.NamedTeam
 		list, err = svc.NamedTeams(ctx)
-		res, text = list, output.NamedTeamsText(list, output.CLI)
+		res, text = list, func() string { return output.NamedTeamsText(list, output.CLI) }
 	default:
 		var r *teams.JoinResult
 		r, err = svc.Join(ctx, req)
-		res, text = r, output.JoinedText(r, id.SessionID, output.CLI)
+		res, text = r, func() string { return output.JoinedText(r, id.SessionID, output.CLI) }
 	}
 	if err != nil {
 		return err
 	}
-	return output.Show(out, opts.JSON, res, text)
+	return output.Show(out, opts.JSON, res, text())
 }
 
 // runInTeam runs command with the team's scope and manager in its

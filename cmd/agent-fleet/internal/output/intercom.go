@@ -288,7 +288,7 @@ func PendingText(res *intercom.PendingResult, full bool) string {
 		if m.ExpectsReply {
 			continue // listed with the asks
 		}
-		lines = append(lines, fmt.Sprintf("- %s%s [context: %s]: %s", SenderLabel(m.From), teamTag(m.Team), Inline(m.ContextID), Block(m.Text, "  ")))
+		lines = append(lines, fmt.Sprintf("- %s%s: %s", SenderLabel(m.From), teamTag(m.Team), Block(m.Text, "  ")))
 	}
 	if len(res.Asks) > 0 {
 		lines = append(lines, "Pending asks:")
