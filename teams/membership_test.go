@@ -35,7 +35,9 @@ func codexAccepts(t *testing.T, data []byte) {
 	require.Equal(t, 1.0, *doc.Version)
 	require.NotNil(t, doc.Teams)
 	hex := regexp.MustCompile(`^[0-9a-f]{48}$`)
-	clean := func(s string) bool { return s != "" && strings.TrimSpace(s) == s && strings.IndexFunc(s, unicode.IsControl) < 0 }
+	clean := func(s string) bool {
+		return s != "" && strings.TrimSpace(s) == s && strings.IndexFunc(s, unicode.IsControl) < 0
+	}
 	names, scopes := map[string]bool{}, map[string]bool{}
 	for _, e := range doc.Teams {
 		name, _ := e["name"].(string)
