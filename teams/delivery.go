@@ -185,7 +185,7 @@ func (t *TeamOps) rosterMatch(ctx context.Context, mine []NamedTeam, to string) 
 			if id == t.Self || slices.Contains(found, id) {
 				continue
 			}
-			name, live := look(id)
+			name, live, _ := look(id)
 			if id == to || live && name != "" && strings.EqualFold(name, to) {
 				found = append(found, id)
 			}
@@ -200,7 +200,8 @@ func (t *TeamOps) rosterMatch(ctx context.Context, mine []NamedTeam, to string) 
 	return "", nil
 }
 
-// fanOut sends req to every live member that pattern selects, each once.
+// fanOut sends req to every live member that pattern selects, each once
+// (on a broker that cannot say who is live, to every member).
 func (t *TeamOps) fanOut(ctx context.Context, req intercom.SendRequest, pattern string) (*intercom.SendResult, error) {
 	if req.MessageID != "" {
 		return nil, fmt.Errorf("%w: a send to several sessions gives each its own message id", intercom.ErrInvalidInput)
@@ -243,7 +244,9 @@ func (t *TeamOps) fanOut(ctx context.Context, req intercom.SendRequest, pattern 
 			if id == t.Self || slices.Contains(sent, id) || (role != "" && nt.RoleOf(id) != role) {
 				continue
 			}
-			if _, live := look(id); !live {
+			// Not known to be offline (a broker that cannot tell): send,
+			// and let the broker report.
+			if _, live, known := look(id); !live && known {
 				if !slices.Contains(out.Offline, id) {
 					out.Offline = append(out.Offline, id)
 				}

@@ -64,8 +64,10 @@ func FormatRoster(r *Roster) string {
 	return strings.Join(lines, "\n")
 }
 
-// liveLookup says whether a session id is connected now, and its name.
-type liveLookup func(id string) (name string, live bool)
+// liveLookup says whether a session id is connected now, and its name;
+// known is false when nobody can tell (a session of another scope on a
+// broker without agent-fleet's local API).
+type liveLookup func(id string) (name string, live, known bool)
 
 // newLookup sees the sessions of the caller's own scope (one list) and,
 // through peer (agent-fleet's local API), exact ids in any other scope.
@@ -76,23 +78,30 @@ func newLookup(ctx context.Context, ops intercom.Ops, peer func(context.Context,
 			own[v.ID] = v.Name
 		}
 	}
-	cache := map[string]*intercom.PeerInfo{}
-	return func(id string) (string, bool) {
+	type answer struct {
+		p   *intercom.PeerInfo
+		err error
+	}
+	cache := map[string]answer{}
+	return func(id string) (string, bool, bool) {
 		if name, ok := own[id]; ok {
-			return name, true
+			return name, true, true
 		}
 		if peer == nil {
-			return "", false
+			return "", false, false
 		}
-		p, seen := cache[id]
+		a, seen := cache[id]
 		if !seen {
-			p, _ = peer(ctx, id)
-			cache[id] = p
+			a.p, a.err = peer(ctx, id)
+			cache[id] = a
 		}
-		if p == nil || !p.Connected {
-			return "", false
+		switch {
+		case a.err != nil:
+			return "", false, false
+		case a.p == nil || !a.p.Connected:
+			return "", false, true
 		}
-		return p.Name, true
+		return a.p.Name, true, true
 	}
 }
 
@@ -105,7 +114,7 @@ func rosterOf(team NamedTeam, self string, look liveLookup) Roster {
 	r := Roster{Name: team.Name, Work: team.Work, Self: RosterSelf{ID: self, IsManager: self == team.ManagerSessionID},
 		Members: []RosterMember{}}
 	for _, id := range team.MemberIDs() {
-		name, live := look(id)
+		name, live, _ := look(id)
 		r.Members = append(r.Members, RosterMember{ID: id, Target: id, Name: name, Role: team.RoleOf(id), Connected: live})
 		if id == team.ManagerSessionID {
 			r.Manager = Endpoint{Target: id, Connected: live}

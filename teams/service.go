@@ -395,7 +395,12 @@ func (s *Service) NamedTeams(ctx context.Context) ([]NamedTeam, error) {
 	for i := range list {
 		list[i].Live = 0
 		for _, id := range list[i].Members {
-			if _, ok := look(id); ok {
+			_, live, known := look(id)
+			if !known {
+				list[i].Live = -1 // a TypeScript broker cannot tell
+				break
+			}
+			if live {
 				list[i].Live++
 			}
 		}

@@ -76,7 +76,7 @@ func TestServiceJoin(t *testing.T) {
 	list, err := bob.NamedTeams(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []NamedTeam{{Name: "billing", ManagerSessionID: "alice", CreatedAt: list[0].CreatedAt, Members: []string{"alice", "bob"},
-		Joined: true, Current: true, Role: "member", Live: 1}}, list)
+		Joined: true, Current: true, Role: "member", Live: -1}}, list, "no broker to ask who of alice is live")
 	list, err = service(t, p, "carol", MapEnv{}, nil).NamedTeams(ctx)
 	require.NoError(t, err)
 	require.False(t, list[0].Joined)
