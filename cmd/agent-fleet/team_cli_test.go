@@ -272,3 +272,70 @@ func TestTeamManifestErrorsSayWhichRule(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "You: "+lead+" [manager]")
 }
+
+// Task teams through real agent-fleet mcp processes, as the Codex
+// adapter's intercom_join has them: the manager adds a connected session
+// by name and nobody moves; messages carry the team, replies keep it;
+// members leave, the manager cannot.
+func TestMCPTaskTeamsWithRealProcesses(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	startNamedListener(t, dir, "outsider", "Outsider")
+	lead := mcptest.Caller(t, mcpProcess(t, dir, "task-lead"))
+	mate := mcptest.Caller(t, mcpProcess(t, dir, "task-mate"))
+	var texts []string
+	call := func(c func(string, map[string]any) mcptest.Result, tool string, args map[string]any) mcptest.Result {
+		r := c(tool, args)
+		texts = append(texts, r.Text)
+		return r
+	}
+	require.Contains(t, call(mate, "intercom_list", nil).Text, "task-lead")
+
+	for _, bad := range []any{"task-mate", []any{nil}, []any{""}} {
+		r := call(lead, "intercom_join", map[string]any{"name": "launch", "create": true, "members": bad})
+		require.True(t, r.IsError, "%v: %s", bad, r.Text)
+	}
+	r := call(lead, "intercom_join", map[string]any{"name": "launch", "create": true, "members": []any{"task-mate"}, "work": "Launch page"})
+	require.False(t, r.IsError, r.Text)
+	require.Contains(t, r.Text, "Other team memberships are unchanged")
+	require.Subset(t, r.Structured, map[string]any{"ok": true, "team": "launch", "role": "manager"})
+	require.Contains(t, call(lead, "intercom_list", nil).Text, "outsider", "a task team moves nobody")
+
+	r = call(mate, "intercom_team", map[string]any{"team": "launch"})
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "Team: launch\nWork: Launch page\nYou: task-mate\nManager: task-lead\nMembers:\n- task-lead (task-lead) [manager]\n- task-mate (task-mate) [member]", strings.SplitN(r.Text, "\n\n[", 2)[0])
+	require.True(t, call(lead, "intercom_team", map[string]any{"team": "nope"}).IsError)
+
+	r = call(lead, "intercom_send", map[string]any{"to": "team:launch", "message": "kick-off"})
+	require.False(t, r.IsError, r.Text)
+	require.Contains(t, r.Text, "Message to team:launch: delivered to 1 of 1.\n- task-mate: delivered")
+	r = call(mate, "intercom_pending", nil)
+	require.Regexp(t, `^- task-lead \[Team: launch\] \[contextId: ctx-[A-Za-z0-9_-]{43}\]: kick-off`, r.Text)
+	msgs := r.Structured["unread_messages"].([]any)
+	require.Len(t, msgs, 1)
+	entry := msgs[0].(map[string]any)
+	require.Equal(t, "launch", entry["team"])
+	r = call(mate, "intercom_reply", map[string]any{"message": "on it", "contextId": entry["contextId"], "team": "other"})
+	require.True(t, r.IsError, "a reply cannot change its team: %s", r.Text)
+	r = call(mate, "intercom_reply", map[string]any{"message": "on it", "contextId": entry["contextId"]})
+	require.False(t, r.IsError, r.Text)
+	r = call(lead, "intercom_pending", nil)
+	require.Contains(t, r.Text, "- task-mate [Team: launch]")
+	require.Contains(t, r.Text, "on it")
+	r = call(mate, "intercom_status", nil)
+	require.Contains(t, r.Text, "Teams: launch (member)")
+
+	r = call(lead, "intercom_join", map[string]any{"name": "launch", "leave": true})
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "delete the team instead")
+	r = call(mate, "intercom_join", map[string]any{"name": "launch", "leave": true})
+	require.False(t, r.IsError, r.Text)
+	require.Equal(t, "Left team launch.", r.Text)
+	r = call(lead, "intercom_send", map[string]any{"to": "team:launch", "message": "anyone?"})
+	require.True(t, r.IsError, "no other member left: %s", r.Text)
+
+	for _, text := range texts {
+		require.False(t, regexp.MustCompile(`[0-9a-f]{48}`).MatchString(text), text)
+	}
+}
