@@ -51,6 +51,15 @@ func AskID(fromID, messageID string) string {
 // AskID of this message.
 func (m *InboundMessage) AskID() string { return AskID(m.From.ID, m.Message.ID) }
 
+// ContextID is the receiver-local reply selector of any inbound message:
+// "ctx-" and the same digest as its AskID.
+func ContextID(fromID, messageID string) string {
+	return "ctx-" + strings.TrimPrefix(AskID(fromID, messageID), "ask-")
+}
+
+// ContextID of this message.
+func (m *InboundMessage) ContextID() string { return ContextID(m.From.ID, m.Message.ID) }
+
 // storedMessage is the file form of an InboundMessage (Pi inbox v3).
 type storedMessage struct {
 	Key        string          `json:"key"`

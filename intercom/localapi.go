@@ -67,8 +67,11 @@ type BrokerStats struct {
 type PeerInfo struct {
 	SessionID string `json:"sessionId"`
 	Connected bool   `json:"connected"`
-	PID       int    `json:"pid,omitempty"`
-	UID       int    `json:"uid,omitempty"`
+	// Name is the connected session's display name ("" without one):
+	// named-team rosters resolve members of other scopes by it.
+	Name string `json:"name,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+	UID  int    `json:"uid,omitempty"`
 }
 
 // LocalAPIClient talks to a broker's local API. The zero value is not

@@ -107,6 +107,9 @@ type SendRequest struct {
 	// Text alone must say everything. Not with attachments' asks or
 	// replies: a control makes a message neither.
 	Control *wire.Control `json:"control,omitempty"`
+	// Team is the named team the message is sent in (content.team; "" =
+	// none). A sender's team layer fills it in or checks it.
+	Team string `json:"team,omitempty"`
 }
 
 // SendResult is the outcome of a send or reply. A delivery failure is a
@@ -123,6 +126,14 @@ type SendResult struct {
 	Reason     string `json:"reason,omitempty"`
 	ReplyTo    string `json:"replyTo,omitempty"`
 	AskID      string `json:"askId,omitempty"` // the ask a reply answered
+	Team       string `json:"team,omitempty"`  // content.team as sent
+	// Recipients is, for a send to a team (team:NAME, *), the outcome of
+	// each ordinary send it was expanded into, one message id each; OK is
+	// then true only when every one was delivered.
+	Recipients []SendResult `json:"recipients,omitempty"`
+	// Offline is, for a send to a team, the members it selects that were
+	// not connected, so got nothing.
+	Offline []string `json:"offline,omitempty"`
 }
 
 // OnAskTimeout is what an ask does when its wait runs out.
@@ -146,6 +157,8 @@ type AskRequest struct {
 	// 30 s unless PI_INTERCOM_ASK_WAIT_MS says otherwise).
 	Wait      time.Duration `json:"waitNs,omitempty"`
 	OnTimeout OnAskTimeout  `json:"onTimeout,omitempty"`
+	// Team: see SendRequest.Team. Only a reply in the same team answers.
+	Team string `json:"team,omitempty"`
 }
 
 // AskResult is the outcome of an ask: a reply, or a pending (deferred) or
@@ -161,13 +174,18 @@ type AskResult struct {
 
 // ReplyRequest answers a pending ask, selected by AskID, or by sender To
 // (exact id or case-insensitive name) and Which ("oldest"/"latest"), or the
-// only pending ask.
+// only pending ask; or answers any inbound message by its ContextID (an
+// ask's context answers the ask; another message's gets an ordinary
+// message back). The reply keeps the original message's team: Team, when
+// given, must equal it.
 type ReplyRequest struct {
 	Text        string            `json:"text"`
 	Attachments []wire.Attachment `json:"attachments,omitempty"`
 	AskID       string            `json:"askId,omitempty"`
+	ContextID   string            `json:"contextId,omitempty"`
 	To          string            `json:"to,omitempty"`
 	Which       string            `json:"which,omitempty"`
+	Team        string            `json:"team,omitempty"`
 }
 
 // PendingRequest lists unread messages and pending asks.
@@ -197,8 +215,11 @@ type MessageView struct {
 	ExpectsReply bool              `json:"expectsReply"`
 	ReplyTo      string            `json:"replyTo,omitempty"`
 	AskID        string            `json:"askId,omitempty"` // set for asks
-	ReceivedAt   float64           `json:"receivedAt"`      // epoch ms
-	Read         bool              `json:"read"`
+	// ContextID selects this message for a reply (ReplyRequest.ContextID).
+	ContextID  string  `json:"contextId"`
+	Team       string  `json:"team,omitempty"` // content.team
+	ReceivedAt float64 `json:"receivedAt"`     // epoch ms
+	Read       bool    `json:"read"`
 	// Control is the message's content.control as sent, for programs
 	// (listen --json); omitted when it has none.
 	Control json.RawMessage `json:"control,omitempty"`
@@ -211,6 +232,8 @@ type AskView struct {
 	ReceivedAt float64 `json:"receivedAt"`
 	DeferredAt float64 `json:"deferredAt,omitempty"` // the asker stopped waiting
 	Preview    string  `json:"preview"`              // first 80 chars, whitespace collapsed
+	ContextID  string  `json:"contextId"`
+	Team       string  `json:"team,omitempty"` // content.team
 	// Selector is "oldest", "latest" or "queued" when the sender has
 	// several pending asks, else "".
 	Selector       string            `json:"selector,omitempty"`
@@ -234,6 +257,18 @@ type StatusResult struct {
 	Outbox         int    `json:"outbox"`
 	PendingAsks    int    `json:"pendingAsks"`
 	Holder         bool   `json:"holder"`
+	// Teams is the session's named-team memberships, filled in by its
+	// team layer (nil: none, or no team layer).
+	Teams []TeamMembership `json:"teams,omitempty"`
+}
+
+// TeamMembership is one named team a session belongs to.
+type TeamMembership struct {
+	Name string `json:"name"`
+	Role string `json:"role"` // "manager" or "member"
+	// Current: the session is registered in this team's private scope
+	// now (at most one is).
+	Current bool `json:"current,omitempty"`
 }
 
 // ListenRequest configures Listen.

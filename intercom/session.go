@@ -95,6 +95,7 @@ type Session struct {
 
 type askWaiter struct {
 	to    string // target session id
+	team  string // content.team of the ask: only a reply in it answers
 	reply chan *InboundMessage
 	fail  chan string // ask_cancelled reason from the broker
 }
@@ -196,7 +197,7 @@ func (s *Session) Commit() error {
 	s.staged = nil
 	woke := false
 	for _, m := range staged {
-		if w := s.waiters[m.Message.ReplyTo]; m.Message.ReplyTo != "" && w != nil && w.to == m.From.ID {
+		if w := s.waiters[m.Message.ReplyTo]; m.Message.ReplyTo != "" && w != nil && w.to == m.From.ID && w.team == m.Message.Team {
 			s.claimed[m.Key] = true
 			w.reply <- m
 			delete(s.waiters, m.Message.ReplyTo)
@@ -430,8 +431,8 @@ func (s *Session) brokerForwardsControls(ctx context.Context) bool {
 }
 
 // compose builds a message and checks it against the wire limits.
-func compose(id string, text string, att []wire.Attachment, replyTo string, ask bool) (*wire.MessageInfo, error) {
-	return composeWith(wire.Message{ID: id, ReplyTo: replyTo, ExpectsReply: ask, Text: text, Attachments: att})
+func compose(id string, text string, att []wire.Attachment, replyTo string, ask bool, team string) (*wire.MessageInfo, error) {
+	return composeWith(wire.Message{ID: id, ReplyTo: replyTo, ExpectsReply: ask, Text: text, Team: team, Attachments: att})
 }
 
 // composeWith stamps m (a new id when it has none) and checks it against
@@ -464,7 +465,7 @@ func (s *Session) send(ctx context.Context, to, target string, msg *wire.Message
 	ctx, cancel := context.WithTimeout(ctx, SendOutcomeTimeout)
 	defer cancel()
 	out, err := s.client.Send(ctx, target, msg)
-	res := &SendResult{MessageID: msg.ID, To: to, TargetID: target, ReplyTo: msg.ReplyTo}
+	res := &SendResult{MessageID: msg.ID, To: to, TargetID: target, ReplyTo: msg.ReplyTo, Team: msg.Team}
 	if err != nil {
 		if errors.Is(err, ErrConnectionLost) || errors.Is(err, context.DeadlineExceeded) {
 			return res, fmt.Errorf("%w (message %s)", ErrOutcomeUnknown, msg.ID)
@@ -483,7 +484,7 @@ func (s *Session) Send(ctx context.Context, req SendRequest) (*SendResult, error
 	if err != nil {
 		return nil, err
 	}
-	m := wire.Message{ID: req.MessageID, Text: req.Text, Attachments: req.Attachments}
+	m := wire.Message{ID: req.MessageID, Text: req.Text, Team: req.Team, Attachments: req.Attachments}
 	if req.Control != nil && s.brokerForwardsControls(ctx) {
 		m.Control = req.Control
 	}
@@ -508,12 +509,12 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg, err := compose("", req.Text, req.Attachments, "", true)
+	msg, err := compose("", req.Text, req.Attachments, "", true, req.Team)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	w := &askWaiter{to: target, reply: make(chan *InboundMessage, 1), fail: make(chan string, 1)}
+	w := &askWaiter{to: target, team: req.Team, reply: make(chan *InboundMessage, 1), fail: make(chan string, 1)}
 	s.mu.Lock()
 	s.waiters[msg.ID] = w
 	s.mu.Unlock()
@@ -566,11 +567,25 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 // Reply implements Ops.
 func (s *Session) Reply(ctx context.Context, req ReplyRequest) (*SendResult, error) {
 	_ = s.inbox.PruneAsks(float64(s.cfg.AskTTL.Milliseconds()), float64(time.Now().UnixMilli()))
-	ask, err := selectAsk(s.inbox.PendingAsks(), req)
+	asks := s.inbox.PendingAsks()
+	var ask *InboundMessage
+	var err error
+	if req.ContextID != "" {
+		ask, err = selectContext(asks, s.inbox.Unread(), req)
+	} else {
+		ask, err = selectAsk(asks, req)
+	}
 	if err != nil {
 		return nil, err
 	}
-	msg, err := compose("", req.Text, req.Attachments, ask.Message.ID, false)
+	if req.Team != "" && req.Team != ask.Message.Team {
+		return nil, fmt.Errorf("%w: a reply stays in the original message's team (%s); omit the team to keep it", ErrInvalidInput, teamOrNone(ask.Message.Team))
+	}
+	replyTo := ""
+	if ask.Message.ExpectsReply {
+		replyTo = ask.Message.ID
+	}
+	msg, err := compose("", req.Text, req.Attachments, replyTo, false, ask.Message.Team)
 	if err != nil {
 		return nil, err
 	}
@@ -579,10 +594,10 @@ func (s *Session) Reply(ctx context.Context, req ReplyRequest) (*SendResult, err
 		to = ask.From.ID
 	}
 	res, err := s.send(ctx, to, ask.From.ID, msg)
-	if res != nil {
+	if res != nil && replyTo != "" {
 		res.AskID = ask.AskID()
 	}
-	if err != nil {
+	if err != nil || replyTo == "" {
 		return res, err
 	}
 	if res.OK || res.Code == string(wire.FailInvalidReplyTarget) {
@@ -592,6 +607,36 @@ func (s *Session) Reply(ctx context.Context, req ReplyRequest) (*SendResult, err
 		_ = s.inbox.Consume(ask.Key)
 	}
 	return res, nil
+}
+
+func teamOrNone(team string) string {
+	if team == "" {
+		return "no team"
+	}
+	return "team " + team
+}
+
+// selectContext picks the message a reply by context id answers: a
+// pending ask, or an inbound message still in the inbox.
+func selectContext(asks, unread []*InboundMessage, req ReplyRequest) (*InboundMessage, error) {
+	if req.AskID != "" || req.Which != "" {
+		return nil, fmt.Errorf("%w: a context id selects one message: give no ask id or which with it", ErrInvalidInput)
+	}
+	for _, list := range [][]*InboundMessage{asks, unread} {
+		for _, m := range list {
+			if m.ContextID() != req.ContextID {
+				continue
+			}
+			if m.Message.ExpectsReply && !slices.Contains(asks, m) {
+				break // an answered ask: not pending any more
+			}
+			if req.To != "" && m.From.ID != req.To && !(m.From.HasName && strings.EqualFold(m.From.Name, req.To)) {
+				return nil, fmt.Errorf("%w: context %q is not from %q", ErrNoPendingAsk, req.ContextID, req.To)
+			}
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no unread message or pending ask with context id %q (see pending)", ErrNoPendingAsk, req.ContextID)
 }
 
 // selectAsk picks the ask a reply answers (spec §5.8).
@@ -626,9 +671,13 @@ func selectAsk(asks []*InboundMessage, req ReplyRequest) (*InboundMessage, error
 	if len(candidates) == 1 {
 		return candidates[0], nil
 	}
-	senders := map[string]bool{}
+	senders, teams := map[string]bool{}, map[string]bool{}
 	for _, c := range candidates {
 		senders[c.From.ID] = true
+		teams[c.Message.Team] = true
+	}
+	if len(teams) > 1 && req.Which == "" {
+		return nil, fmt.Errorf("%w: %d pending asks in %d team contexts; choose one with an ask id or a context id", ErrAmbiguousTarget, len(candidates), len(teams))
 	}
 	if len(senders) > 1 {
 		return nil, fmt.Errorf("%w: %d pending asks from %d sessions; choose one with an ask id or the sender (to)", ErrAmbiguousTarget, len(candidates), len(senders))
@@ -647,7 +696,8 @@ func (s *Session) view(m *InboundMessage, read bool) MessageView {
 		From:      Sender{ID: m.From.ID, Name: m.From.Name, Origin: m.From.Origin},
 		MessageID: m.Message.ID, Text: m.Message.Text, Attachments: m.Message.Attachments,
 		ExpectsReply: m.Message.ExpectsReply, ReplyTo: m.Message.ReplyTo, ReceivedAt: m.ReceivedAt, Read: read,
-		Control: m.Message.Control,
+		Control:   m.Message.Control,
+		ContextID: m.ContextID(), Team: m.Message.Team,
 	}
 	if v.Attachments == nil {
 		v.Attachments = []wire.Attachment{}
@@ -725,6 +775,7 @@ func askViews(asks []*InboundMessage, now time.Time) []AskView {
 		out = append(out, AskView{
 			AskID: a.AskID(), From: Sender{ID: a.From.ID, Name: a.From.Name, Origin: a.From.Origin},
 			ReceivedAt: a.ReceivedAt, DeferredAt: a.DeferredAt, Preview: Preview(a.Message.Text, 80),
+			ContextID: a.ContextID(), Team: a.Message.Team,
 			Selector:       sel,
 			ElapsedSeconds: max(0, (now.UnixMilli()-int64(a.ReceivedAt))/1000),
 		})

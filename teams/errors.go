@@ -32,4 +32,16 @@ var (
 	// (BOSS_TEAM_SCOPE_DENIED, BOSS_TEAM_METADATA_INVALID or
 	// BOSS_TEAM_TARGET_NOT_CONNECTED; see *BossError).
 	ErrBossDenied = errors.New("boss team scope denied")
+	// ErrNotMember: the session is not on the named team's roster, so it
+	// may not leave it, address it (team:NAME) or resolve its members.
+	ErrNotMember = errors.New("not a member of that team")
+	// ErrNotManager: only a team's manager may delete it or add other
+	// sessions to it.
+	ErrNotManager = errors.New("only the team's manager may do that")
+	// ErrManagerLeaves: a manager cannot leave the team it manages (its
+	// roster must keep it); it deletes the team instead.
+	ErrManagerLeaves = errors.New("a team's manager cannot leave it")
+	// ErrHomeTeam: the session was started in this team's scope, so it
+	// cannot move out of it; it ends and starts again outside.
+	ErrHomeTeam = errors.New("the session was started in that team")
 )

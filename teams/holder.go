@@ -18,6 +18,9 @@ const (
 	HolderOpTeamJoin   = "team_join"
 	HolderOpNamedTeams = "team_list"
 	HolderOpTeamInbox  = "team_inbox"
+	HolderOpTeamLeave  = "team_leave"
+	HolderOpTeamDelete = "team_delete"
+	HolderOpRosters    = "team_rosters"
 )
 
 // reply is a team operation's answer on the holder socket: a result, or a
@@ -59,6 +62,9 @@ var errorKinds = map[string]error{
 	"no_switch": ErrNoSwitch, "inspection_denied": ErrInspectionDenied, "boss": ErrBossDenied,
 	"manifest_invalid": manifest.ErrInvalid, "manifest_unavailable": manifest.ErrUnavailable,
 	"no_pending_ask": intercom.ErrNoPendingAsk, "inbox_version": intercom.ErrInboxVersion,
+	"not_member": ErrNotMember, "not_manager": ErrNotManager, "manager_leaves": ErrManagerLeaves, "home_team": ErrHomeTeam,
+	"invalid_input": intercom.ErrInvalidInput, "target_not_found": intercom.ErrTargetNotFound,
+	"ambiguous_target": intercom.ErrAmbiguousTarget,
 }
 
 // kindInspectionNotFound is an inspection refused because its target is
@@ -98,6 +104,22 @@ func HolderExtra(t Teams) func(ctx context.Context, op string, args json.RawMess
 				return nil, true, fmt.Errorf("%w: %v", intercom.ErrInvalidInput, err)
 			}
 			result, err = t.Join(ctx, req)
+		case HolderOpTeamLeave, HolderOpTeamDelete:
+			var req LeaveRequest
+			if err := json.Unmarshal(args, &req); err != nil {
+				return nil, true, fmt.Errorf("%w: %v", intercom.ErrInvalidInput, err)
+			}
+			if op == HolderOpTeamLeave {
+				result, err = t.Leave(ctx, req)
+			} else {
+				result, err = t.Delete(ctx, req)
+			}
+		case HolderOpRosters:
+			var name string
+			if err := json.Unmarshal(args, &name); err != nil {
+				return nil, true, fmt.Errorf("%w: %v", intercom.ErrInvalidInput, err)
+			}
+			result, err = t.Rosters(ctx, name)
 		case HolderOpTeamInbox:
 			var req InspectRequest
 			if err := json.Unmarshal(args, &req); err != nil {
@@ -163,6 +185,33 @@ func (h HolderTeams) Join(ctx context.Context, req JoinRequest) (*JoinResult, er
 		return nil, err
 	}
 	return &r, nil
+}
+
+// Leave implements Teams.
+func (h HolderTeams) Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, error) {
+	var r LeaveResult
+	if err := h.call(ctx, HolderOpTeamLeave, req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Delete implements Teams.
+func (h HolderTeams) Delete(ctx context.Context, req LeaveRequest) (*LeaveResult, error) {
+	var r LeaveResult
+	if err := h.call(ctx, HolderOpTeamDelete, req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Rosters implements Teams.
+func (h HolderTeams) Rosters(ctx context.Context, name string) ([]Roster, error) {
+	var r []Roster
+	if err := h.call(ctx, HolderOpRosters, name, &r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // NamedTeams implements Teams.

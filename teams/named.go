@@ -66,13 +66,68 @@ func (s Scope) MarshalJSON() ([]byte, error) {
 
 // NamedTeam is a named team as listed: never its scope.
 type NamedTeam struct {
-	Name             string   `json:"name"`
-	ManagerSessionID string   `json:"managerSessionId"`
-	CreatedAt        int64    `json:"createdAt"`
-	Members          []string `json:"memberSessionIds,omitempty"` // the OpenCode variant's roster
-	Work             string   `json:"work,omitempty"`
-	// Joined: the asking session is in this team's scope now.
+	Name             string `json:"name"`
+	ManagerSessionID string `json:"managerSessionId"`
+	CreatedAt        int64  `json:"createdAt"`
+	// Members is the roster (memberSessionIds): every member's session
+	// id, the manager's included. An entry without one has the manager
+	// as its only member.
+	Members []string `json:"memberSessionIds"`
+	Work    string   `json:"work,omitempty"`
+	// Joined: the asking session is a member of this team.
 	Joined bool `json:"joined,omitempty"`
+	// Current: the asking session is registered in this team's scope.
+	Current bool `json:"current,omitempty"`
+	// Role is the asking session's role in it: "manager", "member" or
+	// "" (not a member).
+	Role string `json:"role,omitempty"`
+	// Live counts the members connected now (-1: not known, on a broker
+	// without agent-fleet's local API).
+	Live int `json:"live"`
+}
+
+// Team roles as the named-teams store records them (the Codex adapter's
+// roster roles): team:NAME/manager and team:NAME/member select by them.
+const (
+	RoleManager = "manager"
+	RoleMember  = "member"
+)
+
+// MaxWorkChars bounds a task team's work description (the Codex
+// adapter's limit).
+const MaxWorkChars = 2000
+
+// memberIDs is the team's roster: memberSessionIds, or the manager alone.
+func (t *NamedTeam) memberIDs() []string {
+	if t.Members == nil {
+		return []string{t.ManagerSessionID}
+	}
+	return t.Members
+}
+
+// IsMember reports whether id is on the team's roster.
+func (t *NamedTeam) IsMember(id string) bool { return slices.Contains(t.memberIDs(), id) }
+
+// RoleOf is id's role in the team ("" for a non-member).
+func (t *NamedTeam) RoleOf(id string) string {
+	switch {
+	case id == t.ManagerSessionID:
+		return RoleManager
+	case t.IsMember(id):
+		return RoleMember
+	}
+	return ""
+}
+
+// MemberIDs is a copy of the roster, the manager first.
+func (t *NamedTeam) MemberIDs() []string {
+	out := []string{t.ManagerSessionID}
+	for _, id := range t.memberIDs() {
+		if id != t.ManagerSessionID {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Store is named-teams.json with its named-teams.lock directory lock.
@@ -153,7 +208,9 @@ func decodeEntry(fields map[string]json.RawMessage) *entry {
 	_ = json.Unmarshal(fields["scopeId"], &e.scope)
 	_ = json.Unmarshal(fields["managerSessionId"], &e.ManagerSessionID)
 	_ = json.Unmarshal(fields["createdAt"], &created)
-	_ = json.Unmarshal(fields["memberSessionIds"], &e.Members)
+	if json.Unmarshal(fields["memberSessionIds"], &e.Members) != nil || e.Members == nil && fields["memberSessionIds"] != nil {
+		e.Members = nil
+	}
 	_ = json.Unmarshal(fields["work"], &e.Work)
 	e.CreatedAt = int64(created)
 	e.ManagerSessionID = strings.TrimSpace(e.ManagerSessionID)
@@ -234,9 +291,10 @@ func compact(raw json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-// List returns the well-formed teams, in file order, without scopes; the
-// team whose scope is current ("" = none) is marked Joined.
-func (s *Store) List(current string) ([]NamedTeam, error) {
+// List returns the well-formed teams, in file order, without scopes,
+// marked for session self: Joined and Role where it is a member, Current
+// for the team whose scope is current ("" = none). Live is -1 (unknown).
+func (s *Store) List(self, current string) ([]NamedTeam, error) {
 	f, err := s.read()
 	if err != nil {
 		return nil, err
@@ -245,11 +303,42 @@ func (s *Store) List(current string) ([]NamedTeam, error) {
 	for _, e := range f.entries {
 		if e.usable {
 			t := e.NamedTeam
-			t.Joined = current != "" && e.scope == current
+			t.Members = t.MemberIDs()
+			t.Current = current != "" && e.scope == current
+			t.Role = t.RoleOf(self)
+			t.Joined = t.Role != "" || t.Current
+			t.Live = -1
 			out = append(out, t)
 		}
 	}
 	return out, nil
+}
+
+// Memberships is the teams whose roster lists self, in file order.
+func (s *Store) Memberships(self string) ([]NamedTeam, error) {
+	all, err := s.List(self, "")
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(t NamedTeam) bool { return t.Role == "" }), nil
+}
+
+// TeamOfScope is the name of the team whose scope is scope ("" when
+// none is, or scope is "").
+func (s *Store) TeamOfScope(scope string) string {
+	if scope == "" {
+		return ""
+	}
+	f, err := s.read()
+	if err != nil {
+		return ""
+	}
+	for _, e := range f.entries {
+		if e.usable && e.scope == scope {
+			return e.Name
+		}
+	}
+	return ""
 }
 
 // Lookup returns the team with exactly this name and its scope.
@@ -279,44 +368,91 @@ func lookup(f *storeFile, name string) (NamedTeam, Scope, error) {
 	return NamedTeam{}, Scope{}, fmt.Errorf("%w: %q%s", ErrTeamNotFound, name, hint)
 }
 
-// Create adds a team with a fresh private scope and manager as its manager,
-// under the lock. A name already taken in any letter case is ErrTeamExists.
+// Create adds a team with a fresh private scope and manager as its manager
+// and only member, under the lock. A name already taken in any letter case
+// is ErrTeamExists.
 func (s *Store) Create(ctx context.Context, name, manager string) (NamedTeam, Scope, error) {
-	if err := ValidateTeamName(name); err != nil {
+	return s.Join(ctx, MembershipRequest{Name: name, Self: manager, Create: true})
+}
+
+// MembershipRequest adds sessions to a team's roster (Store.Join), as the
+// Codex adapter's task teams do.
+type MembershipRequest struct {
+	Name string
+	// Self is the session asking; it becomes a member (and, with Create,
+	// the manager).
+	Self string
+	// Members are other session ids to add: only the team's manager may.
+	Members []string
+	Create  bool
+	// Work describes a task team's task; only with Create.
+	Work string
+}
+
+func validMemberID(id string) bool {
+	return id != "" && strings.TrimSpace(id) == id && strings.IndexFunc(id, unicode.IsControl) < 0
+}
+
+// Join records req.Self (and req.Members) on the team's roster under the
+// lock, creating the team first with Create. The roster always keeps the
+// manager, so a file agent-fleet writes is one the Codex adapter reads.
+// Errors: ErrInvalidTeamName, ErrTeamExists, ErrTeamNotFound,
+// ErrNotManager (adding others to a team one does not manage),
+// intercom.ErrInvalidInput (bad member ids or work), ErrStore, ErrLocked.
+func (s *Store) Join(ctx context.Context, req MembershipRequest) (NamedTeam, Scope, error) {
+	if err := ValidateTeamName(req.Name); err != nil {
 		return NamedTeam{}, Scope{}, err
 	}
-	manager = strings.TrimSpace(manager)
-	if !validManager(manager) {
-		return NamedTeam{}, Scope{}, fmt.Errorf("%w: the manager session id is empty or has control characters", ErrInvalidTeamName)
+	self := strings.TrimSpace(req.Self)
+	if !validManager(self) {
+		return NamedTeam{}, Scope{}, fmt.Errorf("%w: the session id is empty or has control characters", ErrInvalidTeamName)
+	}
+	add := []string{self}
+	for _, m := range req.Members {
+		if !validMemberID(m) {
+			return NamedTeam{}, Scope{}, fmt.Errorf("%w: a member session id is empty, padded or has control characters", intercom.ErrInvalidInput)
+		}
+		if !slices.Contains(add, m) {
+			add = append(add, m)
+		}
+	}
+	work := strings.TrimSpace(req.Work)
+	switch {
+	case req.Work != "" && work == "":
+		return NamedTeam{}, Scope{}, fmt.Errorf("%w: work must describe the task", intercom.ErrInvalidInput)
+	case len([]rune(req.Work)) > MaxWorkChars:
+		return NamedTeam{}, Scope{}, fmt.Errorf("%w: work has at most %d characters", intercom.ErrInvalidInput, MaxWorkChars)
+	case work != "" && !req.Create:
+		return NamedTeam{}, Scope{}, fmt.Errorf("%w: work is set when a team is created; create a new team for another task", intercom.ErrInvalidInput)
 	}
 	var team NamedTeam
 	var scope Scope
 	err := s.modify(ctx, func(f *storeFile) (bool, error) {
-		taken := map[string]bool{}
-		for _, e := range f.entries {
-			if strings.EqualFold(e.Name, name) {
-				return false, fmt.Errorf("%w: %q", ErrTeamExists, e.Name)
-			}
-			taken[e.scope] = true
-		}
-		for scope.IsZero() || taken[scope.v] {
-			v, err := s.newScope()
-			if err != nil {
+		var e *entry
+		if req.Create {
+			var err error
+			if e, err = s.newEntry(f, req.Name, self, work); err != nil {
 				return false, err
 			}
-			scope = Scope{v}
+		} else {
+			if _, _, err := lookup(f, req.Name); err != nil {
+				return false, err
+			}
+			e = find(f, req.Name)
 		}
-		now := time.Now
-		if s.Now != nil {
-			now = s.Now
+		if len(add) > 1 && e.ManagerSessionID != self {
+			return false, fmt.Errorf("%w: only %s, the manager of team %s, may add other sessions to it", ErrNotManager, e.ManagerSessionID, e.Name)
 		}
-		team = NamedTeam{Name: name, ManagerSessionID: manager, CreatedAt: now().UnixMilli()}
-		fields := map[string]json.RawMessage{}
-		for k, v := range map[string]any{"name": name, "scopeId": scope.v, "managerSessionId": manager, "createdAt": team.CreatedAt} {
-			fields[k], _ = json.Marshal(v)
+		roster := e.MemberIDs()
+		changed := req.Create || e.Members == nil
+		for _, id := range add {
+			if !slices.Contains(roster, id) {
+				roster, changed = append(roster, id), true
+			}
 		}
-		f.entries = append(f.entries, &entry{NamedTeam: team, scope: scope.v, usable: true, fields: fields})
-		return true, nil
+		e.setMembers(roster)
+		team, scope = e.NamedTeam, Scope{e.scope}
+		return changed, nil
 	})
 	if err != nil {
 		return NamedTeam{}, Scope{}, err
@@ -324,23 +460,100 @@ func (s *Store) Create(ctx context.Context, name, manager string) (NamedTeam, Sc
 	return team, scope, nil
 }
 
-// AddMember records sessionID in the team's memberSessionIds when the
-// entry keeps that roster (the OpenCode variant); otherwise it does nothing.
-func (s *Store) AddMember(ctx context.Context, name, sessionID string) error {
-	return s.modify(ctx, func(f *storeFile) (bool, error) {
-		for _, e := range f.entries {
-			if !e.usable || e.Name != name {
-				continue
-			}
-			if _, kept := e.fields["memberSessionIds"]; !kept || slices.Contains(e.Members, sessionID) {
-				return false, nil
-			}
-			e.Members = append(e.Members, sessionID)
-			e.fields["memberSessionIds"], _ = json.Marshal(e.Members)
-			return true, nil
+// newEntry appends a new team with a fresh scope, its manager its only
+// member.
+func (s *Store) newEntry(f *storeFile, name, manager, work string) (*entry, error) {
+	taken := map[string]bool{}
+	for _, e := range f.entries {
+		if strings.EqualFold(e.Name, name) {
+			return nil, fmt.Errorf("%w: %q", ErrTeamExists, e.Name)
 		}
-		return false, nil
+		taken[e.scope] = true
+	}
+	var scope string
+	for scope == "" || taken[scope] {
+		v, err := s.newScope()
+		if err != nil {
+			return nil, err
+		}
+		scope = v
+	}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	team := NamedTeam{Name: name, ManagerSessionID: manager, CreatedAt: now().UnixMilli(), Work: work}
+	fields := map[string]json.RawMessage{}
+	for k, v := range map[string]any{"name": name, "scopeId": scope, "managerSessionId": manager, "createdAt": team.CreatedAt} {
+		fields[k], _ = json.Marshal(v)
+	}
+	if work != "" {
+		fields["work"], _ = json.Marshal(work)
+	}
+	e := &entry{NamedTeam: team, scope: scope, usable: true, fields: fields}
+	f.entries = append(f.entries, e)
+	return e, nil
+}
+
+func find(f *storeFile, name string) *entry {
+	for _, e := range f.entries {
+		if e.usable && e.Name == name {
+			return e
+		}
+	}
+	return nil
+}
+
+func (e *entry) setMembers(ids []string) {
+	e.Members = ids
+	e.fields["memberSessionIds"], _ = json.Marshal(ids)
+}
+
+// Leave takes self off the team's roster. Errors: ErrTeamNotFound,
+// ErrNotMember, ErrManagerLeaves (a manager deletes its team instead: the
+// roster must keep its manager), ErrStore, ErrLocked.
+func (s *Store) Leave(ctx context.Context, name, self string) error {
+	if err := ValidateTeamName(name); err != nil {
+		return err
+	}
+	return s.modify(ctx, func(f *storeFile) (bool, error) {
+		if _, _, err := lookup(f, name); err != nil {
+			return false, err
+		}
+		e := find(f, name)
+		switch e.RoleOf(self) {
+		case "":
+			return false, fmt.Errorf("%w: %s is not a member of team %s", ErrNotMember, self, name)
+		case RoleManager:
+			return false, fmt.Errorf("%w: %s manages team %s; delete the team instead (agent-fleet teams delete %s)", ErrManagerLeaves, self, name, name)
+		}
+		e.setMembers(slices.DeleteFunc(e.MemberIDs(), func(id string) bool { return id == self }))
+		return true, nil
 	})
+}
+
+// Delete removes the team; only its manager may. It returns the team as
+// it was and its scope. Errors: ErrTeamNotFound, ErrNotManager, ErrStore,
+// ErrLocked.
+func (s *Store) Delete(ctx context.Context, name, self string) (NamedTeam, Scope, error) {
+	if err := ValidateTeamName(name); err != nil {
+		return NamedTeam{}, Scope{}, err
+	}
+	var team NamedTeam
+	var scope Scope
+	err := s.modify(ctx, func(f *storeFile) (bool, error) {
+		if _, _, err := lookup(f, name); err != nil {
+			return false, err
+		}
+		e := find(f, name)
+		if e.ManagerSessionID != self {
+			return false, fmt.Errorf("%w: team %s is managed by %s; only its manager may delete it", ErrNotManager, name, e.ManagerSessionID)
+		}
+		team, scope = e.NamedTeam, Scope{e.scope}
+		f.entries = slices.DeleteFunc(f.entries, func(x *entry) bool { return x == e })
+		return true, nil
+	})
+	return team, scope, err
 }
 
 // modify runs a read-modify-write under the lock; fn reports whether it

@@ -27,13 +27,13 @@ func storeAt(t *testing.T) (*Store, intercom.Paths) {
 
 func TestNamedTeamsCreateJoinList(t *testing.T) {
 	s, _ := storeAt(t)
-	list, err := s.List("")
+	list, err := s.List("", "")
 	require.NoError(t, err)
 	require.Empty(t, list, "no file is no teams")
 
 	team, scope, err := s.Create(ctx, "billing", " alpha ")
 	require.NoError(t, err)
-	require.Equal(t, NamedTeam{Name: "billing", ManagerSessionID: "alpha", CreatedAt: 1700000000000}, team)
+	require.Equal(t, NamedTeam{Name: "billing", ManagerSessionID: "alpha", CreatedAt: 1700000000000, Members: []string{"alpha"}}, team)
 	require.Regexp(t, hex48, scope.Value(), "24 random bytes, lowercase hex")
 	require.NoError(t, wire.ValidateScope(scope.Value()))
 
@@ -42,12 +42,12 @@ func TestNamedTeamsCreateJoinList(t *testing.T) {
 	require.NoError(t, err)
 	fi, _ := os.Stat(s.Path())
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	require.JSONEq(t, fmt.Sprintf(`{"version":1,"teams":[{"name":"billing","scopeId":%q,"managerSessionId":"alpha","createdAt":1700000000000}]}`,
+	require.JSONEq(t, fmt.Sprintf(`{"version":1,"teams":[{"name":"billing","scopeId":%q,"managerSessionId":"alpha","createdAt":1700000000000,"memberSessionIds":["alpha"]}]}`,
 		scope.Value()), string(data))
 
 	got, gotScope, err := s.Lookup("billing")
 	require.NoError(t, err)
-	require.Equal(t, team, got)
+	require.Equal(t, team.Name, got.Name)
 	require.Equal(t, scope.Value(), gotScope.Value())
 	_, _, err = s.Lookup("Billing")
 	require.ErrorIs(t, err, ErrTeamNotFound)
@@ -61,12 +61,13 @@ func TestNamedTeamsCreateJoinList(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, scope.Value(), second.Value())
 
-	list, err = s.List("")
+	list, err = s.List("", "")
 	require.NoError(t, err)
 	require.Equal(t, []string{"billing", "frontend"}, []string{list[0].Name, list[1].Name})
-	list, err = s.List(second.Value())
+	list, err = s.List("beta", second.Value())
 	require.NoError(t, err)
-	require.Equal(t, []bool{false, true}, []bool{list[0].Joined, list[1].Joined}, "the team of the current scope is marked")
+	require.Equal(t, []bool{false, true}, []bool{list[0].Current, list[1].Current}, "the team of the current scope is marked")
+	require.Equal(t, []string{"", RoleManager}, []string{list[0].Role, list[1].Role}, "and the teams of the caller's roster")
 }
 
 func TestTeamNames(t *testing.T) {
@@ -96,7 +97,7 @@ func TestScopeNeverPrints(t *testing.T) {
 	}
 	_, err = json.Marshal(scope)
 	require.Error(t, err)
-	list, _ := s.List("")
+	list, _ := s.List("", "")
 	data, _ := json.Marshal(list)
 	require.NotContains(t, string(data), scope.Value())
 	require.NotContains(t, string(data), "scopeId")
@@ -111,12 +112,14 @@ func TestNamedTeamsKeepForeignData(t *testing.T) {
 	require.NoError(t, os.WriteFile(s.Path(), []byte(`{"version":1,"owner":"opencode","teams":[
 		{"name":"ops","scopeId":"`+scope+`","managerSessionId":"oc-1","createdAt":1,"memberSessionIds":["oc-1"],"work":"triage","color":"red"},
 		{"name":"9bad","scopeId":"x","managerSessionId":"y","createdAt":2}]}`), 0o600))
-	list, err := s.List("")
+	list, err := s.List("", "")
 	require.NoError(t, err)
-	require.Equal(t, []NamedTeam{{Name: "ops", ManagerSessionID: "oc-1", CreatedAt: 1, Members: []string{"oc-1"}, Work: "triage"}}, list)
+	require.Equal(t, []NamedTeam{{Name: "ops", ManagerSessionID: "oc-1", CreatedAt: 1, Members: []string{"oc-1"}, Work: "triage", Live: -1}}, list)
 
-	require.NoError(t, s.AddMember(ctx, "ops", "alpha"))
-	require.NoError(t, s.AddMember(ctx, "ops", "alpha"), "once")
+	for range 2 {
+		_, _, err = s.Join(ctx, MembershipRequest{Name: "ops", Self: "alpha"})
+		require.NoError(t, err, "recorded once")
+	}
 	_, _, err = s.Create(ctx, "billing", "alpha")
 	require.NoError(t, err)
 	var doc struct {
@@ -132,11 +135,14 @@ func TestNamedTeamsKeepForeignData(t *testing.T) {
 	require.Equal(t, scope, doc.Teams[0]["scopeId"])
 	require.Equal(t, "9bad", doc.Teams[1]["name"], "a broken entry is kept as it was")
 
-	// A team without a roster gets none.
-	require.NoError(t, s.AddMember(ctx, "billing", "beta"))
+	// A team without a roster gets one that keeps its manager (what the
+	// Codex adapter requires of every roster).
+	require.NoError(t, os.WriteFile(s.Path(), []byte(`{"version":1,"teams":[{"name":"ops","scopeId":"`+scope+`","managerSessionId":"oc-1","createdAt":1}]}`), 0o600))
+	_, _, err = s.Join(ctx, MembershipRequest{Name: "ops", Self: "beta"})
+	require.NoError(t, err)
 	data, _ = os.ReadFile(s.Path())
 	require.NoError(t, json.Unmarshal(data, &doc))
-	require.NotContains(t, doc.Teams[2], "memberSessionIds")
+	require.Equal(t, []any{"oc-1", "beta"}, doc.Teams[0]["memberSessionIds"])
 }
 
 // A file that is not the format is an error and is never overwritten.
@@ -153,7 +159,7 @@ func TestNamedTeamsRefuseAForeignFormat(t *testing.T) {
 			s, p := storeAt(t)
 			require.NoError(t, intercom.EnsureDir(p.Dir))
 			require.NoError(t, os.WriteFile(s.Path(), []byte(content), 0o600))
-			_, err := s.List("")
+			_, err := s.List("", "")
 			require.ErrorIs(t, err, ErrStore)
 			_, _, err = s.Create(ctx, "billing", "alpha")
 			require.ErrorIs(t, err, ErrStore)
@@ -212,7 +218,7 @@ func TestNamedTeamsConcurrentCreates(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	list, err := NewStore(p).List("")
+	list, err := NewStore(p).List("", "")
 	require.NoError(t, err)
 	require.Len(t, list, 20)
 }

@@ -16,29 +16,67 @@ import (
 type Teams interface {
 	// Team resolves the session's team (intercom_team).
 	Team(ctx context.Context) (*Team, error)
-	// Join creates or joins a named team and moves the session into it.
+	// Join creates or joins a named team: a membership, and (unless the
+	// request is a task team's or stays) a move into its scope.
 	Join(ctx context.Context, req JoinRequest) (*JoinResult, error)
-	// NamedTeams lists the named teams (never their scopes).
+	// Leave gives up one membership ("" = the team whose scope the
+	// session is in, back to its home scope).
+	Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, error)
+	// Delete removes a team this session manages.
+	Delete(ctx context.Context, req LeaveRequest) (*LeaveResult, error)
+	// NamedTeams lists the named teams (never their scopes), marking the
+	// session's memberships, with live member counts.
 	NamedTeams(ctx context.Context) ([]NamedTeam, error)
+	// Rosters is the rosters of the session's teams (name: that one only).
+	Rosters(ctx context.Context, name string) ([]Roster, error)
 	// InspectInbox reads an owned coworker's pending asks (managers only).
 	InspectInbox(ctx context.Context, req InspectRequest) (*Inspection, error)
 }
 
 // JoinRequest names a team to join, or with Create to create and join as
-// its manager.
+// its manager. Members (session ids, names or id prefixes of connected
+// sessions; the manager's to give) and Work make it a task team's join,
+// as the Codex adapter's intercom_join: the roster grows and nobody moves.
+// Stay also records the membership without moving.
 type JoinRequest struct {
-	Name   string `json:"name"`
-	Create bool   `json:"create,omitempty"`
+	Name    string   `json:"name"`
+	Create  bool     `json:"create,omitempty"`
+	Members []string `json:"members,omitempty"`
+	Work    string   `json:"work,omitempty"`
+	Stay    bool     `json:"stay,omitempty"`
 }
 
+// task reports whether the join records memberships only.
+func (r JoinRequest) task() bool { return r.Stay || len(r.Members) > 0 || r.Work != "" }
+
 // JoinResult is the outcome of a join: the Codex adapter's {ok, team,
-// role} plus the manager.
+// role} plus the manager, whether the session moved into the team's
+// scope, and the team's roster.
 type JoinResult struct {
-	OK      bool   `json:"ok"`
-	Team    string `json:"team"`
-	Role    string `json:"role"` // "manager" or "teammate"
-	Manager string `json:"manager"`
-	Created bool   `json:"created,omitempty"`
+	OK      bool    `json:"ok"`
+	Team    string  `json:"team"`
+	Role    string  `json:"role"` // "manager" or "member"
+	Manager string  `json:"manager"`
+	Created bool    `json:"created,omitempty"`
+	Moved   bool    `json:"moved,omitempty"`
+	Roster  *Roster `json:"roster,omitempty"`
+}
+
+// LeaveRequest names a team to leave or delete ("" for a leave: the team
+// whose scope the session is in).
+type LeaveRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// LeaveResult is the outcome of a leave or a delete.
+type LeaveResult struct {
+	OK   bool   `json:"ok"`
+	Team string `json:"team"`
+	// Home: the session moved back to its home scope (the one it was
+	// started in).
+	Home bool `json:"home,omitempty"`
+	// Deleted: the team itself is gone.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // InspectRequest names the coworker session whose inbox to read, and
@@ -64,6 +102,10 @@ type ServiceConfig struct {
 	Registry Registry
 	// Connected: see Resolver.Connected.
 	Connected func(ctx context.Context, id string) bool
+	// Peer looks an exact session id up in any scope (agent-fleet's
+	// local API): named-team rosters count and resolve members by it.
+	// nil, or an error: only the session's own scope is seen.
+	Peer func(ctx context.Context, id string) (*intercom.PeerInfo, error)
 	// Boss is the session's Boss contract (nil: read from Env).
 	Boss *Boss
 	// AskTTL bounds the asks an inspection shows (default 10 min).
@@ -77,6 +119,9 @@ type Service struct {
 	cfg   ServiceConfig
 	store *Store
 	mu    sync.Mutex
+	// home is the scope and manager target the session started with: a
+	// leave goes back there.
+	homeScope, homeManager string
 }
 
 // NewService returns the team service of a session.
@@ -93,7 +138,8 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg, store: NewStore(cfg.Paths)}
+	return &Service{cfg: cfg, store: NewStore(cfg.Paths),
+		homeScope: getenv(cfg.Env, EnvScope), homeManager: getenv(cfg.Env, EnvManagerTarget)}
 }
 
 // CanSwitch reports whether this service can move its session.
@@ -158,62 +204,208 @@ func ManagedReason(env Env, b *Boss) string {
 	return ""
 }
 
-// Join implements Teams: create (Create) or look up the team, move the
-// session into its scope in place, and set AGENT_INTERCOM_SCOPE_ID and
-// AGENT_INTERCOM_MANAGER_TARGET in Env. The creator is the manager.
-// Errors: ErrManagedSession, ErrInvalidTeamName, ErrTeamNotFound,
-// ErrTeamExists, ErrNoSwitch, ErrStore, ErrLocked, and the switch's own.
+// Join implements Teams: create (Create) or look up the team, put the
+// session on its roster (with Members, for the team's manager), and, for
+// a plain join by a session this process can move, move it into the
+// team's scope in place and set AGENT_INTERCOM_SCOPE_ID and
+// AGENT_INTERCOM_MANAGER_TARGET in Env. Other memberships stay. Errors:
+// ErrManagedSession (for a move), ErrInvalidTeamName, ErrTeamNotFound,
+// ErrTeamExists, ErrNotManager, intercom.ErrTargetNotFound (a member not
+// connected), ErrStore, ErrLocked, and the switch's own.
 func (s *Service) Join(ctx context.Context, req JoinRequest) (*JoinResult, error) {
-	if why := ManagedReason(s.cfg.Env, s.cfg.Boss); why != "" {
-		return nil, fmt.Errorf("%w: %s", ErrManagedSession, why)
-	}
 	if err := ValidateTeamName(req.Name); err != nil {
 		return nil, err
 	}
-	if s.cfg.Switch == nil {
-		return nil, ErrNoSwitch
+	move := !req.task() && s.cfg.Switch != nil
+	if why := ManagedReason(s.cfg.Env, s.cfg.Boss); why != "" && !req.task() {
+		return nil, fmt.Errorf("%w: %s", ErrManagedSession, why)
 	}
+	self, err := s.self(ctx)
+	if err != nil {
+		return nil, err
+	}
+	members, err := s.resolveMembers(ctx, self, req.Members)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := MembershipRequest{Name: req.Name, Self: self, Members: members, Create: req.Create, Work: req.Work}
+	var team NamedTeam
+	var scope Scope
+	if !req.Create {
+		// Move first: a join that could not move records nothing.
+		if team, scope, err = s.store.Lookup(req.Name); err != nil {
+			return nil, err
+		}
+		if move && scope.Value() != getenv(s.cfg.Env, EnvScope) {
+			if err := s.moveTo(ctx, scope.Value(), team.ManagerSessionID); err != nil {
+				return nil, fmt.Errorf("join team %s: %w", team.Name, err)
+			}
+		}
+	}
+	if team, scope, err = s.store.Join(ctx, mr); err != nil {
+		return nil, err
+	}
+	if req.Create && move {
+		if err := s.moveTo(ctx, scope.Value(), team.ManagerSessionID); err != nil {
+			return nil, fmt.Errorf("created team %s but could not move this session into it: %w", team.Name, err)
+		}
+	}
+	roster := s.roster(ctx, self, team)
+	return &JoinResult{OK: true, Team: team.Name, Role: team.RoleOf(self), Manager: team.ManagerSessionID,
+		Created: req.Create, Moved: move, Roster: &roster}, nil
+}
+
+// moveTo switches the session to scope and records it (and the team's
+// manager) in Env, so that what this process starts afterwards is there.
+func (s *Service) moveTo(ctx context.Context, scope, manager string) error {
+	if err := s.cfg.Switch(ctx, scope); err != nil {
+		return err
+	}
+	if err := s.cfg.Env.Setenv(EnvScope, scope); err != nil {
+		return err
+	}
+	return s.cfg.Env.Setenv(EnvManagerTarget, manager)
+}
+
+// resolveMembers turns the members of a task-team join into session ids:
+// each a connected session of this scope (exact id, unique name, unique id
+// prefix of at least 4 characters) or an exact id connected in any scope.
+func (s *Service) resolveMembers(ctx context.Context, self string, members []string) ([]string, error) {
+	if len(members) == 0 {
+		return nil, nil
+	}
+	list, err := s.cfg.Ops.List(ctx, intercom.ListRequest{IncludeSelf: true})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range members {
+		id, err := matchSession(list.Sessions, m)
+		if err != nil {
+			return nil, err
+		}
+		if id == "" && s.connected(ctx, m) {
+			id = m
+		}
+		if id == "" {
+			return nil, fmt.Errorf("%w: session %q is not connected (give a connected session's id or name)", intercom.ErrTargetNotFound, m)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (s *Service) connected(ctx context.Context, id string) bool {
+	if s.cfg.Peer != nil {
+		p, err := s.cfg.Peer(ctx, id)
+		return err == nil && p != nil && p.Connected
+	}
+	return s.cfg.Connected != nil && s.cfg.Connected(ctx, id)
+}
+
+// Leave implements Teams: off the roster; when the team is the one whose
+// scope the session is in, back to the home scope. Errors:
+// ErrTeamNotFound, ErrNotMember, ErrManagerLeaves, ErrHomeTeam, ErrStore,
+// ErrLocked, and the switch's own.
+func (s *Service) Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, error) {
 	self, err := s.self(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var team NamedTeam
-	var scope Scope
-	if req.Create {
-		team, scope, err = s.store.Create(ctx, req.Name, self)
-	} else {
-		team, scope, err = s.store.Lookup(req.Name)
+	current := getenv(s.cfg.Env, EnvScope)
+	name := req.Name
+	if name == "" {
+		name = s.store.TeamOfScope(current)
+		if name == "" || current == s.homeScope {
+			return nil, fmt.Errorf("%w: session %s is in its home scope; name the team to leave", ErrNotMember, self)
+		}
 	}
+	team, scope, err := s.store.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Switch(ctx, scope.Value()); err != nil {
-		if req.Create {
-			return nil, fmt.Errorf("created team %s but could not move this session into it: %w", team.Name, err)
+	inIt := scope.Value() == current
+	if inIt && (current == s.homeScope || s.cfg.Switch == nil) {
+		return nil, fmt.Errorf("%w: session %s was started in team %s's scope, so it cannot leave it; end it and start it outside the team", ErrHomeTeam, self, team.Name)
+	}
+	if err := s.store.Leave(ctx, team.Name, self); err != nil {
+		return nil, err
+	}
+	res := &LeaveResult{OK: true, Team: team.Name}
+	if inIt {
+		if err := s.goHome(ctx); err != nil {
+			return nil, fmt.Errorf("left team %s but could not move this session back to its home scope: %w", team.Name, err)
 		}
-		return nil, fmt.Errorf("join team %s: %w", team.Name, err)
+		res.Home = true
 	}
-	if err := s.cfg.Env.Setenv(EnvScope, scope.Value()); err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Env.Setenv(EnvManagerTarget, team.ManagerSessionID); err != nil {
-		return nil, err
-	}
-	if !req.Create {
-		_ = s.store.AddMember(ctx, team.Name, self) // only the OpenCode variant keeps a roster
-	}
-	role := "teammate"
-	if team.ManagerSessionID == self {
-		role = "manager"
-	}
-	return &JoinResult{OK: true, Team: team.Name, Role: role, Manager: team.ManagerSessionID, Created: req.Create}, nil
+	return res, nil
 }
 
-// NamedTeams implements Teams, marking the team the session is in.
-func (s *Service) NamedTeams(context.Context) ([]NamedTeam, error) {
-	return s.store.List(getenv(s.cfg.Env, EnvScope))
+func (s *Service) goHome(ctx context.Context) error {
+	if err := s.cfg.Switch(ctx, s.homeScope); err != nil {
+		return err
+	}
+	if err := s.cfg.Env.Setenv(EnvScope, s.homeScope); err != nil {
+		return err
+	}
+	return s.cfg.Env.Setenv(EnvManagerTarget, s.homeManager)
+}
+
+// Delete implements Teams: the team's manager removes it; a session of
+// this process in its scope goes back to its home scope (others in it
+// stay, in a scope with no name, until they leave or end). Errors:
+// ErrTeamNotFound, ErrNotManager, ErrStore, ErrLocked.
+func (s *Service) Delete(ctx context.Context, req LeaveRequest) (*LeaveResult, error) {
+	self, err := s.self(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	team, scope, err := s.store.Delete(ctx, req.Name, self)
+	if err != nil {
+		return nil, err
+	}
+	res := &LeaveResult{OK: true, Team: team.Name, Deleted: true}
+	if current := getenv(s.cfg.Env, EnvScope); scope.Value() == current && current != s.homeScope && s.cfg.Switch != nil {
+		if err := s.goHome(ctx); err != nil {
+			return nil, fmt.Errorf("deleted team %s but could not move this session back to its home scope: %w", team.Name, err)
+		}
+		res.Home = true
+	}
+	return res, nil
+}
+
+// NamedTeams implements Teams: every team, marked for this session, with
+// its live member count.
+func (s *Service) NamedTeams(ctx context.Context) ([]NamedTeam, error) {
+	self, err := s.self(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.List(self, getenv(s.cfg.Env, EnvScope))
+	if err != nil {
+		return nil, err
+	}
+	look := s.lookup(ctx)
+	for i := range list {
+		list[i].Live = 0
+		for _, id := range list[i].Members {
+			_, live, known := look(id)
+			if !known {
+				list[i].Live = -1 // a TypeScript broker cannot tell
+				break
+			}
+			if live {
+				list[i].Live++
+			}
+		}
+	}
+	return list, nil
 }
 
 // InspectInbox implements Teams (spec §7.4).

@@ -50,7 +50,7 @@ func TestServiceJoin(t *testing.T) {
 
 	res, err := alice.Join(ctx, JoinRequest{Name: "billing", Create: true})
 	require.NoError(t, err)
-	require.Equal(t, &JoinResult{OK: true, Team: "billing", Role: "manager", Manager: "alice", Created: true}, res)
+	require.Equal(t, JoinResult{OK: true, Team: "billing", Role: "manager", Manager: "alice", Created: true, Moved: true}, *stripRoster(res))
 	require.Len(t, aliceSw.scopes, 1)
 	require.Regexp(t, hex48, aliceSw.scopes[0])
 	require.Equal(t, aliceSw.scopes[0], aliceEnv[EnvScope], "children inherit the team")
@@ -58,7 +58,9 @@ func TestServiceJoin(t *testing.T) {
 
 	res, err = bob.Join(ctx, JoinRequest{Name: "billing"})
 	require.NoError(t, err)
-	require.Equal(t, &JoinResult{OK: true, Team: "billing", Role: "teammate", Manager: "alice"}, res)
+	require.Equal(t, JoinResult{OK: true, Team: "billing", Role: "member", Manager: "alice", Moved: true}, *stripRoster(res))
+	require.Equal(t, []RosterMember{{ID: "alice", Target: "alice", Role: "manager"}, {ID: "bob", Target: "bob", Name: "bob", Role: "member", Connected: true}},
+		res.Roster.Members, "bob sees himself; alice is in no scope bob's fake broker lists")
 	require.Equal(t, aliceSw.scopes, bobSw.scopes, "the same private scope")
 	require.Equal(t, "alice", bobEnv[EnvManagerTarget])
 
@@ -73,7 +75,8 @@ func TestServiceJoin(t *testing.T) {
 
 	list, err := bob.NamedTeams(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []NamedTeam{{Name: "billing", ManagerSessionID: "alice", CreatedAt: list[0].CreatedAt, Joined: true}}, list)
+	require.Equal(t, []NamedTeam{{Name: "billing", ManagerSessionID: "alice", CreatedAt: list[0].CreatedAt, Members: []string{"alice", "bob"},
+		Joined: true, Current: true, Role: "member", Live: -1}}, list, "no broker to ask who of alice is live")
 	list, err = service(t, p, "carol", MapEnv{}, nil).NamedTeams(ctx)
 	require.NoError(t, err)
 	require.False(t, list[0].Joined)
@@ -84,15 +87,29 @@ func TestServiceJoin(t *testing.T) {
 	require.ErrorIs(t, err, ErrTeamNotFound)
 	_, err = bob.Join(ctx, JoinRequest{Name: "bad name"})
 	require.ErrorIs(t, err, ErrInvalidTeamName)
-	_, err = service(t, p, "carol", MapEnv{}, nil).Join(ctx, JoinRequest{Name: "billing"})
-	require.ErrorIs(t, err, ErrNoSwitch)
 
-	// A failed switch changes nothing in the environment.
+	// A failed switch changes nothing in the environment or the roster.
 	failing := &switcher{err: errors.New("broker gone")}
 	carolEnv := MapEnv{}
 	_, err = service(t, p, "carol", carolEnv, failing).Join(ctx, JoinRequest{Name: "billing"})
 	require.ErrorContains(t, err, "broker gone")
 	require.NotContains(t, carolEnv, EnvScope)
+	team2, _, err := NewStore(p).Lookup("billing")
+	require.NoError(t, err)
+	require.False(t, team2.IsMember("carol"))
+
+	// Where nothing can move, a join records the membership only.
+	res, err = service(t, p, "carol", MapEnv{}, nil).Join(ctx, JoinRequest{Name: "billing"})
+	require.NoError(t, err)
+	require.False(t, res.Moved)
+	team2, _, _ = NewStore(p).Lookup("billing")
+	require.Equal(t, []string{"alice", "bob", "carol"}, team2.Members)
+}
+
+func stripRoster(r *JoinResult) *JoinResult {
+	c := *r
+	c.Roster = nil
+	return &c
 }
 
 // Managed sessions cannot join or create (spec §7.2).

@@ -71,7 +71,7 @@ func (st *SessionTeam) Replay() func(to string) bool { return st.boss.ReplayFilt
 
 func (st *SessionTeam) service(p intercom.Paths, ops intercom.Ops, sw func(context.Context, string) error) *Service {
 	return NewService(ServiceConfig{Paths: p, Ops: ops, Switch: sw, Registry: st.reg,
-		Connected: brokerConnected(p), Boss: st.boss, AskTTL: st.askTTL})
+		Connected: brokerConnected(p), Peer: brokerPeer(p), Boss: st.boss, AskTTL: st.askTTL})
 }
 
 // Hold attaches the team to a session this process holds: what refused
@@ -86,7 +86,7 @@ func (st *SessionTeam) Hold(p intercom.Paths, sess *intercom.Session, log *slog.
 	}
 	svc := st.service(p, sess, sess.SwitchScope)
 	st.setService(svc)
-	return GuardOps(sess, st.boss, st.id.SessionID), HolderExtra(svc)
+	return st.withTeams(p, GuardOps(sess, st.boss, st.id.SessionID)), HolderExtra(svc)
 }
 
 // Through attaches the team to a session held by another process: team
@@ -94,7 +94,7 @@ func (st *SessionTeam) Hold(p intercom.Paths, sess *intercom.Session, log *slog.
 // shim's holder; such sessions cannot switch scope).
 func (st *SessionTeam) Through(p intercom.Paths, hc *intercom.HolderClient) intercom.Ops {
 	st.setService(ViaHolder{Remote: HolderTeams{Client: hc}, Local: st.service(p, hc, nil)})
-	return GuardOps(hc, st.boss, st.id.SessionID)
+	return st.withTeams(p, GuardOps(hc, st.boss, st.id.SessionID))
 }
 
 // Own attaches the team to a session a one-shot command registered itself:
@@ -102,7 +102,27 @@ func (st *SessionTeam) Through(p intercom.Paths, hc *intercom.HolderClient) inte
 func (st *SessionTeam) Own(p intercom.Paths, sess *intercom.Session) intercom.Ops {
 	_, _ = PurgeInbox(sess.Inbox(), st.boss, st.id.SessionID)
 	st.setService(st.service(p, sess, nil))
-	return GuardOps(sess, st.boss, st.id.SessionID)
+	return st.withTeams(p, GuardOps(sess, st.boss, st.id.SessionID))
+}
+
+// withTeams adds named-team delivery (TeamOps) to ops; a Boss participant
+// belongs to no named team, so its operations stay as they are.
+func (st *SessionTeam) withTeams(p intercom.Paths, ops intercom.Ops) intercom.Ops {
+	if st.boss.Present {
+		return ops
+	}
+	return &TeamOps{Ops: ops, Self: st.id.SessionID, Store: NewStore(p), Peer: brokerPeer(p), Teams: st.Service}
+}
+
+// brokerPeer looks exact session ids up in agent-fleet's broker, in any
+// scope (a TypeScript broker has no local API: an error).
+func brokerPeer(p intercom.Paths) func(context.Context, string) (*intercom.PeerInfo, error) {
+	api := &intercom.LocalAPIClient{Path: p.LocalAPISocket()}
+	return func(ctx context.Context, id string) (*intercom.PeerInfo, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return api.Peer(ctx, id)
+	}
 }
 
 // brokerConnected asks agent-fleet's broker whether an exact session id is
@@ -138,6 +158,33 @@ func (v ViaHolder) Join(ctx context.Context, req JoinRequest) (*JoinResult, erro
 	r, err := v.Remote.Join(ctx, req)
 	if errors.Is(err, ErrUnsupported) {
 		return v.Local.Join(ctx, req)
+	}
+	return r, err
+}
+
+// Leave implements Teams.
+func (v ViaHolder) Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, error) {
+	r, err := v.Remote.Leave(ctx, req)
+	if errors.Is(err, ErrUnsupported) {
+		return v.Local.Leave(ctx, req)
+	}
+	return r, err
+}
+
+// Delete implements Teams.
+func (v ViaHolder) Delete(ctx context.Context, req LeaveRequest) (*LeaveResult, error) {
+	r, err := v.Remote.Delete(ctx, req)
+	if errors.Is(err, ErrUnsupported) {
+		return v.Local.Delete(ctx, req)
+	}
+	return r, err
+}
+
+// Rosters implements Teams.
+func (v ViaHolder) Rosters(ctx context.Context, name string) ([]Roster, error) {
+	r, err := v.Remote.Rosters(ctx, name)
+	if errors.Is(err, ErrUnsupported) {
+		return v.Local.Rosters(ctx, name)
 	}
 	return r, err
 }
@@ -211,4 +258,18 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Attached, error) {
 		return nil, err
 	}
 	return &Attached{Attached: a, Team: st}, nil
+}
+
+// ForSession is the team operations of session id for a process that does
+// not hold it (a CLI verb): through its live holder, which can move it
+// between scopes (held true); else in this process on the named-teams
+// store alone, where joins record memberships and nothing moves.
+func ForSession(ctx context.Context, p intercom.Paths, id intercom.Identity, st *SessionTeam) (t Teams, held bool) {
+	local := NewService(ServiceConfig{Paths: p, Peer: brokerPeer(p), Connected: brokerConnected(p), Registry: st.reg, Boss: st.boss,
+		Ops: DeniedOps(intercom.WhoamiResult{SessionID: id.SessionID, Name: id.Name}, intercom.ErrNotConnected)})
+	hc, err := intercom.DialHolder(ctx, p, id.SessionID)
+	if err != nil {
+		return local, false
+	}
+	return ViaHolder{Remote: HolderTeams{Client: hc}, Local: local}, true
 }

@@ -134,9 +134,9 @@ func exitCode(err error) int {
 		return exitUnavailable
 	case errors.Is(err, teams.ErrInvalidTeamName), errors.Is(err, teams.ErrNoSwitch):
 		return exitUsage
-	case errors.Is(err, teams.ErrTeamNotFound):
+	case errors.Is(err, teams.ErrTeamNotFound), errors.Is(err, teams.ErrNotMember):
 		return exitNotFound
-	case errors.Is(err, teams.ErrTeamExists), errors.Is(err, teams.ErrManagedSession), errors.Is(err, teams.ErrLocked):
+	case errors.Is(err, teams.ErrTeamExists), errors.Is(err, teams.ErrManagedSession), errors.Is(err, teams.ErrLocked), errors.Is(err, teams.ErrNotManager), errors.Is(err, teams.ErrManagerLeaves), errors.Is(err, teams.ErrHomeTeam):
 		return exitConflict
 	default:
 		return exitFailure

@@ -10,6 +10,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 type sendOptions struct {
@@ -18,6 +19,7 @@ type sendOptions struct {
 	JSON    bool
 	Req     intercom.SendRequest
 	att     attachmentFlags
+	team    string
 }
 
 func newSendCmd(f *factory.Factory, runF func(*sendOptions) error) *cobra.Command {
@@ -26,14 +28,27 @@ func newSendCmd(f *factory.Factory, runF func(*sendOptions) error) *cobra.Comman
 		Use:   "send TO [TEXT|-]",
 		Short: "Send a message and wait until the recipient has stored it",
 		Long: `Send a message to TO (a session id, a unique name, or a unique id prefix of
-at least 4 characters) and wait until the broker reports it delivered. The
-message is kept in your durable outbox until then; if the outcome cannot be
-known (exit 8), it is retried from the outbox on your next registration.`,
+at least 4 characters; a member of one of your named teams by name from any
+scope) and wait until the broker reports it delivered. The message is kept
+in your durable outbox until then; if the outcome cannot be known (exit 8),
+it is retried from the outbox on your next registration.
+
+TO team:NAME (or --team NAME with only the text) sends to every connected
+member of a team you belong to, team:NAME/manager or team:NAME/member to
+those of that role, and * to the members of all your teams: one message
+(and message id) each, every outcome reported. With TO and --team NAME, the
+message is to TO in that team (needed when you share several teams).
+workflow: targets are refused: agent-fleet has no workflows.`,
 		Example: `  agent-fleet intercom send alpha "tests pass on main"
+  agent-fleet intercom send --team billing "release at 5"
   git diff | agent-fleet intercom send alpha - --attach-snippet fix.go=fix.go`,
 		Args: targetAndText,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageBody(f.IO.In, args, 1)
+			to, idx := args[0], 1
+			if opts.team != "" && len(args) == 1 {
+				to, idx = teams.TeamTargetPrefix+opts.team, 0
+			}
+			text, err := messageBody(f.IO.In, args, idx)
 			if err != nil {
 				return err
 			}
@@ -41,7 +56,10 @@ known (exit 8), it is retried from the outbox on your next registration.`,
 			if err != nil {
 				return err
 			}
-			opts.Req = intercom.SendRequest{To: args[0], Text: text, Attachments: att}
+			opts.Req = intercom.SendRequest{To: to, Text: text, Attachments: att}
+			if idx == 1 {
+				opts.Req.Team = opts.team
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -49,6 +67,7 @@ known (exit 8), it is retried from the outbox on your next registration.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&opts.team, "team", "", "the named team: alone with the text, send to its members; with TO, the team the message is in")
 	opts.att.register(cmd)
 	return cmd
 }
@@ -73,6 +92,8 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 		if err := output.PrintJSON(io.Out, res); err != nil {
 			return err
 		}
+	} else if res.Recipients != nil {
+		fmt.Fprintln(io.Out, output.TeamSendText(res))
 	} else if res.OK {
 		fmt.Fprintf(io.Out, "%s %s.\n", what, output.Inline(res.To))
 	}
@@ -117,7 +138,7 @@ session is held (listen, mcp), a late reply lands in the holder: see
 			if opts.Timeout <= 0 || opts.Timeout > intercom.MaxAskWait {
 				return factory.Usagef("--timeout must be between 1ms and %s", intercom.MaxAskWait)
 			}
-			opts.Req = intercom.AskRequest{To: args[0], Text: text, Attachments: att, Wait: opts.Timeout}
+			opts.Req = intercom.AskRequest{To: args[0], Text: text, Attachments: att, Wait: opts.Timeout, Team: opts.Req.Team}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -125,6 +146,7 @@ session is held (listen, mcp), a late reply lands in the holder: see
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&opts.Req.Team, "team", "", "the named team the ask is in (when you share several with TO)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", intercom.AskTimeout, fmt.Sprintf("how long to wait for the reply, at most %s (intercom_ask's default too)", intercom.MaxAskWait))
 	opts.att.register(cmd)
 	return cmd
@@ -212,6 +234,8 @@ with the sender (--to) and, for several asks of one sender, --which.`,
 	fs.StringVar(&opts.Req.AskID, "ask-id", "", "the ask to answer (from pending)")
 	fs.StringVar(&opts.Req.To, "to", "", "the sender whose ask to answer (id or name)")
 	fs.StringVar(&opts.Req.Which, "which", "", "oldest or latest, when the sender has several asks")
+	fs.StringVar(&opts.Req.ContextID, "context-id", "", "the message to answer, any message (from pending)")
+	fs.StringVar(&opts.Req.Team, "team", "", "must be the original message's team (a reply keeps it)")
 	opts.att.register(cmd)
 	return cmd
 }

@@ -51,7 +51,7 @@ func TestMCPTwoProcesses(t *testing.T) {
 	r = call(a, "intercom_send", map[string]any{"to": "mcp-b", "message": "hi b"})
 	require.False(t, r.IsError, r.Text)
 	r = call(b, "intercom_pending", nil)
-	require.Equal(t, "- mcp-a: hi b", r.Text)
+	require.Regexp(t, `^- mcp-a \[contextId: ctx-[A-Za-z0-9_-]{43}\]: hi b$`, r.Text)
 
 	// An ask from a answered by b's intercom_reply within the same call.
 	replied := make(chan mcptest.Result, 1)

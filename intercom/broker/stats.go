@@ -80,6 +80,9 @@ func (b *Broker) Peer(sessionID string) intercom.PeerInfo {
 	p := intercom.PeerInfo{SessionID: sessionID}
 	if s := b.sessions[sessionID]; s != nil {
 		p.Connected, p.PID, p.UID = true, s.conn.peerPID, s.conn.peerUID
+		if s.info.HasName {
+			p.Name = s.info.Name
+		}
 	}
 	return p
 }

@@ -32,14 +32,18 @@ type Message struct {
 	ReplyTo      string  // "" = not a reply
 	ExpectsReply bool    // true = an ask
 	Text         string
-	Attachments  []Attachment
+	// Team is content.team: the named team a message belongs to (the
+	// TypeScript Codex adapter's task teams; "" = none). A v4 broker
+	// forwards it untouched.
+	Team        string
+	Attachments []Attachment
 	// Control, when set, is written as content.control (only to brokers
 	// that forward it: the strict Claude adapter's broker refuses it).
 	Control *Control
 }
 
 // AppendJSON appends the message object:
-// {id, timestamp, replyTo?, expectsReply?, content:{text, attachments?, control?}}.
+// {id, timestamp, replyTo?, expectsReply?, content:{text, team?, attachments?, control?}}.
 func (m *Message) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = AppendString(dst, m.ID)
@@ -54,6 +58,10 @@ func (m *Message) AppendJSON(dst []byte) []byte {
 	}
 	dst = append(dst, `,"content":{"text":`...)
 	dst = AppendString(dst, m.Text)
+	if m.Team != "" {
+		dst = append(dst, `,"team":`...)
+		dst = AppendString(dst, m.Team)
+	}
 	if len(m.Attachments) > 0 {
 		dst = append(dst, `,"attachments":[`...)
 		for i, a := range m.Attachments {

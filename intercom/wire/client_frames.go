@@ -356,6 +356,7 @@ type MessageInfo struct {
 	ReplyTo      string
 	ExpectsReply bool
 	Text         string
+	Team         string // content.team when it is a string ("" = none)
 	Attachments  []Attachment
 	HasControl   bool   // content.control or a top-level control is present
 	ControlType  string // content.control.type, if any
@@ -419,6 +420,9 @@ func ParseMessage(raw []byte) (*MessageInfo, error) {
 	content, _ := objectFields(contentRaw, nil)
 	text, _ := lookup(content, "text")
 	m.Text = decodeStringRaw(text)
+	if team, ok := lookup(content, "team"); ok && kindOf(team) == kindString {
+		m.Team = decodeStringRaw(team)
+	}
 	if att, ok := lookup(content, "attachments"); ok {
 		_ = json.Unmarshal(att, &m.Attachments)
 	}

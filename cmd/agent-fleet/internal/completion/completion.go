@@ -117,7 +117,7 @@ func Teams(_ context.Context, f *factory.Factory) []string {
 	if _, err := os.Stat(teams.NewStore(p).Path()); err != nil {
 		return nil
 	}
-	list, err := teams.NewStore(p).List("")
+	list, err := teams.NewStore(p).List("", "")
 	if err != nil {
 		return nil
 	}

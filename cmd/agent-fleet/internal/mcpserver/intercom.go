@@ -11,6 +11,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // Input schemas follow the 0.13 line of the Claude adapter (spec §8.3),
@@ -33,6 +34,8 @@ var (
 			"additionalProperties": false,
 		},
 	}
+	teamSchema = map[string]any{"type": "string", "pattern": teams.TeamNamePattern,
+		"description": "The named team this message is for (both sessions must belong to it); needed when you share several teams. Omit for ungrouped contact."}
 	readOnly = &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 )
 
@@ -50,6 +53,7 @@ type sendArgs struct {
 	Message     string            `json:"message"`
 	Attachments []wire.Attachment `json:"attachments,omitempty"`
 	TimeoutMs   int               `json:"timeout_ms,omitempty"`
+	Team        string            `json:"team,omitempty"`
 }
 
 type pendingArgs struct {
@@ -62,6 +66,8 @@ type replyArgs struct {
 	To          string            `json:"to,omitempty"`
 	Which       string            `json:"which,omitempty"`
 	AskID       string            `json:"askId,omitempty"`
+	ContextID   string            `json:"contextId,omitempty"`
+	Team        string            `json:"team,omitempty"`
 	Attachments []wire.Attachment `json:"attachments,omitempty"`
 }
 
@@ -84,15 +90,16 @@ func addIntercomTools(server *mcp.Server, t *intercomTools) {
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"summary"},
 			"properties": map[string]any{"summary": map[string]any{"type": "string", "maxLength": 400}}}}, t.setSummary)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_send",
-		Description: "Send a non-blocking direct message to another intercom session by name, full ID, or unique ID prefix.",
+		Description: "Send a non-blocking direct message to another intercom session by name, full ID, or unique ID prefix. " +
+			"to: \"team:NAME\" sends to every connected member of a named team you belong to (\"team:NAME/manager\", \"team:NAME/member\" by role; \"*\": all your teams), one message each.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"to", "message"},
 			"properties": map[string]any{"to": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
-				"attachments": attachmentsSchema}}}, t.send)
+				"attachments": attachmentsSchema, "team": teamSchema}}}, t.send)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_ask",
 		Description: "Ask another intercom session a question only when the next step depends on its reply. Use intercom_send for assignments, progress/status checkpoints, and notifications.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"to", "message"},
 			"properties": map[string]any{"to": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
-				"attachments": attachmentsSchema,
+				"attachments": attachmentsSchema, "team": teamSchema,
 				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "maximum": intercom.MaxAskWait.Milliseconds(),
 					"description": fmt.Sprintf("How long to wait for the reply (default %d). If it runs out the ask stays open and its reply appears in intercom_pending.",
 						intercom.AskTimeout.Milliseconds())}}}}, t.ask)
@@ -103,13 +110,16 @@ func addIntercomTools(server *mcp.Server, t *intercomTools) {
 			"askId":     map[string]any{"type": "string", "description": "Show this pending ask in full."},
 		}}}, t.pending)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_reply",
-		Description: "Reply to a pending inbound ask. Choose it with askId, or with to plus which=oldest/latest when one sender has several unresolved asks.",
+		Description: "Reply to a pending inbound ask. Choose it with askId, or with to plus which=oldest/latest when one sender has several unresolved asks; " +
+			"or answer any message by its contextId from intercom_pending. The reply keeps the original message's team.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"message"},
 			"properties": map[string]any{
 				"message":     map[string]any{"type": "string"},
 				"to":          map[string]any{"type": "string", "description": "Optional sender/session selector; never a message or thread ID."},
 				"which":       map[string]any{"type": "string", "enum": []any{"oldest", "latest"}, "description": "Select the oldest or latest ask from the chosen sender."},
 				"askId":       map[string]any{"type": "string", "description": "The ask to answer, from intercom_pending."},
+				"contextId":   map[string]any{"type": "string", "description": "The message to answer (any message, not only an ask), from intercom_pending."},
+				"team":        map[string]any{"type": "string", "description": "Must be the original message's team; omit it to keep that team."},
 				"attachments": attachmentsSchema,
 			}}}, t.reply)
 }
@@ -211,7 +221,7 @@ func (t *intercomTools) send(ctx context.Context, _ *mcp.CallToolRequest, a send
 	if r := emptyMessage(a.Message, "intercom_send"); r != nil {
 		return r, nil, nil
 	}
-	res, err := t.ops.Send(ctx, intercom.SendRequest{To: a.To, Text: a.Message, Attachments: a.Attachments})
+	res, err := t.ops.Send(ctx, intercom.SendRequest{To: a.To, Text: a.Message, Attachments: a.Attachments, Team: a.Team})
 	if err != nil {
 		return failure(err), nil, nil
 	}
@@ -226,7 +236,7 @@ func (t *intercomTools) ask(ctx context.Context, _ *mcp.CallToolRequest, a sendA
 	if a.TimeoutMs > 0 {
 		wait = time.Duration(a.TimeoutMs) * time.Millisecond
 	}
-	res, err := t.ops.Ask(ctx, intercom.AskRequest{To: a.To, Text: a.Message, Attachments: a.Attachments, Wait: wait, OnTimeout: intercom.DeferOnTimeout})
+	res, err := t.ops.Ask(ctx, intercom.AskRequest{To: a.To, Text: a.Message, Attachments: a.Attachments, Wait: wait, OnTimeout: intercom.DeferOnTimeout, Team: a.Team})
 	if err != nil {
 		return failure(err), nil, nil
 	}
@@ -254,7 +264,8 @@ func (t *intercomTools) reply(ctx context.Context, _ *mcp.CallToolRequest, a rep
 	if r := emptyMessage(a.Message, "intercom_reply"); r != nil {
 		return r, nil, nil
 	}
-	res, err := t.ops.Reply(ctx, intercom.ReplyRequest{Text: a.Message, To: a.To, Which: a.Which, AskID: a.AskID, Attachments: a.Attachments})
+	res, err := t.ops.Reply(ctx, intercom.ReplyRequest{Text: a.Message, To: a.To, Which: a.Which, AskID: a.AskID,
+		ContextID: a.ContextID, Team: a.Team, Attachments: a.Attachments})
 	if err != nil {
 		return failure(err), nil, nil
 	}

@@ -13,8 +13,15 @@ import (
 )
 
 type joinArgs struct {
-	Name   string `json:"name,omitempty"`
-	Create bool   `json:"create,omitempty"`
+	Name    string   `json:"name,omitempty"`
+	Create  bool     `json:"create,omitempty"`
+	Leave   bool     `json:"leave,omitempty"`
+	Members []string `json:"members,omitempty"`
+	Work    *string  `json:"work,omitempty"`
+}
+
+type teamArgs struct {
+	Team string `json:"team,omitempty"`
 }
 
 type teamPendingArgs struct {
@@ -32,16 +39,24 @@ func addTeamTools(server *mcp.Server, it *intercomTools, st *teams.SessionTeam) 
 		return
 	}
 	t := &teamTools{ops: it.ops, st: st, tools: it}
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_team", InputSchema: emptySchema, Annotations: readOnly,
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_team", Annotations: readOnly,
 		Description: "Show your manager and coworkers (fleet workers, TmuxDeck team, named team or same-scope roster) and whether each is connected. " +
-			"Start here when you work in a team; send to the returned target."}, t.teamTool)
+			"Start here when you work in a team; send to the returned target. With team, show that named team's roster.",
+		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+			"team": map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "a named team you belong to: show its roster"},
+		}}}, t.teamTool)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_join",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: boolPtr(false)},
-		Description: "List, join, or create a named team (a private scope: its members see only each other). " +
-			"Omit name to list the teams; create: true makes you its manager. Ask the user before forming or joining a team.",
+		Description: "List, join, create or leave named teams. Membership is additive: joining keeps your other teams. " +
+			"Omit name to list the teams; create: true makes you its manager; leave: true leaves the team. " +
+			"A plain join moves you into the team's private scope; members and work form a task team (as the Codex adapter's) where nobody moves. " +
+			"Ask the user once before forming or joining a team.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
-			"name":   map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "the team's name"},
-			"create": map[string]any{"type": "boolean", "description": "create the team and manage it (default false: join an existing one)"},
+			"name":    map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "the team's name"},
+			"create":  map[string]any{"type": "boolean", "description": "create the team and manage it (default false: join an existing one)"},
+			"leave":   map[string]any{"type": "boolean", "description": "leave the team (a manager deletes it instead: agent-fleet teams delete)"},
+			"members": map[string]any{"type": "array", "items": map[string]any{"type": "string", "minLength": 1}, "description": "connected sessions (name or id) to add; the manager's to give"},
+			"work":    map[string]any{"type": "string", "minLength": 1, "maxLength": teams.MaxWorkChars, "description": "the task of a team being created"},
 		}}}, t.join)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending",
 		Description: "Read unread inbound messages and unresolved asks for this session; pass askId to read one ask in full. " +
@@ -79,7 +94,14 @@ func teamFailure(err error) *mcp.CallToolResult {
 	return result(err.Error(), output.Failure(err), true)
 }
 
-func (t *teamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+func (t *teamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, a teamArgs) (*mcp.CallToolResult, any, error) {
+	if a.Team != "" {
+		rosters, err := teamCall(ctx, t, func(svc teams.Teams) ([]teams.Roster, error) { return svc.Rosters(ctx, a.Team) })
+		if err != nil {
+			return teamFailure(err), nil, nil
+		}
+		return t.tools.withFooter(ctx, result(output.RostersText(rosters), map[string]any{"teams": rosters}, false)), nil, nil
+	}
 	team, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.Team, error) { return svc.Team(ctx) })
 	if err != nil {
 		return teamFailure(err), nil, nil
@@ -89,8 +111,8 @@ func (t *teamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, _ stru
 
 func (t *teamTools) join(ctx context.Context, _ *mcp.CallToolRequest, a joinArgs) (*mcp.CallToolResult, any, error) {
 	if a.Name == "" {
-		if a.Create {
-			return teamFailure(fmt.Errorf("name the team to create")), nil, nil
+		if a.Create || a.Leave || len(a.Members) > 0 || a.Work != nil {
+			return teamFailure(fmt.Errorf("%w: name the team to create, extend or leave", intercom.ErrInvalidInput)), nil, nil
 		}
 		list, err := teamCall(ctx, t, func(svc teams.Teams) ([]teams.NamedTeam, error) { return svc.NamedTeams(ctx) })
 		if err != nil {
@@ -98,14 +120,33 @@ func (t *teamTools) join(ctx context.Context, _ *mcp.CallToolRequest, a joinArgs
 		}
 		return result(output.NamedTeamsText(list, output.Tool), map[string]any{"teams": list}, false), nil, nil
 	}
-	res, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.JoinResult, error) {
-		return svc.Join(ctx, teams.JoinRequest{Name: a.Name, Create: a.Create})
-	})
+	if a.Leave {
+		if a.Create || len(a.Members) > 0 || a.Work != nil {
+			return teamFailure(fmt.Errorf("%w: leave takes only the team's name", intercom.ErrInvalidInput)), nil, nil
+		}
+		res, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.LeaveResult, error) {
+			return svc.Leave(ctx, teams.LeaveRequest{Name: a.Name})
+		})
+		if err != nil {
+			return teamFailure(err), nil, nil
+		}
+		return result(output.LeftText(res), res, false), nil, nil
+	}
+	req := teams.JoinRequest{Name: a.Name, Create: a.Create, Members: a.Members}
+	if a.Work != nil {
+		if req.Work = *a.Work; req.Work == "" {
+			return teamFailure(fmt.Errorf("%w: work must describe the task", intercom.ErrInvalidInput)), nil, nil
+		}
+	}
+	res, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.JoinResult, error) { return svc.Join(ctx, req) })
 	if err != nil {
 		return teamFailure(err), nil, nil
 	}
-	return result(output.JoinedText(res, "", output.Tool),
-		map[string]any{"ok": true, "team": res.Team, "role": res.Role, "manager": res.Manager}, false), nil, nil
+	structured := map[string]any{"ok": true, "team": res.Team, "role": res.Role, "manager": res.Manager}
+	if res.Roster != nil {
+		structured["roster"] = res.Roster
+	}
+	return result(output.JoinedText(res, "", output.Tool), structured, false), nil, nil
 }
 
 func (t *teamTools) pending(ctx context.Context, req *mcp.CallToolRequest, a teamPendingArgs) (*mcp.CallToolResult, any, error) {

@@ -129,16 +129,77 @@ var yesNo = map[bool]string{true: "Yes", false: "No"}
 // SessionStatusText is a session's connection and queues for people; held says
 // whether a session holder runs for it.
 func SessionStatusText(res *intercom.StatusResult, held bool) string {
-	return fmt.Sprintf("Connected: %s\nSession ID: %s\nHeld by a session holder: %s\nActive sessions: %d\nUnread messages: %d\nQueued outbound messages: %d\nPending asks: %d",
-		yesNo[res.Connected], Inline(res.SessionID), yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks)
+	return fmt.Sprintf("Connected: %s\nSession ID: %s\nHeld by a session holder: %s\nActive sessions: %d\nUnread messages: %d\nQueued outbound messages: %d\nPending asks: %d\nTeams: %s",
+		yesNo[res.Connected], Inline(res.SessionID), yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks, MembershipsText(res.Teams))
+}
+
+// MembershipsText lists a session's named teams on one line:
+// "billing (manager, current), ops (member)", or "none".
+func MembershipsText(list []intercom.TeamMembership) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(list))
+	for i, m := range list {
+		tag := m.Role
+		if m.Current {
+			tag += ", current"
+		}
+		parts[i] = fmt.Sprintf("%s (%s)", Inline(m.Name), tag)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// teamTag is " [Team: NAME]" for a message in a team, else "".
+func teamTag(team string) string {
+	if team == "" {
+		return ""
+	}
+	return " [Team: " + Inline(team) + "]"
 }
 
 // StatusTool is intercom_status's text and structuredContent.
 func StatusTool(st *intercom.StatusResult) (string, map[string]any) {
 	text := fmt.Sprintf("Connected: %s\nSession ID: %s\nActive sessions: %d\nUnread messages: %d\nPending asks: %d",
 		yesNo[st.Connected], Inline(st.SessionID), st.ActiveSessions, st.Unread, st.PendingAsks)
-	return text, map[string]any{"connected": st.Connected, "session_id": st.SessionID, "active_sessions": st.ActiveSessions,
+	structured := map[string]any{"connected": st.Connected, "session_id": st.SessionID, "active_sessions": st.ActiveSessions,
 		"unread_messages": st.Unread, "pending_asks": st.PendingAsks, "queued_outbound": st.Outbox}
+	if len(st.Teams) > 0 {
+		text += "\nTeams: " + MembershipsText(st.Teams)
+		structured["teams"] = st.Teams
+	}
+	return text, structured
+}
+
+// TeamSendText is the outcome of a send to a team (team:NAME, *): one line
+// per recipient, then the members that were not connected.
+func TeamSendText(res *intercom.SendResult) string {
+	n := 0
+	for _, r := range res.Recipients {
+		if r.OK {
+			n++
+		}
+	}
+	lines := []string{fmt.Sprintf("Message to %s: delivered to %d of %d.", Inline(res.To), n, len(res.Recipients))}
+	for _, r := range res.Recipients {
+		if r.OK {
+			lines = append(lines, fmt.Sprintf("- %s: delivered (message %s)", Inline(r.To), Inline(r.MessageID)))
+			continue
+		}
+		reason := r.Reason
+		if r.Code != "" {
+			reason = r.Code + ": " + reason
+		}
+		lines = append(lines, fmt.Sprintf("- %s: not delivered: %s", Inline(r.To), Inline(reason)))
+	}
+	if len(res.Offline) > 0 {
+		off := make([]string, len(res.Offline))
+		for i, id := range res.Offline {
+			off[i] = Inline(id)
+		}
+		lines = append(lines, "Not connected, so not sent: "+strings.Join(off, ", "))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Footer is the line every intercom tool but intercom_pending appends when
@@ -162,6 +223,9 @@ func WaitText(d time.Duration) string {
 // intercom_ask's) text and structuredContent; failed is the tool's
 // isError.
 func SendTool(res *intercom.SendResult, to string) (text string, structured map[string]any, failed bool) {
+	if res.Recipients != nil {
+		return TeamSendText(res), map[string]any{"ok": res.OK, "to": to, "team": res.Team, "recipients": res.Recipients, "offline": res.Offline}, !res.OK
+	}
 	if !res.OK {
 		reason := res.Reason
 		if reason == "" {
@@ -220,7 +284,7 @@ const messageIndent = "  "
 // its lines indented, control characters escaped (Block).
 func MessageText(m *intercom.MessageView) string {
 	at := HumanTime(time.UnixMilli(int64(m.ReceivedAt)))
-	head := fmt.Sprintf("[%s] %s", at, SenderLabel(m.From))
+	head := fmt.Sprintf("[%s] %s%s", at, SenderLabel(m.From), teamTag(m.Team))
 	switch {
 	case m.ExpectsReply:
 		head += fmt.Sprintf(" asks (reply with: agent-fleet intercom reply --ask-id %s …)", Inline(m.AskID))
@@ -239,7 +303,7 @@ func ReplyText(m *intercom.MessageView) string {
 // AskLine is one pending ask, as the Pi adapter lists them:
 // "- <askId> · <sender>[ · oldest|latest|queued] · <N>s ago[ · async] · <preview>".
 func AskLine(a intercom.AskView) string {
-	line := fmt.Sprintf("- %s · %s", Inline(a.AskID), DisplayName(a.From))
+	line := fmt.Sprintf("- %s · %s%s", Inline(a.AskID), DisplayName(a.From), teamTag(a.Team))
 	if a.Selector != "" {
 		line += " · " + a.Selector
 	}
@@ -265,7 +329,7 @@ func PendingText(res *intercom.PendingResult, full bool) string {
 		if m.ExpectsReply {
 			continue // listed with the asks
 		}
-		lines = append(lines, fmt.Sprintf("- %s: %s", SenderLabel(m.From), Block(m.Text, "  ")))
+		lines = append(lines, fmt.Sprintf("- %s%s: %s", SenderLabel(m.From), teamTag(m.Team), Block(m.Text, "  ")))
 	}
 	if len(res.Asks) > 0 {
 		lines = append(lines, "Pending asks:")
@@ -291,6 +355,10 @@ func pendingEntry(m intercom.MessageView) map[string]any {
 		"text":          m.Text,
 		"attachments":   m.Attachments,
 		"expects_reply": m.ExpectsReply,
+		"contextId":     m.ContextID,
+	}
+	if m.Team != "" {
+		e["team"] = m.Team
 	}
 	if m.AskID != "" {
 		e["askId"] = m.AskID
@@ -325,9 +393,9 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 		case m.ExpectsReply:
 			lines = append(lines, fmt.Sprintf("- %s: %s%s (an ask no longer open: withdrawn or expired)", DisplayName(m.From), m.Text, AttachmentsTool(m.Attachments)))
 		case m.ReplyTo != "":
-			lines = append(lines, fmt.Sprintf("- %s (reply to your message %s): %s%s", DisplayName(m.From), m.ReplyTo, m.Text, AttachmentsTool(m.Attachments)))
+			lines = append(lines, fmt.Sprintf("- %s%s (reply to your message %s): %s%s", DisplayName(m.From), teamTag(m.Team), m.ReplyTo, m.Text, AttachmentsTool(m.Attachments)))
 		default:
-			lines = append(lines, fmt.Sprintf("- %s: %s%s", DisplayName(m.From), m.Text, AttachmentsTool(m.Attachments)))
+			lines = append(lines, fmt.Sprintf("- %s%s [contextId: %s]: %s%s", DisplayName(m.From), teamTag(m.Team), m.ContextID, m.Text, AttachmentsTool(m.Attachments)))
 		}
 	}
 	text := "No unread messages."
@@ -346,10 +414,14 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 			if ask.DeferredAt != 0 {
 				async = " (async: the asker stopped waiting; your reply still reaches it)"
 			}
-			al = append(al, fmt.Sprintf("- %s%s: %s [askId: %s]%s", DisplayName(ask.From), sel, ask.Preview, ask.AskID, async))
-			asks = append(asks, map[string]any{"from": map[string]any{"id": ask.From.ID, "name": ask.From.Name, "origin": orLocal(ask.From.Origin)},
+			al = append(al, fmt.Sprintf("- %s%s%s: %s [askId: %s]%s", DisplayName(ask.From), teamTag(ask.Team), sel, ask.Preview, ask.AskID, async))
+			entry := map[string]any{"from": map[string]any{"id": ask.From.ID, "name": ask.From.Name, "origin": orLocal(ask.From.Origin)},
 				"received_at": int64(ask.ReceivedAt), "read": false, "text": ask.Preview, "expects_reply": true,
-				"selector": ask.Selector, "askId": ask.AskID, "deferred": ask.DeferredAt != 0})
+				"selector": ask.Selector, "askId": ask.AskID, "contextId": ask.ContextID, "deferred": ask.DeferredAt != 0}
+			if ask.Team != "" {
+				entry["team"] = ask.Team
+			}
+			asks = append(asks, entry)
 		}
 		text += "\n\nPending asks:\n" + strings.Join(al, "\n")
 	}

@@ -49,8 +49,9 @@ func InspectionText(insp *teams.Inspection, full bool) string {
 	return strings.Join(lines, "\n")
 }
 
-// NamedTeamsText lists the named teams (never their scopes), marking the
-// caller's.
+// NamedTeamsText lists the named teams (never their scopes) with their
+// live member counts, marking the caller's memberships ([joined]) and the
+// team whose scope it is in (current).
 func NamedTeamsText(list []teams.NamedTeam, s Surface) string {
 	if len(list) == 0 {
 		if s == Tool {
@@ -63,26 +64,70 @@ func NamedTeamsText(list []teams.NamedTeam, s Surface) string {
 		lines = append(lines, "Named teams:")
 	}
 	for _, nt := range list {
-		line := fmt.Sprintf("- %s (manager: %s)", Inline(nt.Name), Inline(nt.ManagerSessionID))
-		if nt.Joined {
+		count := plural(len(nt.Members), "member")
+		if nt.Live >= 0 {
+			count = fmt.Sprintf("%d of %s live", nt.Live, count)
+		}
+		line := fmt.Sprintf("- %s (manager: %s; %s)", Inline(nt.Name), Inline(nt.ManagerSessionID), count)
+		switch {
+		case nt.Joined && nt.Current:
+			line += " [joined, current]"
+		case nt.Joined:
 			line += " [joined]"
 		}
 		lines = append(lines, line)
 	}
 	if s == Tool {
-		lines = append(lines, "Join one with intercom_join({ name }); nothing else is listed (scopes are private).")
+		lines = append(lines, "Join one with intercom_join({ name }); leave with intercom_join({ name, leave: true }). Scopes are private and never listed.")
 	}
 	return strings.Join(lines, "\n")
 }
 
-// JoinedText says that self joined (or created) a named team.
+// JoinedText says that self joined (or created) a named team, and whether
+// it moved into the team's scope.
 func JoinedText(res *teams.JoinResult, self string, s Surface) string {
 	verb := "Joined team " + Inline(res.Team)
 	if res.Created {
 		verb = "Created team " + Inline(res.Team) + " and joined it"
 	}
-	if s == Tool {
-		return fmt.Sprintf("%s as %s (manager: %s). You now see only this team's sessions; intercom_team lists them.", verb, Inline(res.Role), Inline(res.Manager))
+	head := fmt.Sprintf("%s as %s (manager: %s).", verb, Inline(res.Role), Inline(res.Manager))
+	switch {
+	case s == Tool && res.Moved:
+		return head + " You now see only this team's sessions; intercom_team lists them. Other team memberships are unchanged."
+	case s == Tool:
+		return head + " Other team memberships are unchanged; members reach each other by name, and messages carry the team."
+	case res.Moved:
+		return fmt.Sprintf("%s\nSession %s is now in the team's scope: agent-fleet team lists who is there. Its other memberships stay.", head, Inline(self))
 	}
-	return fmt.Sprintf("%s as %s (manager: %s).\nSession %s now sees only its team: agent-fleet team lists it.", verb, Inline(res.Role), Inline(res.Manager), Inline(self))
+	return fmt.Sprintf("%s\nSession %s stays where it is; the team's members reach it by name while it is connected.", head, Inline(self))
+}
+
+// LeftText says that a session left or deleted a team.
+func LeftText(res *teams.LeaveResult) string {
+	text := "Left team " + Inline(res.Team) + "."
+	if res.Deleted {
+		text = "Deleted team " + Inline(res.Team) + "."
+	}
+	if res.Home {
+		text += " The session is back in its home scope."
+	}
+	return text
+}
+
+// RostersText renders the rosters of named teams (intercom_team with a
+// team).
+func RostersText(list []teams.Roster) string {
+	parts := make([]string, len(list))
+	for i := range list {
+		r := list[i]
+		r.Name, r.Work, r.Self.ID, r.Manager.Target = Inline(r.Name), Inline(r.Work), Inline(r.Self.ID), Inline(r.Manager.Target)
+		members := make([]teams.RosterMember, len(r.Members))
+		for j, m := range r.Members {
+			m.ID, m.Name = Inline(m.ID), Inline(m.Name)
+			members[j] = m
+		}
+		r.Members = members
+		parts[i] = teams.FormatRoster(&r)
+	}
+	return strings.Join(parts, "\n\n")
 }

@@ -327,7 +327,7 @@ func (k *stateKeeper) rebuild(ctx context.Context) {
 	} else if k.sessErr != nil {
 		snap.Intercom.Error = k.sessErr.Error()
 	}
-	if list, err := teams.NewStore(k.paths).List(""); err == nil {
+	if list, err := teams.NewStore(k.paths).List("", ""); err == nil {
 		for _, t := range list {
 			snap.Teams = append(snap.Teams, TeamView{Name: t.Name, Manager: t.ManagerSessionID, Members: t.Members, Work: t.Work, Created: t.CreatedAt})
 		}
