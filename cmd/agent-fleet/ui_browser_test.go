@@ -282,6 +282,21 @@ func TestUIBrowser(t *testing.T) {
 	waitFor(t, ctx, "its log", textIncludes("#log", "hello-from-ui-worker"))
 	waitFor(t, ctx, "its unit", textIncludes("#w-unit", w1.Unit))
 
+	// Pause and resume it from the page, each after its confirmation.
+	for _, step := range []struct{ action, confirm, state string }{
+		{"pause", "Pause ui-w1", "paused"}, {"resume", "Resume ui-w1", "running"},
+	} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#w-actions button[data-action="`+step.action+`"]`))))
+		waitFor(t, ctx, "the "+step.action+" confirmation", `document.querySelector('#confirm').open && `+textIncludes("#confirm-text", step.confirm))
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#confirm-ok"))))
+		waitFor(t, ctx, step.state+" on the page", `document.querySelector('#w-state').dataset.state === "`+step.state+`"`)
+		out, err := fleetCLI(t, dir, "status", "ui-w1", "--json")
+		require.NoError(t, err, "%s", out)
+		var st output.Status
+		require.NoError(t, json.Unmarshal(out, &st))
+		require.Equal(t, step.state, st.Worker.State, "status after %s", step.action)
+	}
+
 	// Stop it from the page: a confirmation first, then the stop.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#w-actions button[data-action="stop"]`))))
 	waitFor(t, ctx, "the confirmation", `document.querySelector('#confirm').open && `+textIncludes("#confirm-text", "Stop worker ui-w1"))

@@ -21,8 +21,8 @@ import (
 var assets embed.FS
 
 // Actions are what the page may do to a worker, as the CLI verbs of the
-// same names do them (a pause joins them once the fleet has one).
-var Actions = []string{"stop", "renew", "adopt"}
+// same names do them.
+var Actions = []string{"stop", "renew", "pause", "resume", "adopt"}
 
 // keepAlive is how often an idle event stream sends a comment, so that
 // proxies and the browser keep it open.

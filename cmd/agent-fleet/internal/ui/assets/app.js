@@ -9,8 +9,8 @@ const STATE_COLORS = { provisioning: "#ca8a04", running: "#16a34a", stopping: "#
 // Fields of a worker record the fleet table shows in columns of its own;
 // every other field shows on the worker's page, and those named in EXTRAS
 // also in the table's "more" column when a record has them.
-const EXTRAS = ["worktree", "profile", "sandbox", "limits", "resources", "role", "pausedUntil", "liveState"];
-const ACTIONS = { stop: "Stop", renew: "Renew", adopt: "Adopt" };
+const EXTRAS = ["needsInput", "worktree", "profile", "profileDegraded", "limits", "resources", "role", "pausedAt", "pausedUntil", "liveState"];
+const ACTIONS = { stop: "Stop", renew: "Renew", pause: "Pause", resume: "Resume", adopt: "Adopt" };
 
 let snap = null;
 let logSource = null;
@@ -57,7 +57,8 @@ function leaseText(w) {
   return left > 0 ? Math.ceil(left / 60000) + "m left" : "expired " + ago(t);
 }
 
-function isLive(state) { return state === "provisioning" || state === "running" || state === "stopping"; }
+// paused: frozen by pause, still live (the output layer's state for it).
+function isLive(state) { return state === "provisioning" || state === "running" || state === "paused" || state === "stopping"; }
 
 function turnText(w) {
   const t = w.turn;
@@ -105,6 +106,8 @@ function actionButtons(w) {
   if (isLive(w.state)) {
     if (w.manager === snap.caller) {
       out.push(button("stop", w), button("renew", w));
+      if (w.state === "paused") out.push(button("resume", w));
+      else if (w.state === "running") out.push(button("pause", w));
     } else {
       out.push(button("adopt", w));
     }
@@ -121,6 +124,8 @@ function confirmAction(action, w) {
   const d = $("#confirm");
   const what = { stop: "Stop worker " + w.id + "? Its processes get SIGTERM, then SIGKILL after the grace, and its cgroup is checked empty.",
     renew: "Renew the lease of " + w.id + "?",
+    pause: "Pause " + w.id + "? Its processes are frozen (no CPU, memory kept) and its lease holds until you resume it.",
+    resume: "Resume " + w.id + "? Its processes are thawed and its lease runs again.",
     adopt: "Adopt " + w.id + " from " + w.manager + "? You become its manager." }[action];
   $("#confirm-text").textContent = what;
   d.returnValue = "";
