@@ -116,6 +116,11 @@ type SendResult struct {
 	Reason     string `json:"reason,omitempty"`
 	ReplyTo    string `json:"replyTo,omitempty"`
 	AskID      string `json:"askId,omitempty"` // the ask a reply answered
+	// State is DeferredQueued when the target is a fleet worker that was
+	// not connected yet and the message was kept for it (OK, not
+	// Delivered); QueuedAt is when (epoch ms).
+	State    string  `json:"state,omitempty"`
+	QueuedAt float64 `json:"queuedAt,omitempty"`
 }
 
 // OnAskTimeout is what an ask does when its wait runs out.
@@ -221,6 +226,10 @@ type StatusResult struct {
 	Outbox         int    `json:"outbox"`
 	PendingAsks    int    `json:"pendingAsks"`
 	Holder         bool   `json:"holder"`
+	// Deferred is what this session sent to fleet workers that were not
+	// connected yet, with each message's state (deferred.go); omitted
+	// when there is none.
+	Deferred []DeferredMessage `json:"deferred,omitempty"`
 }
 
 // ListenRequest configures Listen.

@@ -73,6 +73,8 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 		if err := output.PrintJSON(io.Out, res); err != nil {
 			return err
 		}
+	} else if res.State == intercom.DeferredQueued {
+		fmt.Fprintln(io.Out, output.KeptText(res))
 	} else if res.OK {
 		fmt.Fprintf(io.Out, "%s %s.\n", what, output.Inline(res.To))
 	}

@@ -19,10 +19,13 @@ type Message struct {
 	ExpectsReply bool    // true = an ask
 	Text         string
 	Attachments  []Attachment
+	// Control is content.control as raw JSON ({type, version, data?},
+	// spec §2.5); nil for none. A control message is never threaded.
+	Control []byte
 }
 
 // AppendJSON appends the message object:
-// {id, timestamp, replyTo?, expectsReply?, content:{text, attachments?}}.
+// {id, timestamp, replyTo?, expectsReply?, content:{text, attachments?, control?}}.
 func (m *Message) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = AppendString(dst, m.ID)
@@ -56,6 +59,10 @@ func (m *Message) AppendJSON(dst []byte) []byte {
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
+	}
+	if len(m.Control) > 0 {
+		dst = append(dst, `,"control":`...)
+		dst = append(dst, m.Control...)
 	}
 	return append(dst, "}}"...)
 }

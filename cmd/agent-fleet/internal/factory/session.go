@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
@@ -53,7 +54,7 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 	s := &Session{release: []func(){reg.close}}
 	cfg := teams.AttachConfig{Mode: o.Mode, Registry: reg, HolderWait: o.HolderWait,
 		Session: intercom.SessionConfig{Paths: p, Identity: id, Start: f.BrokerStarter(),
-			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log}}
+			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log, Deferral: fleet.Deferral{Registry: reg.h}}}
 	if o.Mode == intercom.AttachHold {
 		activity := StartActivity(p, id.SessionID, log)
 		s.release = append(s.release, activity.Close)
