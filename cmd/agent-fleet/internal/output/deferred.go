@@ -8,6 +8,14 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
+// SentText is a send's (or reply's) line for people: what it did, to whom.
+func SentText(res *intercom.SendResult, what string) string {
+	if res.State == intercom.DeferredQueued {
+		return KeptText(res)
+	}
+	return fmt.Sprintf("%s %s.", what, Inline(res.To))
+}
+
 // KeptText is a send's line for a message kept for a worker that was not
 // connected yet (docs/architecture.md "Deferred delivery").
 func KeptText(res *intercom.SendResult) string {
