@@ -101,4 +101,3 @@ func (r *LazyRecorder) Close() {
 		r.store = nil
 	}
 }
-
