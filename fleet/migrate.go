@@ -29,7 +29,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 7
+const RegistrySchemaVersion = 8
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -250,6 +250,29 @@ var migrations = [][]string{
 			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
 		) STRICT, WITHOUT ROWID`,
 		`CREATE INDEX ended_notices_owed ON ended_notices (manager) WHERE sent_at_ms = 0`,
+	},
+
+	// 7 → 8: messages kept for workers that are not on the broker yet.
+	{
+		// One row per message a sender handed over for a live incarnation
+		// whose session was not connected (deferred.go): the v4 message JSON
+		// as sent, its sender's id and name, when it was queued (epoch ms)
+		// and when the worker's shim put it in the worker's inbox (0 = still
+		// queued). The key is the inbox's deduplication key, (sender,
+		// message id), per incarnation.
+		`CREATE TABLE deferred_messages (
+			id              TEXT NOT NULL,
+			run_id          TEXT NOT NULL,
+			from_id         TEXT NOT NULL,
+			message_id      TEXT NOT NULL,
+			from_name       TEXT NOT NULL DEFAULT '',
+			message         TEXT NOT NULL,
+			queued_at_ms    INTEGER NOT NULL,
+			delivered_at_ms INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (id, run_id, from_id, message_id),
+			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE INDEX deferred_messages_from ON deferred_messages (from_id, queued_at_ms)`,
 	},
 }
 

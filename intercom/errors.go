@@ -131,6 +131,7 @@ var errorKinds = map[string]error{
 	"incompatible":    ErrIncompatibleBroker,
 	"not_connected":   ErrNotConnected,
 	"listening":       ErrListening,
+	"deferred_full":   ErrDeferredFull,
 }
 
 // errorKind names err for a holder response ("" for anything else).

@@ -134,6 +134,11 @@ type SendResult struct {
 	// Offline is, for a send to a team, the members it selects that were
 	// not connected, so got nothing.
 	Offline []string `json:"offline,omitempty"`
+	// State is DeferredQueued when the target is a fleet worker that was
+	// not connected yet and the message was kept for it (OK, not
+	// Delivered); QueuedAt is when (epoch ms).
+	State    string  `json:"state,omitempty"`
+	QueuedAt float64 `json:"queuedAt,omitempty"`
 }
 
 // OnAskTimeout is what an ask does when its wait runs out.
@@ -257,6 +262,10 @@ type StatusResult struct {
 	Outbox         int    `json:"outbox"`
 	PendingAsks    int    `json:"pendingAsks"`
 	Holder         bool   `json:"holder"`
+	// Deferred is what this session sent to fleet workers that were not
+	// connected yet, with each message's state (deferred.go); omitted
+	// when there is none.
+	Deferred []DeferredMessage `json:"deferred,omitempty"`
 	// Teams is the session's named-team memberships, filled in by its
 	// team layer (nil: none, or no team layer).
 	Teams []TeamMembership `json:"teams,omitempty"`

@@ -67,6 +67,15 @@ type SessionConfig struct {
 	// ReplayFilter, when set, drops queued outbox entries it refuses instead
 	// of replaying them after a registration (ClientConfig.ReplayFilter).
 	ReplayFilter func(to string) bool
+	// OnRegistered, when set, runs after every registration, first and
+	// reconnects (ClientConfig.OnRegistered); it must not block.
+	OnRegistered func()
+	// Deferral, when set, keeps sends to fleet workers that are not
+	// connected yet (deferred.go).
+	Deferral Deferral
+	// History, when set, records the session's messages and receipts
+	// (history.go).
+	History Recorder
 }
 
 // Session is a registered intercom session with its durable outbox and
@@ -91,6 +100,8 @@ type Session struct {
 	// listener is the pid of the process whose listen consumes the
 	// session's messages (0: none).
 	listener int
+	// receipts counts read receipts being sent (Close waits for them).
+	receipts sync.WaitGroup
 }
 
 type askWaiter struct {
@@ -130,6 +141,7 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	s.client = NewClient(ClientConfig{
 		Paths: cfg.Paths, Identity: cfg.Identity, Logger: cfg.Logger, Start: cfg.Start,
 		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect, ReplayFilter: cfg.ReplayFilter,
+		OnRegistered: cfg.OnRegistered,
 	})
 	if err := s.client.Connect(ctx); err != nil {
 		return nil, err
@@ -160,7 +172,12 @@ func (s *Session) Inbox() *Inbox { return s.inbox }
 // outbox for the next registration under the same id, and writes what its
 // inbox and outbox have not written yet.
 func (s *Session) Close() error {
-	return errors.Join(s.client.Close(true), s.inbox.Close())
+	s.receipts.Wait()
+	err := errors.Join(s.client.Close(true), s.inbox.Close())
+	if s.cfg.History != nil {
+		err = errors.Join(err, s.cfg.History.Flush())
+	}
+	return err
 }
 
 // Stage implements InboundHandler.
@@ -173,6 +190,9 @@ func (s *Session) Stage(f *wire.BrokerFrame) string {
 		if reason := s.cfg.Filter(f.From, msg); reason != "" {
 			return reason
 		}
+	}
+	if msg.HasControl && s.takeReceipt(f.From, msg) {
+		return ""
 	}
 	res := s.inbox.Stage(f.FromRaw, f.From, msg, float64(time.Now().UnixMilli()))
 	if res.Conflict {
@@ -210,6 +230,7 @@ func (s *Session) Commit() error {
 		s.wake = make(chan struct{})
 	}
 	s.mu.Unlock()
+	s.recordReceived(staged)
 	if s.cfg.OnMessage != nil {
 		for _, m := range staged {
 			s.cfg.OnMessage(m)
@@ -492,7 +513,12 @@ func (s *Session) Send(ctx context.Context, req SendRequest) (*SendResult, error
 	if err != nil {
 		return nil, err
 	}
-	return s.send(ctx, req.To, target, msg)
+	res, err := s.send(ctx, req.To, target, msg)
+	if err == nil && !res.OK {
+		res, err = s.deferSend(ctx, target, msg, res)
+	}
+	s.recordSent(msg, res, err)
+	return res, err
 }
 
 // Ask implements Ops: send an ask, wait for its reply; when the wait runs
@@ -524,6 +550,7 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 		s.mu.Unlock()
 	}
 	sent, err := s.send(ctx, req.To, target, msg)
+	s.recordSent(msg, sent, err)
 	res := &AskResult{}
 	if sent != nil {
 		res.SendResult = *sent
@@ -539,6 +566,7 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 	case m := <-w.reply:
 		view := s.view(m, true)
 		_ = s.inbox.Consume(m.Key)
+		s.markedRead([]*InboundMessage{m})
 		s.mu.Lock()
 		delete(s.claimed, m.Key)
 		s.mu.Unlock()
@@ -594,6 +622,7 @@ func (s *Session) Reply(ctx context.Context, req ReplyRequest) (*SendResult, err
 		to = ask.From.ID
 	}
 	res, err := s.send(ctx, to, ask.From.ID, msg)
+	s.recordSent(msg, res, err)
 	if res != nil && replyTo != "" {
 		res.AskID = ask.AskID()
 	}
@@ -604,7 +633,10 @@ func (s *Session) Reply(ctx context.Context, req ReplyRequest) (*SendResult, err
 		// Answered, or the broker no longer has the ask: either way it is
 		// not pending any more. Other failures keep it answerable.
 		_ = s.inbox.DismissAsk(ask.Message.ID, ask.From.ID)
-		_ = s.inbox.Consume(ask.Key)
+		if slices.ContainsFunc(s.inbox.Unread(), func(m *InboundMessage) bool { return m.Key == ask.Key }) {
+			_ = s.inbox.Consume(ask.Key)
+			s.markedRead([]*InboundMessage{ask})
+		}
 	}
 	return res, nil
 }
@@ -726,12 +758,14 @@ func (s *Session) Pending(_ context.Context, req PendingRequest) (*PendingResult
 		return nil, fmt.Errorf("%w: no pending ask with ask id %q", ErrNoPendingAsk, req.AskID)
 	}
 	var keys []string
+	var shown []*InboundMessage
 	s.mu.Lock()
 	claimed := s.claimed
 	for _, m := range s.inbox.Unread() {
 		if !claimed[m.Key] && (len(req.IDs) == 0 || slices.Contains(req.IDs, m.Message.ID)) {
 			res.Unread = append(res.Unread, s.view(m, false))
 			keys = append(keys, m.Key)
+			shown = append(shown, m)
 		}
 	}
 	s.mu.Unlock()
@@ -739,11 +773,33 @@ func (s *Session) Pending(_ context.Context, req PendingRequest) (*PendingResult
 		if err := s.inbox.Consume(keys...); err != nil {
 			return nil, err
 		}
+		s.markedRead(shown)
 		for i := range res.Unread {
 			res.Unread[i].Read = true // as they are now
 		}
 	}
 	return res, nil
+}
+
+// Take marks the unread messages pick selects read and returns them,
+// oldest first: Pending with MarkRead, for some of them (a worker's shim
+// takes the messages kept for it into its first turn).
+func (s *Session) Take(pick func(MessageView) bool) []MessageView {
+	var out []MessageView
+	var taken []*InboundMessage
+	var keys []string
+	s.mu.Lock()
+	for _, m := range s.inbox.Unread() {
+		if v := s.view(m, true); !s.claimed[m.Key] && pick(v) {
+			out, taken, keys = append(out, v), append(taken, m), append(keys, m.Key)
+		}
+	}
+	s.mu.Unlock()
+	if len(keys) > 0 {
+		_ = s.inbox.Consume(keys...)
+		s.markedRead(taken)
+	}
+	return out
 }
 
 // AskViews renders pending asks (oldest first) as Pending lists them, with
@@ -791,6 +847,13 @@ func (s *Session) Status(ctx context.Context) (*StatusResult, error) {
 		if list, err := s.sessions(ctx); err == nil {
 			res.ActiveSessions = len(list)
 		}
+	}
+	if s.cfg.Deferral != nil {
+		d, err := s.cfg.Deferral.From(ctx, s.cfg.Identity.SessionID)
+		if err != nil {
+			s.log.Warn("could not read the messages kept for workers", "err", err)
+		}
+		res.Deferred = d
 	}
 	return res, nil
 }
@@ -858,6 +921,7 @@ func (s *Session) Listen(ctx context.Context, req ListenRequest, emit func(*Mess
 				if err := s.inbox.Consume(m.Key); err != nil {
 					return err
 				}
+				s.markedRead([]*InboundMessage{m})
 			}
 		}
 		select {

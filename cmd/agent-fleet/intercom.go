@@ -31,7 +31,7 @@ agent-fleet mcp, a worker), these commands act through it, as that session.`,
   AGENT_INTERCOM_SESSION_ID=alpha agent-fleet intercom listen --json`,
 	}
 	cmd.AddCommand(newWhoamiCmd(f, nil), newSessionsCmd(f, nil), newSendCmd(f, nil), newAskCmd(f, nil), newReplyCmd(f, nil),
-		newPendingCmd(f, nil), newSessionStatusCmd(f, nil), newSetSummaryCmd(f, nil), newListenCmd(f, nil))
+		newPendingCmd(f, nil), newSessionStatusCmd(f, nil), newSetSummaryCmd(f, nil), newListenCmd(f, nil), newHistoryCmd(f))
 	return cmd
 }
 

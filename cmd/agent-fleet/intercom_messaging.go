@@ -95,7 +95,7 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 	} else if res.Recipients != nil {
 		fmt.Fprintln(io.Out, output.TeamSendText(res))
 	} else if res.OK {
-		fmt.Fprintf(io.Out, "%s %s.\n", what, output.Inline(res.To))
+		fmt.Fprintln(io.Out, output.SentText(res, what))
 	}
 	if !res.OK {
 		return fmt.Errorf("message to %q was not delivered: %w", res.To,

@@ -109,7 +109,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	require.ElementsMatch(t, []string{"intercom_whoami", "intercom_list", "intercom_send", "intercom_ask", "intercom_reply",
-		"intercom_pending", "intercom_status", "intercom_set_summary", "agent_fleet", "intercom_team", "intercom_join"}, names)
+		"intercom_pending", "intercom_status", "intercom_set_summary", "agent_fleet", "intercom_team", "intercom_join", "intercom_history"}, names)
 
 	out, err = run("--method", "tools/call", "--tool-name", "intercom_send", "--tool-arg", "to=alpha", "message=hello from the inspector", "--format", "json")
 	require.NoError(t, err, "%s", out)

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -44,9 +45,42 @@ func TaskPrompt(n int, manager, task string) string {
 // (spec §5.6: "📨 Intercom batch (N messages)" with [i/N] entries; a single
 // message is "📨 From <name> (<id>)"). Asks carry their askId.
 func BatchPrompt(n int, manager string, batch []intercom.MessageView) string {
+	return turnHeader(n, manager) + "\n\n" + batchBody(batch)
+}
+
+// Headings of the messages kept for a worker while its session was not
+// connected (docs/architecture.md "Deferred delivery"): the first on its
+// first turn, the second on later ones.
+const (
+	KeptBeforeStart = "Messages received before you started"
+	KeptWhileAway   = "Messages received while you were not connected"
+)
+
+// KeptPrompt is the prompt of a turn for messages kept for the worker
+// (under heading, each with its sender and the time it was sent) and the
+// batch that arrived with them, if any.
+func KeptPrompt(n int, manager, heading string, kept, batch []intercom.MessageView) string {
+	s := turnHeader(n, manager) + "\n\n" + KeptSection(heading, kept)
+	if len(batch) > 0 {
+		s += "\n\n" + batchBody(batch)
+	}
+	return s
+}
+
+// KeptSection lists kept messages under heading, oldest first.
+func KeptSection(heading string, kept []intercom.MessageView) string {
 	var b strings.Builder
-	b.WriteString(turnHeader(n, manager))
-	b.WriteString("\n\n")
+	fmt.Fprintf(&b, "%s (%d):", heading, len(kept))
+	for i, m := range kept {
+		sent := time.UnixMilli(int64(m.ReceivedAt)).UTC().Format(time.RFC3339)
+		fmt.Fprintf(&b, "\n\n[%d/%d] From %s, sent %s", i+1, len(kept), sender(m), sent)
+		writeEntry(&b, m)
+	}
+	return b.String()
+}
+
+func batchBody(batch []intercom.MessageView) string {
+	var b strings.Builder
 	asks := 0
 	if len(batch) == 1 {
 		fmt.Fprintf(&b, "📨 From %s", sender(batch[0]))

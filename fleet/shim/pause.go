@@ -43,6 +43,10 @@ const (
 type turnWork struct {
 	reason string // "task" or "messages"
 	batch  []intercom.MessageView
+	// kept are messages kept for the worker while its session was not
+	// connected (deferred.go), shown under keptHeading.
+	kept        []intercom.MessageView
+	keptHeading string
 	// again: it ran and ended on a rate limit; its prompt says it comes
 	// again.
 	again bool

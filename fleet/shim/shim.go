@@ -44,6 +44,9 @@ type Config struct {
 	// READY; one that ends within it has its exit recorded first, so the
 	// spawn reads how it ended. 0 is fleet.DefaultReadyGrace.
 	ReadyGrace time.Duration
+	// History, when set, records the worker session's messages and
+	// receipts.
+	History intercom.Recorder
 }
 
 // Exit statuses of the shim itself, when the workload never ran.

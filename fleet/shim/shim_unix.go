@@ -50,6 +50,23 @@ func Run(ctx context.Context, cfg Config) int {
 	}
 	defer s.close()
 	defer indexLogTimes(ctx, cfg, log)()
+	// What was kept for the worker before it registered, before its
+	// workload runs; then again after every later registration.
+	takeKept(ctx, s.Session, s.regs, cfg.WorkerID, cfg.RunID, s.kept, log)
+	kctx, stopKept := context.WithCancel(ctx)
+	keeping := make(chan struct{})
+	go func() {
+		defer close(keeping)
+		for {
+			select {
+			case <-kctx.Done():
+				return
+			case <-s.registered:
+				takeKept(kctx, s.Session, s.regs, cfg.WorkerID, cfg.RunID, s.kept, log)
+			}
+		}
+	}()
+	defer func() { stopKept(); <-keeping }()
 	var w workload = &execWorkload{argv: cfg.Command, stdout: cfg.Stdout, stderr: cfg.Stderr}
 	if !harness.IsKind(cfg.Kind) {
 		// A command works until it ends; what it says of itself
@@ -215,6 +232,11 @@ type held struct {
 	// permission relays a coding agent's permission prompts to its
 	// manager (nil: none are relayed).
 	permission atomic.Pointer[permissionRelay]
+	// registered is told of every registration: what was kept for the
+	// worker meanwhile is taken then (deferred.go).
+	registered chan struct{}
+	// kept names the kept messages taken whose turn has not run.
+	kept *keptSet
 }
 
 // hold registers the worker's session and serves its holder, to the
@@ -224,7 +246,8 @@ func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
-	s := &held{regs: fleet.NewRegistryHandle(fleet.RegistryPath(cfg.Paths), true), joined: make(chan string, 1)}
+	s := &held{regs: fleet.NewRegistryHandle(fleet.RegistryPath(cfg.Paths), true), joined: make(chan string, 1),
+		registered: make(chan struct{}, 1), kept: &keptSet{}}
 	cg, _ := units.OpenCgroups("/")
 	s.Held, err = intercom.Hold(ctx, intercom.HoldConfig{
 		Session: intercom.SessionConfig{Paths: cfg.Paths, Identity: id, Start: cfg.Start, Logger: log,
@@ -233,7 +256,14 @@ func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 				case s.joined <- id:
 				default:
 				}
-			}},
+			},
+			OnRegistered: func() {
+				select {
+				case s.registered <- struct{}{}:
+				default:
+				}
+			},
+			Deferral: fleet.Deferral{Registry: s.regs}, History: cfg.History},
 		Wrap: func(sess *intercom.Session) (intercom.Ops, intercom.HolderExtra) {
 			s.presence = newPresence(sess, log)
 			ops := presenceOps{Ops: sess, p: s.presence}

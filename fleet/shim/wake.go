@@ -70,6 +70,9 @@ type wakeConfig struct {
 	// Presence publishes the worker's state as its presence status (nil:
 	// one over Session).
 	Presence *Presence
+	// Kept names the messages taken from the worker's kept queue whose
+	// turn has not run (deferred.go); nil: none.
+	Kept *keptSet
 }
 
 // Outcomes held for a manager that is not connected: at most maxHeld (the
@@ -180,7 +183,9 @@ func (w *wakeLoop) run(ctx context.Context, ready func()) error {
 
 	if w.cfg.Spec.Task != "" {
 		started := false
-		w.attempt(ctx, &turnWork{reason: "task"}, func() { started = true; ready() })
+		k := &turnWork{reason: "task"}
+		w.withKept(k, w.cfg.Session.Take(w.cfg.Kept.has))
+		w.attempt(ctx, k, func() { started = true; ready() })
 		if !started && ctx.Err() == nil {
 			return errFirstTurn
 		}
@@ -222,7 +227,11 @@ func (w *wakeLoop) next(ctx context.Context) (*turnWork, bool) {
 		if len(res.Unread) == 0 {
 			continue // read during the last turn already
 		}
-		return &turnWork{reason: "messages", batch: res.Unread}, true
+		k := &turnWork{reason: "messages"}
+		kept, rest := w.cfg.Kept.split(res.Unread)
+		k.batch = rest
+		w.withKept(k, kept)
+		return k, true
 	}
 }
 
@@ -302,9 +311,18 @@ func (w *wakeLoop) turn(ctx context.Context, k *turnWork, started func()) {
 	if fresh {
 		t.NewSession = harness.NewSession(w.kind, w.cfg.WorkerID, w.cfg.RunID)
 	}
-	if reason == "task" {
+	switch {
+	case reason == "task":
 		t.Prompt = harness.TaskPrompt(n, manager, spec.Task)
-	} else {
+		if len(k.kept) > 0 {
+			t.Prompt += "\n\n" + harness.KeptSection(k.keptHeading, k.kept)
+		}
+	case len(k.kept) > 0:
+		t.Prompt = harness.KeptPrompt(n, manager, k.keptHeading, k.kept, batch)
+		if fresh && w.state.ContextLost {
+			t.Prompt = harness.Recap(spec.Task) + "\n\n" + t.Prompt
+		}
+	default:
 		t.Prompt = harness.BatchPrompt(n, manager, batch)
 		if fresh && w.state.ContextLost {
 			t.Prompt = harness.Recap(spec.Task) + "\n\n" + t.Prompt
@@ -316,7 +334,7 @@ func (w *wakeLoop) turn(ctx context.Context, k *turnWork, started func()) {
 	if fresh && !harness.TakesSystemPrompt(w.kind) {
 		t.Prompt = t.Mandate + "\n\n" + t.Prompt
 	}
-	rec := &harness.TurnRecord{N: n, Reason: reason, Messages: len(batch), Session: cmp.Or(t.Session, t.NewSession), StartedAt: w.now()}
+	rec := &harness.TurnRecord{N: n, Reason: reason, Messages: len(batch) + len(k.kept), Session: cmp.Or(t.Session, t.NewSession), StartedAt: w.now()}
 	w.state.Current = rec
 	w.endPause(ctx)
 	w.saveState()

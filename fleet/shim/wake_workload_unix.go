@@ -56,7 +56,7 @@ func newWakeWorkload(cfg Config, s *held, log *slog.Logger) (*wakeWorkload, erro
 		Session: s.Session, Tracker: s.tracker, Registry: s.regs,
 		MCP: harness.WorkerMCPServer(cfg.AgentFleet, spec.Kind, os.Environ(), cfg.AgentFleetEnv),
 		Env: commandEnv(os.Environ()), FirstManager: os.Getenv(fleet.EnvManagerID),
-		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff, Joined: s.joined, Presence: s.presence,
+		Log: cfg.Stderr, Logger: log, Backoff: cfg.TurnBackoff, Joined: s.joined, Presence: s.presence, Kept: s.kept,
 	})
 	if err != nil {
 		return nil, err

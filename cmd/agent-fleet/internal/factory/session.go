@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
@@ -53,10 +54,12 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 		log = slog.New(slog.DiscardHandler)
 	}
 	reg := newTeamRegistry(p)
-	s := &Session{release: []func(){reg.close}}
+	rec := f.Recorder(p)
+	s := &Session{release: []func(){reg.close, rec.Close}}
 	cfg := teams.AttachConfig{Mode: o.Mode, Registry: reg, HolderWait: o.HolderWait,
 		Session: intercom.SessionConfig{Paths: p, Identity: id, Start: f.BrokerStarter(),
-			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log, OnRoster: o.OnRoster}}
+			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log, OnRoster: o.OnRoster,
+			Deferral: fleet.Deferral{Registry: reg.h}, History: rec}}
 	if o.Mode == intercom.AttachHold {
 		activity := StartActivity(p, id.SessionID, log)
 		s.release = append(s.release, activity.Close)

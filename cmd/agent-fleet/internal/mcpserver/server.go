@@ -16,7 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/history"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
 
@@ -50,6 +52,8 @@ type Options struct {
 	// Channel, when set, pushes the session's inbound mail into a Claude
 	// Code client (its transport must be Channel.Transport's).
 	Channel *Channel
+	// History adds intercom_history over the session's history.
+	History HistoryFunc
 }
 
 // New builds the MCP server of the intercom tools over ops, with the team
@@ -71,6 +75,9 @@ func New(ops intercom.Ops, opts Options) *mcp.Server {
 		addFleetTool(server, opts.Fleet, opts.Caller)
 	}
 	addTeamTools(server, it, opts.Team)
+	if opts.History != nil {
+		addHistoryTool(server, opts.History)
+	}
 	return server
 }
 
@@ -102,6 +109,11 @@ func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
 	}
 	defer ms.stop()
 	so := Options{Logger: log, Version: f.Version, MarkShownRead: opts.Worker, Team: ms.team}
+	if p, err := f.Paths(); err == nil {
+		so.History = func(ctx context.Context, a verbs.HistoryArgs) ([]history.Entry, error) {
+			return verbs.History(ctx, f, p, ms.id, a)
+		}
+	}
 	if !opts.Worker {
 		// A worker never manages a fleet of its own: it has no more
 		// power than its spawn gave it.

@@ -130,7 +130,8 @@ var yesNo = map[bool]string{true: "Yes", false: "No"}
 // whether a session holder runs for it.
 func SessionStatusText(res *intercom.StatusResult, held bool) string {
 	return fmt.Sprintf("Connected: %s\nSession ID: %s\nHeld by a session holder: %s\nActive sessions: %d\nUnread messages: %d\nQueued outbound messages: %d\nPending asks: %d\nTeams: %s",
-		yesNo[res.Connected], Inline(res.SessionID), yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks, MembershipsText(res.Teams))
+		yesNo[res.Connected], Inline(res.SessionID), yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks, MembershipsText(res.Teams)) +
+		deferredLines(res.Deferred, time.Now(), false)
 }
 
 // MembershipsText lists a session's named teams on one line:
@@ -161,12 +162,16 @@ func teamTag(team string) string {
 // StatusTool is intercom_status's text and structuredContent.
 func StatusTool(st *intercom.StatusResult) (string, map[string]any) {
 	text := fmt.Sprintf("Connected: %s\nSession ID: %s\nActive sessions: %d\nUnread messages: %d\nPending asks: %d",
-		yesNo[st.Connected], Inline(st.SessionID), st.ActiveSessions, st.Unread, st.PendingAsks)
+		yesNo[st.Connected], Inline(st.SessionID), st.ActiveSessions, st.Unread, st.PendingAsks) +
+		deferredLines(st.Deferred, time.Now(), true)
 	structured := map[string]any{"connected": st.Connected, "session_id": st.SessionID, "active_sessions": st.ActiveSessions,
 		"unread_messages": st.Unread, "pending_asks": st.PendingAsks, "queued_outbound": st.Outbox}
 	if len(st.Teams) > 0 {
 		text += "\nTeams: " + MembershipsText(st.Teams)
 		structured["teams"] = st.Teams
+	}
+	if len(st.Deferred) > 0 {
+		structured["deferred"] = st.Deferred
 	}
 	return text, structured
 }
@@ -233,6 +238,10 @@ func SendTool(res *intercom.SendResult, to string) (text string, structured map[
 		}
 		return fmt.Sprintf("Message to %q was not delivered: %s", to, reason),
 			map[string]any{"ok": false, "message_id": res.MessageID, "code": res.Code, "reason": reason}, true
+	}
+	if res.State == intercom.DeferredQueued {
+		text, structured := KeptTool(res, to)
+		return text, structured, false
 	}
 	return fmt.Sprintf("Message sent to %s.", to), map[string]any{"ok": true, "message_id": res.MessageID, "to": to}, false
 }
