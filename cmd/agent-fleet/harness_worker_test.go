@@ -215,7 +215,8 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 	require.NoError(t, os.Remove(hold))
 	w.received("cw", "done: now the tests [whoami=cw fleet-tool=false]")
 	calls = w.calls("claude")
-	require.Len(t, calls, 2)
+	// The batch's turn may have started already: it waited for this one.
+	require.GreaterOrEqual(t, len(calls), 2)
 	require.True(t, calls[1].Resumed)
 	require.Equal(t, sid, argAfter(calls[1].Argv, "--resume"))
 
