@@ -243,6 +243,14 @@ func TestUIBrowser(t *testing.T) {
 	waitFor(t, ctx, "ui-w2 exited on the page", rowState("ui-w2", "exited"))
 	waitFor(t, ctx, "the exit in its row", textIncludes(`#fleet tr[data-worker="ui-w2"] td.state`, "exit 3"))
 	waitFor(t, ctx, "the change in the feed", textIncludes("#activity", "ui-w2: running → exited (exit 3)"))
+
+	// A message between two other sessions reaches the feed through the
+	// message history, with its receipts.
+	out, err = as(t, dir, "ui-alice", "intercom", "send", "ui-w1", "hello-through-the-history").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	waitFor(t, ctx, "the message in the feed", textIncludes("#activity", "message ui-alice → ui-w1: hello-through-the-history"))
+	waitFor(t, ctx, "its delivery in the feed", textIncludes("#activity", "delivered"))
+
 	mark, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.agentFleetMark`))
 	require.NoError(t, err)
 	require.Equal(t, "same page", mark, "the page was not reloaded")
@@ -301,7 +309,8 @@ func TestUIBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#w-actions button[data-action="stop"]`))))
 	waitFor(t, ctx, "the confirmation", `document.querySelector('#confirm').open && `+textIncludes("#confirm-text", "Stop worker ui-w1"))
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#confirm-ok"))))
-	waitFor(t, ctx, "the stop's outcome", `document.querySelector('#toast').dataset.done === "1"`)
+	// (The toast still says how the resume went until the stop begins.)
+	waitFor(t, ctx, "the stop's outcome", `document.querySelector('#toast').dataset.done === "1" && !document.querySelector('#toast').textContent.startsWith("Resumed")`)
 	toast, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#toast")))
 	require.NoError(t, err)
 	require.Contains(t, toast, "its cgroup is empty")

@@ -121,6 +121,9 @@ type stateKeeper struct {
 	workers  map[string]workerSeen // by id/run
 	sessions map[string]string     // id → presence status
 	seenMsgs map[string]bool
+	// histShown is, per message (historyKey), the receipts the feed has
+	// shown of it; a message shown at all has an entry.
+	histShown map[string][]string
 	// the broker's delivery counter at the last sample
 	lastDeliv   uint64
 	lastDelivAt time.Time
@@ -143,7 +146,8 @@ func openState(ctx context.Context, cfg Config, log *slog.Logger) (*stateKeeper,
 	k := &stateKeeper{f: f, cfg: cfg, log: log, paths: p, caller: id.SessionID,
 		api:    &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
 		roster: make(chan struct{}, 1), inbox: make(chan struct{}, 1),
-		subs: map[chan struct{}]struct{}{}, workers: map[string]workerSeen{}, sessions: map[string]string{}, seenMsgs: map[string]bool{}}
+		subs: map[chan struct{}]struct{}{}, workers: map[string]workerSeen{}, sessions: map[string]string{}, seenMsgs: map[string]bool{},
+		histShown: map[string][]string{}}
 	k.fe, err = f.ReadFleetAs(ctx, p, id.SessionID)
 	if err != nil {
 		return nil, err
@@ -195,6 +199,7 @@ func (k *stateKeeper) run(ctx context.Context) {
 	if k.sess != nil {
 		wg.Go(func() { k.listen(ctx) })
 	}
+	wg.Go(func() { k.followHistory(ctx) })
 	tick := time.NewTicker(k.cfg.Sample)
 	defer tick.Stop()
 	k.sample(ctx)
@@ -223,6 +228,10 @@ func (k *stateKeeper) listen(ctx context.Context) {
 		k.mu.Lock()
 		if !k.seenMsgs[m.MessageID] {
 			k.seenMsgs[m.MessageID] = true
+			key := historyKey(m.From.ID, m.MessageID)
+			if _, ok := k.histShown[key]; !ok {
+				k.histShown[key] = []string{} // shown: the history adds only its receipts
+			}
 			what := "message"
 			if m.ExpectsReply {
 				what = "ask"

@@ -3,17 +3,18 @@
 // it. Its assets are embedded (plain HTML, CSS and JavaScript, no build
 // step, nothing fetched from elsewhere); it is kept live by server-sent
 // events that fleet.Watch (registry writes, seen through inotify) and the
-// intercom session's presence events drive; it acts (stop, renew, adopt)
-// through the same verbs.Run as the CLI, as the same caller, so the same
-// ownership rules hold.
+// intercom session's presence events drive; it acts
+// through the same verbs.Run as the CLI (stop, renew, pause, resume,
+// adopt), as the same caller, so the same ownership rules hold.
 //
 // What it can see, honestly: every worker record of the agent directory
 // (every manager's), the sessions of its own scope and their presence
 // status, the named teams (names, managers, members; never a scope), the
 // asks and messages waiting for its caller's session, worker turns from
-// their turn records, and state changes it saw happen while it ran. It
-// does not see messages between other sessions: there is no history
-// store to read them from, so its activity feed begins when it starts.
+// their turn records, state changes it saw happen while it ran, and the
+// agent directory's message history (intercom/history: what agent-fleet
+// sessions sent and received, with their receipts; TypeScript clients
+// record none, so a message between two of them is not seen).
 package ui
 
 import (
