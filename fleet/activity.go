@@ -74,8 +74,15 @@ func (a *ActivityRecorder) Seen(from string) {
 	}
 }
 
-// OnMessage adapts Seen to intercom.SessionConfig.OnMessage.
-func (a *ActivityRecorder) OnMessage(m *intercom.InboundMessage) { a.Seen(m.From.ID) }
+// OnMessage adapts Seen to intercom.SessionConfig.OnMessage. A
+// worker-ended notice is no activity: its worker is gone, and it comes
+// from a short registration of the worker's id, not the worker.
+func (a *ActivityRecorder) OnMessage(m *intercom.InboundMessage) {
+	if IsEndedNotice(m.Message) {
+		return
+	}
+	a.Seen(m.From.ID)
+}
 
 // Close stops the recorder after the checks in flight.
 func (a *ActivityRecorder) Close() {

@@ -103,7 +103,16 @@ type Ended struct {
 
 // EndedMessageID is the message id of the notice of run: the same for
 // every attempt, so that v4 deduplication makes resends harmless.
-func EndedMessageID(id, run string) string { return "agent-fleet-ended-" + id + "-" + run }
+func EndedMessageID(id, run string) string { return endedIDPrefix + id + "-" + run }
+
+const endedIDPrefix = "agent-fleet-ended-"
+
+// IsEndedNotice reports whether m is a worker-ended notice: by its
+// control where the broker forwarded one, else by its id (TypeScript
+// brokers get the text alone).
+func IsEndedNotice(m *wire.MessageInfo) bool {
+	return m.ControlType == EndedControlType || strings.HasPrefix(m.ID, endedIDPrefix)
+}
 
 // EndedNotice is a notice a manager is owed, or was sent.
 type EndedNotice struct {

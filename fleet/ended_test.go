@@ -132,3 +132,33 @@ func TestEndOf(t *testing.T) {
 		require.Equal(t, c.want, EndOf(&c.w), "%+v", c.w)
 	}
 }
+
+// An ended notice is told by its control, or by its id where a TypeScript
+// broker dropped the control; it renews no lease: the activity recorder
+// leaves it alone and checks the next ordinary message.
+func TestEndedNoticeIsNoActivity(t *testing.T) {
+	parse := func(raw string) *wire.MessageInfo {
+		t.Helper()
+		m, err := wire.ParseMessage([]byte(raw))
+		require.NoError(t, err)
+		return m
+	}
+	byControl := parse(`{"id":"m1","timestamp":1,"content":{"text":"ended","control":{"type":"` + EndedControlType + `","version":1}}}`)
+	byID := parse(`{"id":"` + EndedMessageID("w1", "0123456789ab") + `","timestamp":1,"content":{"text":"ended"}}`)
+	plain := parse(`{"id":"m2","timestamp":1,"content":{"text":"progress"}}`)
+	require.True(t, IsEndedNotice(byControl))
+	require.True(t, IsEndedNotice(byID))
+	require.False(t, IsEndedNotice(plain))
+
+	seen := make(chan string, 8)
+	rec := StartActivityRecorder(ActivityConfig{Paths: intercom.NewPaths(t.TempDir()), Manager: "boss",
+		Recorded: func(from, _ string, _ error) { seen <- from }})
+	rec.OnMessage(&intercom.InboundMessage{From: wire.SessionInfo{ID: "w1"}, Message: byID})
+	rec.OnMessage(&intercom.InboundMessage{From: wire.SessionInfo{ID: "w2"}, Message: plain})
+	require.Equal(t, "w2", <-seen)
+	rec.Close() // after the checks in flight: anything of w1 would be in seen now
+	close(seen)
+	for from := range seen {
+		require.NotEqual(t, "w1", from, "an ended notice was taken for activity")
+	}
+}
