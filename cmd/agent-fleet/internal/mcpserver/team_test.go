@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -63,9 +64,19 @@ func TestMCPTeamTools(t *testing.T) {
 	require.Equal(t, "orchestrator", r.Structured["source"])
 	require.Equal(t, map[string]any{"id": "boss", "isManager": true}, r.Structured["self"])
 
-	r = call("intercom_pending", map[string]any{"session": "w1"})
-	require.False(t, r.IsError, r.Text)
-	require.Regexp(t, `^Pending asks of w1 \(read-only\):\n- ask-\S+ · Asker · \d+s ago · async · which branch should I use\?$`, r.Text)
+	// The asker's deferral reaches w1's inbox file a moment after its ask
+	// returned: the ask is pending at once, marked async once written.
+	pending := regexp.MustCompile(`^Pending asks of w1 \(read-only\):\n- ask-\S+ · Asker · \d+s ago · (async · )?which branch should I use\?$`)
+	for {
+		r = call("intercom_pending", map[string]any{"session": "w1"})
+		require.False(t, r.IsError, r.Text)
+		m := pending.FindStringSubmatch(r.Text)
+		require.NotNil(t, m, r.Text)
+		if m[1] != "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the test's timeout is the hang guard
+	}
 	require.Equal(t, "w1", r.Structured["inboxSessionId"])
 	askID := r.Structured["asks"].([]any)[0].(map[string]any)["askId"].(string)
 	r = call("intercom_pending", map[string]any{"session": "w1", "askId": askID})
