@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -113,9 +114,10 @@ func (chatCodec) decode(body []byte, req *Request) error {
 	return nil
 }
 
-// chatText is a message's content: a string, null, or parts of which the
-// text ones count (images and files are left out).
-func chatText(raw json.RawMessage) (string, error) {
+// contentText is an OpenAI message content or tool output: a string,
+// null, or parts of which those of the given text types count (images and
+// files are left out), joined by newlines.
+func contentText(raw json.RawMessage, textTypes ...string) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
@@ -132,12 +134,15 @@ func chatText(raw json.RawMessage) (string, error) {
 	}
 	var texts []string
 	for _, p := range parts {
-		if p.Type == "text" && p.Text != "" {
+		if slices.Contains(textTypes, p.Type) && p.Text != "" {
 			texts = append(texts, p.Text)
 		}
 	}
 	return strings.Join(texts, "\n"), nil
 }
+
+// chatText is a Chat Completions message's content: its "text" parts count.
+func chatText(raw json.RawMessage) (string, error) { return contentText(raw, "text") }
 
 // chatUsage is OpenAI's usage object: prompt_tokens counts every input
 // token, cached ones included.
@@ -225,12 +230,18 @@ var chatErrorCodes = map[string]string{
 }
 
 func (chatCodec) fail(w http.ResponseWriter, e *Error) {
-	retryAfter(w, e)
 	code := e.Type
 	if c, ok := chatErrorCodes[e.Type]; ok {
 		code = c
 	}
+	openAIError(w, e, e.Type, code)
+}
+
+// openAIError answers e as OpenAI's APIs do: the status, a retry-after,
+// and {"error":{"message","type","param","code"}}.
+func openAIError(w http.ResponseWriter, e *Error, typ, code string) {
+	retryAfter(w, e)
 	writeJSON(w, e.Status, map[string]any{"error": map[string]any{
-		"message": e.Message, "type": e.Type, "param": nil, "code": code,
+		"message": e.Message, "type": typ, "param": nil, "code": code,
 	}})
 }

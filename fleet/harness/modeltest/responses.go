@@ -192,33 +192,10 @@ func responsesInput(raw json.RawMessage) ([]responsesItem, error) {
 	return items, nil
 }
 
-// responsesText is a content or output: a string, or parts of which the
-// text ones count (input_text, output_text; images and files are left out).
+// responsesText is a Responses content or output: its input_text,
+// output_text and text parts count.
 func responsesText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("content is neither a string nor parts: %w", err)
-	}
-	var texts []string
-	for _, p := range parts {
-		switch p.Type {
-		case "input_text", "output_text", "text":
-			if p.Text != "" {
-				texts = append(texts, p.Text)
-			}
-		}
-	}
-	return strings.Join(texts, "\n"), nil
+	return contentText(raw, "input_text", "output_text", "text")
 }
 
 // responsesUsage is the Responses usage object: input_tokens counts every
@@ -390,17 +367,13 @@ var responsesErrors = map[string][2]string{
 	"api_error":        {"server_error", "server_error"},
 }
 
-// fail answers e as OpenAI does: the status, a retry-after, and
-// {"error":{"message","type","param","code"}}. A type the table does not
+// fail answers e as OpenAI does (openAIError). A type the table does not
 // know is sent as both type and code (a script naming OpenAI's own code,
 // "insufficient_quota").
 func (responsesCodec) fail(w http.ResponseWriter, e *Error) {
-	retryAfter(w, e)
 	typ, code := e.Type, e.Type
 	if tc, ok := responsesErrors[e.Type]; ok {
 		typ, code = tc[0], tc[1]
 	}
-	writeJSON(w, e.Status, map[string]any{"error": map[string]any{
-		"message": e.Message, "type": typ, "param": nil, "code": code,
-	}})
+	openAIError(w, e, typ, code)
 }
