@@ -110,11 +110,16 @@ func TestDeferredDeliveryToAWorkerThatIsNotConnected(t *testing.T) {
 
 	w.must("resume", "dw")
 	w.received("dw", "done: backlog item 49 [whoami=dw fleet-tool=false]")
+	// The shim may hand the kept messages over in more than one batch (a
+	// turn can start while it still takes them): each is in one turn.
 	calls = w.calls("claude")
-	require.Len(t, calls, 2)
-	p = calls[1].Prompt
-	require.Equal(t, 1, strings.Count(p, harness.KeptWhileAway), p)
-	require.NotContains(t, p, harness.KeptBeforeStart)
+	require.GreaterOrEqual(t, len(calls), 2)
+	p = ""
+	for _, c := range calls[1:] {
+		require.Equal(t, 1, strings.Count(c.Prompt, harness.KeptWhileAway), c.Prompt)
+		require.NotContains(t, c.Prompt, harness.KeptBeforeStart)
+		p += c.Prompt
+	}
 	for i := range intercom.MaxDeferredPerWorker {
 		require.Equal(t, 1, strings.Count(p, fmt.Sprintf("backlog item %02d", i)), "item %d in %s", i, p)
 	}
