@@ -21,18 +21,18 @@ type delivery struct {
 	messageID    string
 	replyTo      string
 	expectsReply bool
-	from, to     string
-	sender       *conn
-	recipient    *conn
-	timer        *time.Timer
-
-	// Across hosts (proxy.go). origin is set for a send injected by
-	// ProxySend: what the sender would hear goes to Federation.Outcome.
-	// forwarded marks a delivery to a proxy session, which its host
-	// decides; accepted says whether the sender heard delivery_accepted.
-	origin    *proxyOrigin
+	// Across hosts (proxy.go): forwarded marks a delivery to a proxy
+	// session, which its host decides; accepted says whether the sender
+	// heard delivery_accepted. (Beside expectsReply: they fill its padding.)
 	forwarded bool
 	accepted  bool
+	from, to  string
+	sender    *conn
+	recipient *conn
+	timer     *time.Timer
+	// origin is set for a send injected by ProxySend (proxy.go): what the
+	// sender would hear goes to Federation.Outcome.
+	origin *proxyOrigin
 }
 
 // deliveryTable indexes pending deliveries by delivery id, by dedup key and
