@@ -105,6 +105,11 @@ type Config struct {
 	// RateClock is the clock of the rate limiter; nil is time.Now. Tests
 	// freeze it to make the bucket deterministic.
 	RateClock func() time.Time
+	// API answers local API ops the broker does not know itself (the
+	// node's federation status, share requests): ok false means the op is
+	// unknown to it too. It runs on the API connection's goroutine without
+	// the broker's lock, so it may call the Broker's methods.
+	API func(req intercom.APIRequest) (resp intercom.APIResponse, ok bool)
 
 	// goroutineIO serves connections with a reader and a writer goroutine
 	// each, as on platforms without the Linux event loop (tests of that
@@ -180,6 +185,12 @@ type Broker struct {
 	scratch        []byte     // frame encoding buffer, guarded by mu
 	loop           *eventLoop // Linux: serves the connections (conn_linux.go)
 
+	// Federation (proxy.go): nil fed is a broker of one host.
+	fed        Federation
+	scoper     Scoper
+	proxies    map[string]map[string]*session // host → session id → proxy session
+	proxyCount int
+
 	stats     counters
 	startedAt time.Time
 	stop      context.CancelFunc // set by Run
@@ -204,6 +215,7 @@ func New(cfg Config) (*Broker, error) {
 		scopes:       make(map[string]*scopeGroup),
 		conns:        make(map[*conn]struct{}),
 		apiConns:     make(map[net.Conn]struct{}),
+		proxies:      make(map[string]map[string]*session),
 		unregistered: list.New(),
 		startedAt:    time.Now(),
 		ready:        make(chan struct{}),
@@ -363,7 +375,7 @@ func (b *Broker) scheduleIdleCheck() {
 	b.idleTimer = time.AfterFunc(b.cfg.IdleExit, func() {
 		b.mu.Lock()
 		b.idleTimer = nil
-		idle := len(b.sessions) == 0 && !b.closing
+		idle := len(b.sessions) == b.proxyCount && !b.closing // proxies keep no broker alive
 		stop := b.stop
 		b.mu.Unlock()
 		if idle && stop != nil {
