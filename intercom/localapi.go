@@ -25,6 +25,9 @@ const (
 type APIRequest struct {
 	Op        string `json:"op"`
 	SessionID string `json:"sessionId,omitempty"`
+	// Body carries the arguments of ops answered outside the broker's own
+	// set (broker.Config.API), as that op defines them.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // APIResponse is one local API response line. Error is set iff !OK.
@@ -33,6 +36,9 @@ type APIResponse struct {
 	Error string       `json:"error,omitempty"`
 	Stats *BrokerStats `json:"stats,omitempty"`
 	Peer  *PeerInfo    `json:"peer,omitempty"`
+	// Body is the result of an op answered outside the broker's own set
+	// (broker.Config.API), as that op defines it.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // BrokerStats is a snapshot of a running broker. Counters are totals since
@@ -42,6 +48,7 @@ type BrokerStats struct {
 	StartedAtMs         int64   `json:"startedAtMs"`
 	UptimeMs            int64   `json:"uptimeMs"`
 	Sessions            int     `json:"sessions"`
+	RemoteSessions      int     `json:"remoteSessions"` // of Sessions, those of other hosts
 	Connections         int     `json:"connections"`
 	Unregistered        int     `json:"unregisteredConnections"`
 	PendingDeliveries   int     `json:"pendingDeliveries"`
