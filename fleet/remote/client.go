@@ -81,12 +81,12 @@ func (c *Client) call(ctx context.Context, host, verb string, args any, timeout 
 // absent is the error of a host no fleet server answers for: unreachable
 // when it is live or has published records, else unknown.
 func (c *Client) absent(ctx context.Context, host string) error {
-	if slices.Contains(c.Transport.LiveHosts(), host) {
+	if live, err := c.Transport.LiveHosts(ctx); err == nil && slices.Contains(live, host) {
 		return fmt.Errorf("%w: %s is live but its fleet does not answer (is its node running agent-fleet's fleet?)", ErrHostUnreachable, host)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	if recs, err := readRecords(rctx, c.Transport.JetStream(), c.Transport.Prefix()); err == nil {
+	if recs, err := readRecords(rctx, c.Transport); err == nil {
 		if _, known := recs.hosts[host]; known {
 			return fmt.Errorf("%w: %s is not live (its node is down or its link is cut)", ErrHostUnreachable, host)
 		}
@@ -210,13 +210,17 @@ type Listing struct {
 func (c *Client) ListAll(ctx context.Context) (*Listing, error) {
 	self := c.Transport.Self()
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
-	recs, recErr := readRecords(rctx, c.Transport.JetStream(), c.Transport.Prefix())
+	recs, recErr := readRecords(rctx, c.Transport)
 	cancel()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	live, err := c.Transport.LiveHosts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the live hosts: %w", err)
+	}
 	hosts := map[string]bool{}
-	for _, h := range c.Transport.LiveHosts() {
+	for _, h := range live {
 		hosts[h] = true
 	}
 	if recs != nil {
@@ -267,7 +271,7 @@ func (c *Client) ListAll(ctx context.Context) (*Listing, error) {
 func (c *Client) Locate(ctx context.Context, id string) ([]string, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	recs, err := readRecords(rctx, c.Transport.JetStream(), c.Transport.Prefix())
+	recs, err := readRecords(rctx, c.Transport)
 	if err != nil {
 		return nil, err
 	}

@@ -35,13 +35,17 @@ type hostEntry struct {
 	PublishedAt time.Time `json:"publishedAt"`
 }
 
-// openBucket opens (create: or creates) the records bucket of prefix.
-func openBucket(ctx context.Context, js jetstream.JetStream, prefix string, create bool) (jetstream.KeyValue, error) {
-	if js == nil {
-		return nil, ErrRecordsUnavailable
+// openBucket opens (create: or creates) the records bucket of t's prefix.
+func openBucket(ctx context.Context, t Transport, create bool) (jetstream.KeyValue, error) {
+	js, err := t.JetStream(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return nil, fmt.Errorf("%w: %v", ErrRecordsUnavailable, err)
+		}
+		return nil, err
 	}
+	prefix := t.Prefix()
 	var kv jetstream.KeyValue
-	var err error
 	if create {
 		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketName(prefix), History: 1,
 			Description: "agent-fleet: the last-known worker records of each host"})
@@ -59,9 +63,9 @@ func openBucket(ctx context.Context, js jetstream.JetStream, prefix string, crea
 
 // publisher writes one host's records, a key only when it changed.
 type publisher struct {
-	js           jetstream.JetStream
-	host, prefix string
-	kv           jetstream.KeyValue
+	t    Transport
+	host string
+	kv   jetstream.KeyValue
 	// last is what each key holds (the worker's JSON); nil until the
 	// keys were read.
 	last map[string][]byte
@@ -71,7 +75,7 @@ type publisher struct {
 // workers, settled against systemd) and removes those of forgotten ids.
 func (p *publisher) publish(ctx context.Context, fl *fleet.Fleet) error {
 	if p.kv == nil {
-		kv, err := openBucket(ctx, p.js, p.prefix, true)
+		kv, err := openBucket(ctx, p.t, true)
 		if err != nil {
 			return err
 		}
@@ -134,10 +138,10 @@ type knownRecords struct {
 	hosts   map[string]time.Time
 }
 
-// readRecords reads every record of the bucket of prefix.
-func readRecords(ctx context.Context, js jetstream.JetStream, prefix string) (*knownRecords, error) {
+// readRecords reads every record of the bucket of t's prefix.
+func readRecords(ctx context.Context, t Transport) (*knownRecords, error) {
 	out := &knownRecords{workers: map[string][]record{}, hosts: map[string]time.Time{}}
-	kv, err := openBucket(ctx, js, prefix, false)
+	kv, err := openBucket(ctx, t, false)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return out, nil // no host published yet
 	}

@@ -15,6 +15,7 @@
 package remote
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -39,11 +40,13 @@ type Transport interface {
 	// Subject is P.host.<host>.<rest joined by dots>.
 	Subject(host string, rest ...string) string
 	// LiveHosts are the node names of the hosts live now, this one
-	// included or not.
-	LiveHosts() []string
-	// JetStream is the JetStream context of the connection, nil when the
-	// cluster runs without JetStream (then no last-known records are kept).
-	JetStream() jetstream.JetStream
+	// included or not (a host's link knows them from heartbeats; a CLI's
+	// asks P.hosts.ping).
+	LiveHosts(ctx context.Context) ([]string, error)
+	// JetStream is the JetStream context of the connection; a server
+	// without JetStream is jetstream.ErrJetStreamNotEnabled (then no
+	// last-known records are kept).
+	JetStream(ctx context.Context) (jetstream.JetStream, error)
 }
 
 // Verbs a Server answers, the last token of P.host.N.fleet.VERB.

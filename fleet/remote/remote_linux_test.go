@@ -81,7 +81,6 @@ func startNATS(t *testing.T, noJetStream bool) *server.Server {
 // request, which is what the client goes by).
 type link struct {
 	nc     *nats.Conn
-	js     jetstream.JetStream
 	self   string
 	prefix string
 	hosts  []string
@@ -92,12 +91,7 @@ func newLink(t *testing.T, s *server.Server, self string, hosts []string) *link 
 	nc, err := nats.Connect(s.ClientURL(), nats.Name(self))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	l := &link{nc: nc, self: self, prefix: "af-test", hosts: hosts}
-	if s.JetStreamEnabled() {
-		l.js, err = jetstream.New(nc)
-		require.NoError(t, err)
-	}
-	return l
+	return &link{nc: nc, self: self, prefix: "af-test", hosts: hosts}
 }
 
 func (l *link) Conn() *nats.Conn { return l.nc }
@@ -106,12 +100,19 @@ func (l *link) Prefix() string   { return l.prefix }
 func (l *link) Subject(host string, rest ...string) string {
 	return strings.Join(append([]string{l.prefix, "host", host}, rest...), ".")
 }
-func (l *link) LiveHosts() []string { return l.hosts }
-func (l *link) JetStream() jetstream.JetStream {
-	if l.js == nil {
-		return nil // a nil interface, not a nil pointer in one
+func (l *link) LiveHosts(context.Context) ([]string, error) { return l.hosts, nil }
+
+// JetStream is as the federation link's: a server without JetStream is
+// jetstream.ErrJetStreamNotEnabled.
+func (l *link) JetStream(ctx context.Context) (jetstream.JetStream, error) {
+	js, err := jetstream.New(l.nc)
+	if err != nil {
+		return nil, err
 	}
-	return l.js
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return nil, err
+	}
+	return js, nil
 }
 
 // host is one host of the test: an agent directory with its broker and
@@ -198,10 +199,11 @@ func waitRecord(t *testing.T, l *link, hostName, id string, ok func(*fleet.Worke
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
 	defer cancel()
+	js, err := l.JetStream(ctx)
+	require.NoError(t, err)
 	var kv jetstream.KeyValue
 	for kv == nil {
-		var err error
-		if kv, err = l.js.KeyValue(ctx, "agent-fleet-workers_af-test"); err != nil {
+		if kv, err = js.KeyValue(ctx, "agent-fleet-workers_af-test"); err != nil {
 			require.ErrorIs(t, err, jetstream.ErrBucketNotFound)
 			select {
 			case <-ctx.Done():

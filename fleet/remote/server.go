@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -247,11 +248,6 @@ func (s *Server) shareEnv(env []string, callerHost string) []string {
 // at start, at every change of the fleet, after each spawn, stop and
 // adopt it served, and every RecordsEvery.
 func (s *Server) publishRecords(ctx context.Context) {
-	js := s.Transport.JetStream()
-	if js == nil {
-		s.Logger.Info("remote fleet: no JetStream; other hosts will not see this host's workers while it is away")
-		return
-	}
 	fl, err := s.Open(ctx, publisherCaller)
 	if err != nil {
 		s.Logger.Warn("remote fleet: records not published", "err", err)
@@ -261,11 +257,14 @@ func (s *Server) publishRecords(ctx context.Context) {
 	if w, err := fleet.WatchFleet(ctx, fl.Paths()); err == nil {
 		changes = w.C
 	}
-	pub := &publisher{js: js, host: s.Transport.Self(), prefix: s.Transport.Prefix()}
+	pub := &publisher{t: s.Transport, host: s.Transport.Self()}
 	tick := time.NewTicker(s.RecordsEvery)
 	defer tick.Stop()
 	for {
-		if err := pub.publish(ctx, fl); err != nil && ctx.Err() == nil {
+		if err := pub.publish(ctx, fl); errors.Is(err, ErrRecordsUnavailable) {
+			s.Logger.Info("remote fleet: no JetStream; other hosts will not see this host's workers while it is away", "err", err)
+			return
+		} else if err != nil && ctx.Err() == nil {
 			s.Logger.Warn("remote fleet: records not published", "err", err)
 		}
 		select {
