@@ -73,7 +73,7 @@ const EnvShare = "AGENT_FLEET_SHARE"
 // its record is the last one its host published (HostWorker.Unreachable).
 const StateUnreachable = "unreachable"
 
-// hostNameRE is what a node name may be (docs/federation.md "Identity").
+// hostNameRE is what a node name may be (docs/federation.md "Identity and privacy").
 var hostNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // ValidHost reports whether name is a node name.

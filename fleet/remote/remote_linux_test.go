@@ -15,14 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
 	"github.com/agent-fleet/agent-fleet/fleet/remote"
+	"github.com/agent-fleet/agent-fleet/fleet/remote/remotetest"
 	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
@@ -62,59 +60,6 @@ func TestMain(m *testing.M) {
 		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr, ReadyGrace: grace}))
 }
 
-// startNATS runs a NATS server on a free loopback port, with JetStream
-// unless noJetStream, until the test ends.
-func startNATS(t *testing.T, noJetStream bool) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: !noJetStream,
-		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	require.NoError(t, err)
-	go s.Start()
-	require.True(t, s.ReadyForConnections(30*time.Second), "the NATS server did not start")
-	t.Cleanup(s.Shutdown)
-	return s
-}
-
-// link is a Transport over a plain NATS connection: a host named self of
-// a cluster whose hosts are hosts (the federation link's heartbeats are
-// not this package's: a host whose fleet server is gone answers no
-// request, which is what the client goes by).
-type link struct {
-	nc     *nats.Conn
-	self   string
-	prefix string
-	hosts  []string
-}
-
-func newLink(t *testing.T, s *server.Server, self string, hosts []string) *link {
-	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.Name(self))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	return &link{nc: nc, self: self, prefix: "af-test", hosts: hosts}
-}
-
-func (l *link) Conn() *nats.Conn { return l.nc }
-func (l *link) Self() string     { return l.self }
-func (l *link) Prefix() string   { return l.prefix }
-func (l *link) Subject(host string, rest ...string) string {
-	return strings.Join(append([]string{l.prefix, "host", host}, rest...), ".")
-}
-func (l *link) LiveHosts(context.Context) ([]string, error) { return l.hosts, nil }
-
-// JetStream is as the federation link's: a server without JetStream is
-// jetstream.ErrJetStreamNotEnabled.
-func (l *link) JetStream(ctx context.Context) (jetstream.JetStream, error) {
-	js, err := jetstream.New(l.nc)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := js.AccountInfo(ctx); err != nil {
-		return nil, err
-	}
-	return js, nil
-}
-
 // host is one host of the test: an agent directory with its broker and
 // registry, a user manager, and fleets acting for any caller.
 type host struct {
@@ -123,10 +68,10 @@ type host struct {
 	p    intercom.Paths
 	m    units.Manager
 	reg  *fleet.Registry
-	link *link
+	link *remotetest.Link
 }
 
-func newHost(t *testing.T, name string, m units.Manager, l *link) *host {
+func newHost(t *testing.T, name string, m units.Manager, l *remotetest.Link) *host {
 	t.Helper()
 	h := &host{t: t, name: name, p: intercom.NewPaths(intercomtest.ShortDir(t)), m: m, link: l}
 	b := intercomtest.StartBroker(t, func(c *broker.Config) { c.Paths = h.p })
@@ -193,43 +138,14 @@ func uniqueID(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// waitRecord waits until host's last-known record of id in the bucket
-// satisfies ok (the records are published asynchronously).
-func waitRecord(t *testing.T, l *link, hostName, id string, ok func(*fleet.Worker) bool) {
+// waitRecord waits until host's last-known record of id satisfies ok.
+func waitRecord(t *testing.T, l *remotetest.Link, hostName, id string, ok func(*fleet.Worker) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
-	defer cancel()
-	js, err := l.JetStream(ctx)
-	require.NoError(t, err)
-	var kv jetstream.KeyValue
-	for kv == nil {
-		if kv, err = js.KeyValue(ctx, "agent-fleet-workers_af-test"); err != nil {
-			require.ErrorIs(t, err, jetstream.ErrBucketNotFound)
-			select {
-			case <-ctx.Done():
-				t.Fatalf("no records bucket: %v", err)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}
-	w, err := kv.Watch(ctx, hostName+"."+id)
-	require.NoError(t, err)
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the record of %s on %s never got there", id, hostName)
-		case e := <-w.Updates():
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var rec struct{ Worker *fleet.Worker }
-			require.NoError(t, json.Unmarshal(e.Value(), &rec))
-			if rec.Worker != nil && ok(rec.Worker) {
-				return
-			}
-		}
-	}
+	remotetest.WaitRecord(t, l, hostName, id, func(data []byte) bool {
+		var rec struct{ Worker *fleet.Worker }
+		require.NoError(t, json.Unmarshal(data, &rec))
+		return rec.Worker != nil && ok(rec.Worker)
+	})
 }
 
 // findWorker is id's entry in a listing.
@@ -248,10 +164,10 @@ func findWorker(l *remote.Listing, id string) *remote.HostWorker {
 func TestWorkerOnAnotherHost(t *testing.T) {
 	shared := unitstest.Require(t)
 	own := unitstest.OwnManager(t)
-	ns := startNATS(t, false)
+	ns := remotetest.StartNATS(t, false)
 	hosts := []string{"a", "b"}
-	a := newHost(t, "a", unitstest.Connect(t, shared), newLink(t, ns, "a", hosts))
-	b := newHost(t, "b", unitstest.Connect(t, own), newLink(t, ns, "b", hosts))
+	a := newHost(t, "a", unitstest.Connect(t, shared), remotetest.NewLink(t, ns, "a", hosts))
+	b := newHost(t, "b", unitstest.Connect(t, own), remotetest.NewLink(t, ns, "b", hosts))
 	a.serve()
 	stopB := b.serve()
 	ctx := context.Background()
@@ -375,12 +291,12 @@ func TestWorkerOnAnotherHost(t *testing.T) {
 // host that does not answer, and list says so; a host nobody knows is
 // unknown, not unreachable.
 func TestListAllWithoutJetStream(t *testing.T) {
-	ns := startNATS(t, true)
+	ns := remotetest.StartNATS(t, true)
 	hosts := []string{"a", "b"}
 	fake := fleettest.New(t, "mgr-a")
-	a := newHost(t, "a", fake.Fake.Connect(), newLink(t, ns, "a", hosts))
+	a := newHost(t, "a", fake.Fake.Connect(), remotetest.NewLink(t, ns, "a", hosts))
 	bFake := fleettest.New(t, "mgr-a")
-	b := newHost(t, "b", bFake.Fake.Connect(), newLink(t, ns, "b", hosts))
+	b := newHost(t, "b", bFake.Fake.Connect(), remotetest.NewLink(t, ns, "b", hosts))
 	ctx := context.Background()
 	rec := &fleet.Worker{ID: uniqueID("rw"), Kind: "exec", Manager: "mgr-a", FirstManager: "mgr-a", Command: []string{"/bin/true"}}
 	require.NoError(t, b.reg.Reserve(ctx, rec))
