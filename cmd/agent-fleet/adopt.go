@@ -12,7 +12,7 @@ import (
 
 type adoptOptions struct {
 	fleetOptions
-	ID             string
+	ID, Host       string
 	Force, Orphans bool
 }
 
@@ -45,10 +45,11 @@ cannot be adopted (exit 4; forget removes its record).`,
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "adopt even if its manager is connected")
 	cmd.Flags().BoolVar(&opts.Orphans, "orphans", false, "adopt every orphaned worker with an expired lease")
+	addHostFlag(cmd, &opts.Host)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
 }
 
 func adoptRun(ctx context.Context, opts *adoptOptions) error {
-	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "adopt", ID: opts.ID, Force: opts.Force, All: opts.Orphans})
+	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "adopt", ID: opts.ID, Force: opts.Force, All: opts.Orphans, Host: opts.Host})
 }

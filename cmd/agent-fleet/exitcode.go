@@ -8,6 +8,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/remote"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -102,6 +103,12 @@ func exitCode(err error) int {
 		return severity[worst]
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, remote.ErrUnknownHost):
+		return exitNotFound
+	case errors.Is(err, remote.ErrHostUnreachable):
+		return exitUnavailable
+	case errors.Is(err, factory.ErrNoNode):
+		return exitUnsupported
 	case errors.Is(err, units.ErrUnsupported), errors.Is(err, units.ErrFreezeUnsupported), errors.Is(err, fleet.ErrLimitUnsupported), errors.Is(err, fleet.ErrProfileUnenforceable):
 		return exitUnsupported
 	case errors.Is(err, fleet.ErrUnsupportedKind), strings.HasPrefix(err.Error(), "required flag(s)"):

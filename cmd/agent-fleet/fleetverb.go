@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
@@ -18,6 +20,12 @@ type fleetOptions struct {
 }
 
 func newFleetOptions(f *factory.Factory) fleetOptions { return fleetOptions{Factory: f, IO: f.IO} }
+
+// addHostFlag gives cmd --host: the verb runs on that host of the hosts
+// this one is joined to (verbs.RunRemote).
+func addHostFlag(cmd *cobra.Command, host *string) {
+	cmd.Flags().StringVar(host, "host", "", "on that host (its node name) of the hosts this one is joined to")
+}
 
 // watchFleetVerb runs a read-only fleet verb again at every change of the
 // fleet until Ctrl-C (verbs.Watch): redrawn in place on a terminal.
@@ -45,6 +53,14 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 	if err := a.Check(); err != nil {
 		return err
 	}
+	if a.Host != "" {
+		_, id, err := o.Factory.Identity()
+		if err != nil {
+			return err
+		}
+		rep, err := verbs.RunRemote(ctx, o.Factory, id.SessionID, a)
+		return printFleetReport(o, rep, err)
+	}
 	open := o.Factory.Fleet
 	if verbs.ReadOnly(a.Action) {
 		open = o.Factory.ReadFleet // records and logs need no user manager
@@ -58,6 +74,12 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 		fmt.Fprintln(o.IO.Err, "agent-fleet:", verbs.OfflineWarning)
 	}
 	rep, err := verbs.Run(ctx, fe, a)
+	rep, err = verbs.Federate(ctx, o.Factory, fe.Caller, a, rep, err)
+	return printFleetReport(o, rep, err)
+}
+
+// printFleetReport prints a fleet verb's report (runFleetVerb).
+func printFleetReport(o fleetOptions, rep output.Report, err error) error {
 	if err != nil {
 		_, several := rep.(output.StopsReport)
 		_, waited := rep.(output.WaitReport)

@@ -57,6 +57,7 @@ a note there says that the log is empty.`,
 		}
 	}
 	cmd.Flags().BoolVar(&opts.Args.Timestamps, "timestamps", false, "put when each line was written before it")
+	addHostFlag(cmd, &opts.Args.Host)
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "follow the log until the worker ends")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"lines": [...]} as JSON (-f: one {"text", "at"} per line, then {"ended": worker})`)
 	return cmd
@@ -65,6 +66,9 @@ a note there says that the log is empty.`,
 func logsRun(ctx context.Context, opts *logsOptions) error {
 	if !opts.Follow {
 		return runFleetVerb(ctx, opts.fleetOptions, opts.Args)
+	}
+	if opts.Args.Host != "" {
+		return factory.Usagef("logs -f follows this host's workers; on another host, ask for the last lines (-n)")
 	}
 	fe, err := opts.Factory.ReadFleet(ctx)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 
 type statusOptions struct {
 	fleetOptions
-	ID    string
-	Watch bool
+	ID, Host string
+	Watch    bool
 }
 
 func newStatusCmd(f *factory.Factory, runF func(*statusOptions) error) *cobra.Command {
@@ -30,14 +30,18 @@ func newStatusCmd(f *factory.Factory, runF func(*statusOptions) error) *cobra.Co
 			return statusRun(cmd.Context(), opts)
 		},
 	}
+	addHostFlag(cmd, &opts.Host)
 	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "show it again at every change, until Ctrl-C (redrawn in place on a terminal)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
 	return cmd
 }
 
 func statusRun(ctx context.Context, opts *statusOptions) error {
+	if opts.Watch && opts.Host != "" {
+		return factory.Usagef("status --watch is for this host's workers; on another host, run status again")
+	}
 	if opts.Watch {
 		return watchFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "status", ID: opts.ID}, "agent-fleet status "+opts.ID)
 	}
-	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "status", ID: opts.ID})
+	return runFleetVerb(ctx, opts.fleetOptions, verbs.Args{Action: "status", ID: opts.ID, Host: opts.Host})
 }

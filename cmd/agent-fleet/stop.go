@@ -22,6 +22,7 @@ type stopOptions struct {
 	All     bool
 	Timeout time.Duration
 	Kill    bool
+	Host    string
 }
 
 func newStopCmd(f *factory.Factory, runF func(*stopOptions) error) *cobra.Command {
@@ -65,12 +66,13 @@ failed, "error".`,
 	cmd.Flags().BoolVar(&opts.All, "all", false, "every live worker of yours")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, fmt.Sprintf("how long a worker has between SIGTERM and SIGKILL (default %s)", fleet.DefaultStopTimeout))
 	cmd.Flags().BoolVar(&opts.Kill, "kill", false, "SIGKILL at once, without SIGTERM first")
+	addHostFlag(cmd, &opts.Host)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
 func stopRun(ctx context.Context, opts *stopOptions) error {
-	a := verbs.Args{Action: "stop", All: opts.All, Timeout: opts.Timeout, Kill: opts.Kill}
+	a := verbs.Args{Action: "stop", All: opts.All, Timeout: opts.Timeout, Kill: opts.Kill, Host: opts.Host}
 	if len(opts.IDs) == 1 {
 		a.ID = opts.IDs[0]
 	} else {

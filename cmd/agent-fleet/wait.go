@@ -39,6 +39,7 @@ first. An unknown id is 3, as everywhere.`,
 	}
 	cmd.Flags().BoolVar(&opts.Any, "any", false, "return once one of them has ended")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "give up after this long (exit 9; default: wait until they end)")
+	addHostFlag(cmd, &opts.Args.Host)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the workers' records and how each ended as JSON")
 	return cmd
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-fleet/agent-fleet/fleet/remote"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -55,6 +56,10 @@ type Factory struct {
 	// ConnectUnits reaches the user manager workers run under; nil dials the
 	// caller's user bus (units.Connect). Tests pass unitstest's fake.
 	ConnectUnits func(ctx context.Context) (units.Manager, error)
+	// ConnectFederation joins the other hosts for a CLI verb (Federation);
+	// nil connects with the node configuration. Tests pass a link to a
+	// NATS server of their own.
+	ConnectFederation func(ctx context.Context, p intercom.Paths) (remote.Transport, func(), error)
 	// Getenv is the environment commands read their configuration from
 	// (the agent directory, the identity, lease and ask settings); nil is
 	// the process's. In-process tests give each command its own.

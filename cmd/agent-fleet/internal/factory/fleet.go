@@ -97,35 +97,12 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 	if note != "" {
 		fmt.Fprintln(f.IO.Err, "agent-fleet:", note)
 	}
-	policy, err := f.LeasePolicy()
+	cfg, err := f.fleetConfig(p, env.Registry, m, caller)
 	if err != nil {
 		env.Close()
 		return nil, err
 	}
-	exe, err := f.Exe()
-	if err != nil {
-		env.Close()
-		return nil, err
-	}
-	grace, err := envDuration(f.Env, EnvReadyGrace)
-	if err != nil {
-		env.Close()
-		return nil, err
-	}
-	env.Fleet, err = fleet.New(fleet.Config{
-		ReadyGrace: grace,
-		Paths:      p, Registry: env.Registry, Units: m, Caller: caller, CallerEnv: f.Env,
-		Shim: []string{exe, "worker-shim"}, ShimEnv: f.ChildEnv,
-		Journal: f.Journald(),
-		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
-		Notify:  f.checkpointNotifier(p),
-		EnsureBroker: func(ctx context.Context) error {
-			return intercom.EnsureBroker(ctx, p, f.BrokerStarter())
-		},
-		Notices: fleet.RegisteringSender(p),
-		Leases:  policy,
-		Logger:  NewLogger(f.IO.Err, "warn"),
-	})
+	env.Fleet, err = fleet.New(cfg)
 	if err != nil {
 		env.Close()
 		return nil, err
@@ -141,6 +118,36 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 		}
 	}
 	return env, nil
+}
+
+// fleetConfig is the configuration of a Fleet of p acting for caller.
+func (f *Factory) fleetConfig(p intercom.Paths, reg *fleet.Registry, m units.Manager, caller string) (fleet.Config, error) {
+	policy, err := f.LeasePolicy()
+	if err != nil {
+		return fleet.Config{}, err
+	}
+	exe, err := f.Exe()
+	if err != nil {
+		return fleet.Config{}, err
+	}
+	grace, err := envDuration(f.Env, EnvReadyGrace)
+	if err != nil {
+		return fleet.Config{}, err
+	}
+	return fleet.Config{
+		ReadyGrace: grace,
+		Paths:      p, Registry: reg, Units: m, Caller: caller, CallerEnv: f.Env,
+		Shim: []string{exe, "worker-shim"}, ShimEnv: f.ChildEnv,
+		Journal: f.Journald(),
+		Peers:   &intercom.LocalAPIClient{Path: p.LocalAPISocket()},
+		Notify:  f.checkpointNotifier(p),
+		EnsureBroker: func(ctx context.Context) error {
+			return intercom.EnsureBroker(ctx, p, f.BrokerStarter())
+		},
+		Notices: fleet.RegisteringSender(p),
+		Leases:  policy,
+		Logger:  NewLogger(f.IO.Err, "warn"),
+	}, nil
 }
 
 // EnvReadyGrace sets how long an exec worker's command must run before

@@ -42,10 +42,14 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 		rep, err := verbs.Host(ctx, f, a)
 		return report(rep, err)
 	}
-	if err := f.RequireWorkerPlatform(); err != nil {
+	if err := a.Check(); err != nil {
 		return fleetFailure(nil, err)
 	}
-	if err := a.Check(); err != nil {
+	if a.Host != "" { // runs there: this host needs no user manager
+		rep, err := verbs.RunRemote(ctx, f, caller, a)
+		return report(rep, err)
+	}
+	if err := f.RequireWorkerPlatform(); err != nil {
 		return fleetFailure(nil, err)
 	}
 	if a.Action == "wait" && a.Timeout == 0 {
@@ -65,6 +69,7 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	}
 	defer fe.Close()
 	rep, err := verbs.Run(ctx, fe, a)
+	rep, err = verbs.Federate(ctx, f, caller, a, rep, err)
 	var ended *fleet.WaitError
 	if errors.As(err, &ended) && !ended.TimedOut {
 		err = nil // workers that ended badly are news, not a failed call

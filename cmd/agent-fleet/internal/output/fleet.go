@@ -61,14 +61,30 @@ type WorkersReport struct {
 	// LiveUnknown: no user manager answered; live states are the
 	// registry's last known (each live worker's liveState is "unknown").
 	LiveUnknown bool
+	// Hosts, for list --all on a host joined to others, are the other
+	// hosts' workers: each worker then has its host.
+	Hosts *HostsList
 }
 
 // JSON implements Report: an array of workers.
-func (r WorkersReport) JSON() any { return viewWorkersUnknown(r.WS, r.LiveUnknown) }
+func (r WorkersReport) JSON() any {
+	if r.Hosts != nil {
+		return viewHostsWorkers(r.WS, r.LiveUnknown, r.Hosts)
+	}
+	return viewWorkersUnknown(r.WS, r.LiveUnknown)
+}
 
-// Structured implements Report: the array under "workers".
+// Structured implements Report: the array under "workers" (over several
+// hosts, with what is known of those that did not answer under
+// "hostNotes").
 func (r WorkersReport) Structured() any {
-	return map[string]any{"workers": viewWorkersUnknown(r.WS, r.LiveUnknown)}
+	m := map[string]any{"workers": r.JSON()}
+	if r.Hosts != nil {
+		if notes := r.Hosts.notes(); len(notes) > 0 {
+			m["hostNotes"] = notes
+		}
+	}
+	return m
 }
 
 // unknownNote is what a model is told when no user manager answered.
@@ -83,6 +99,12 @@ func (r WorkersReport) Text(s Surface) string {
 		return renewText(r.WS, s)
 	case "pause", "resume":
 		return pauseResumeText(r.Verb, r.WS, s)
+	}
+	if r.Hosts != nil {
+		if s == Tool {
+			return hostsLines(r.WS, r.Hosts)
+		}
+		return hostsTable(r.WS, r.LiveUnknown, r.Hosts)
 	}
 	if len(r.WS) == 0 && r.Others > 0 {
 		if s == Tool {

@@ -75,6 +75,14 @@ type Worker struct {
 	// the registry's last known live state (the worker may have ended);
 	// omitted when systemd was asked, and for ended workers.
 	LiveState string `json:"liveState,omitempty"`
+	// Host is the node name of the host the worker runs on, in a list of
+	// several hosts' workers (list --all on a host joined to others).
+	// State is "unreachable" for a worker of a host that does not answer:
+	// lastKnownState is then the state its host last published, at
+	// publishedAt.
+	Host           string `json:"host,omitempty"`
+	LastKnownState string `json:"lastKnownState,omitempty"`
+	PublishedAt    string `json:"publishedAt,omitempty"`
 }
 
 // Limits are a worker's resource limits: memoryMax in bytes, cpuQuota in

@@ -75,6 +75,9 @@ type Args struct {
 	// Pair, when not empty, makes doctor test these two sessions, A and B
 	// (intercom.PairTest), waiting up to Timeout for B.
 	Pair []string
+	// Host runs the verb on that host of the cluster this host is joined
+	// to (spawn, status, stop, logs, adopt, wait); "" is this host.
+	Host string
 	// StopProgress, when set, hears of each signal a stop sends (the CLI
 	// shows them on a terminal; no agent_fleet argument sets it).
 	StopProgress func(fleet.StopStep)
@@ -142,6 +145,9 @@ func (a *Args) Check() error {
 	}
 	if a.OlderThan < 0 {
 		return factory.Usagef("older than must not be negative")
+	}
+	if err := a.checkHost(); err != nil {
+		return err
 	}
 	if (a.Action == "forget" || a.Action == "prune") && !a.Acknowledge {
 		return factory.Usagef("%s deletes history: confirm with --acknowledge (agent_fleet: acknowledge: true)", a.Action)
