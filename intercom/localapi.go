@@ -19,20 +19,27 @@ const (
 	OpStats    = "stats"    // → Stats
 	OpPeer     = "peer"     // sessionId → Peer
 	OpShutdown = "shutdown" // → ok, then the broker exits
+	// OpFederation and OpShare are answered by a node's broker (agent-fleet
+	// node run, docs/federation.md); another broker answers "unknown op"
+	// (ErrUnknownOp).
+	OpFederation = "federation" // → Body: the node's federation status
+	OpShare      = "share"      // sessionId, Body ShareRequest → ok
 )
 
 // APIRequest is one local API request line.
 type APIRequest struct {
-	Op        string `json:"op"`
-	SessionID string `json:"sessionId,omitempty"`
+	Op        string          `json:"op"`
+	SessionID string          `json:"sessionId,omitempty"`
+	Body      json.RawMessage `json:"body,omitempty"`
 }
 
 // APIResponse is one local API response line. Error is set iff !OK.
 type APIResponse struct {
-	OK    bool         `json:"ok"`
-	Error string       `json:"error,omitempty"`
-	Stats *BrokerStats `json:"stats,omitempty"`
-	Peer  *PeerInfo    `json:"peer,omitempty"`
+	OK    bool            `json:"ok"`
+	Error string          `json:"error,omitempty"`
+	Stats *BrokerStats    `json:"stats,omitempty"`
+	Peer  *PeerInfo       `json:"peer,omitempty"`
+	Body  json.RawMessage `json:"body,omitempty"`
 }
 
 // BrokerStats is a snapshot of a running broker. Counters are totals since
@@ -114,6 +121,9 @@ func (c *LocalAPIClient) Do(ctx context.Context, req APIRequest) (*APIResponse, 
 		return nil, fmt.Errorf("local API %s: bad response: %w", req.Op, err)
 	}
 	if !resp.OK {
+		if resp.Error == "unknown op "+req.Op {
+			return &resp, fmt.Errorf("local API %s: %w", req.Op, ErrUnknownOp)
+		}
 		return &resp, fmt.Errorf("local API %s: %s", req.Op, resp.Error)
 	}
 	return &resp, nil

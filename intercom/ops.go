@@ -56,7 +56,10 @@ type SessionView struct {
 	LastActivity float64 `json:"lastActivity"`
 	Status       string  `json:"status,omitempty"`
 	Origin       string  `json:"origin,omitempty"`
-	Self         bool    `json:"self,omitempty"`
+	// RemoteHostID is the host of a session of another host (origin
+	// remote, docs/federation.md); "" for this host's sessions.
+	RemoteHostID string `json:"remoteHostId,omitempty"`
+	Self         bool   `json:"self,omitempty"`
 	SameCwd      bool    `json:"sameCwd,omitempty"`
 }
 
