@@ -60,7 +60,7 @@ type SessionView struct {
 	// remote, docs/federation.md); "" for this host's sessions.
 	RemoteHostID string `json:"remoteHostId,omitempty"`
 	Self         bool   `json:"self,omitempty"`
-	SameCwd      bool    `json:"sameCwd,omitempty"`
+	SameCwd      bool   `json:"sameCwd,omitempty"`
 }
 
 // ListResult is the visible sessions in broker order.
