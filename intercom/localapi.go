@@ -28,18 +28,22 @@ const (
 
 // APIRequest is one local API request line.
 type APIRequest struct {
-	Op        string          `json:"op"`
-	SessionID string          `json:"sessionId,omitempty"`
-	Body      json.RawMessage `json:"body,omitempty"`
+	Op        string `json:"op"`
+	SessionID string `json:"sessionId,omitempty"`
+	// Body carries the arguments of ops answered outside the broker's own
+	// set (broker.Config.API), as that op defines them.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // APIResponse is one local API response line. Error is set iff !OK.
 type APIResponse struct {
-	OK    bool            `json:"ok"`
-	Error string          `json:"error,omitempty"`
-	Stats *BrokerStats    `json:"stats,omitempty"`
-	Peer  *PeerInfo       `json:"peer,omitempty"`
-	Body  json.RawMessage `json:"body,omitempty"`
+	OK    bool         `json:"ok"`
+	Error string       `json:"error,omitempty"`
+	Stats *BrokerStats `json:"stats,omitempty"`
+	Peer  *PeerInfo    `json:"peer,omitempty"`
+	// Body is the result of an op answered outside the broker's own set
+	// (broker.Config.API), as that op defines it.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // BrokerStats is a snapshot of a running broker. Counters are totals since
@@ -49,6 +53,7 @@ type BrokerStats struct {
 	StartedAtMs         int64   `json:"startedAtMs"`
 	UptimeMs            int64   `json:"uptimeMs"`
 	Sessions            int     `json:"sessions"`
+	RemoteSessions      int     `json:"remoteSessions"` // of Sessions, those of other hosts
 	Connections         int     `json:"connections"`
 	Unregistered        int     `json:"unregisteredConnections"`
 	PendingDeliveries   int     `json:"pendingDeliveries"`
