@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -166,8 +167,37 @@ func TestNodeHostsJoinOverEmbeddedNATS(t *testing.T) {
 		return a.routing() == "Multi-node routing: on (nats, prefix agent-fleet), 1 other host live" &&
 			b.routing() == "Multi-node routing: on (nats, prefix agent-fleet), 1 other host live"
 	}, time.Minute, 100*time.Millisecond)
-	require.Equal(t, []string{"beta"}, a.status().Hosts)
-	require.Equal(t, []string{"alpha"}, b.status().Hosts)
+	require.Equal(t, []string{"beta"}, a.status().LiveHosts)
+	require.Equal(t, []string{"alpha"}, b.status().LiveHosts)
+
+	// A listener on B that asks to be shared is listed on A with its host;
+	// one that does not ask stays on B.
+	shared := as(t, b.dir, "bob", "intercom", "listen", "--share")
+	shared.Stderr = &lockedBuffer{}
+	require.NoError(t, shared.Start())
+	t.Cleanup(func() { _ = shared.Process.Kill(); _ = shared.Wait() })
+	startListener(t, b.dir, "carol")
+	require.Eventually(t, func() bool {
+		out, err := as(t, a.dir, "alice", "intercom", "list").CombinedOutput()
+		return err == nil && regexp.MustCompile(`(?m)^beta +bob +`).Match(out)
+	}, time.Minute, 100*time.Millisecond)
+	out, err := as(t, a.dir, "alice", "intercom", "list").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `^HOST +SESSION +MODEL +STATUS +CWD\n`, string(out))
+	require.NotContains(t, string(out), "carol", "an unshared session stays on its host")
+	var list intercom.ListResult
+	data, err := as(t, a.dir, "alice", "intercom", "list", "--json").Output()
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &list), "%s", data)
+	require.Len(t, list.Sessions, 1)
+	require.Equal(t, "bob", list.Sessions[0].ID)
+	require.Equal(t, "beta", list.Sessions[0].RemoteHostID)
+	require.Equal(t, "remote", list.Sessions[0].Origin)
+	require.Equal(t, 1, a.status().RemoteSessions)
+	require.Equal(t, 1, b.status().SharedSessions)
+	out, err = as(t, b.dir, "dave", "intercom", "list").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `(?m)^beta +carol +`, string(out), "this host's sessions show its node name")
 
 	// Refused joins: each says why, exits with its code, and leaves no
 	// broker behind.
@@ -182,8 +212,7 @@ func TestNodeHostsJoinOverEmbeddedNATS(t *testing.T) {
 	stranger.must("node", "key")
 	stranger.must(joinArgs("gamma", stranger.seed(), "--cluster-key", rep.ClusterKeyFile)...)
 	refused(stranger, exitUsage, "the NATS server refused the credentials")
-	out := doctorChecks(t, stranger)["NATS"]
-	require.Contains(t, out, "fail: the NATS server refused the credentials")
+	require.Contains(t, doctorChecks(t, stranger)["NATS"], "fail: the NATS server refused the credentials")
 
 	twin := newNodeHost(t)
 	twin.must(joinArgs("beta", b.seed(), "--cluster-key", rep.ClusterKeyFile)...)
@@ -192,7 +221,7 @@ func TestNodeHostsJoinOverEmbeddedNATS(t *testing.T) {
 	other := newNodeHost(t)
 	other.must(joinArgs("delta", b.seed())...) // a cluster key of its own
 	refused(other, exitConflict, "belongs to another cluster")
-	require.Equal(t, []string{"beta"}, a.status().Hosts, "none of them joined")
+	require.Equal(t, []string{"beta"}, a.status().LiveHosts, "none of them joined")
 }
 
 // doctorChecks are doctor's findings on the host as "status: detail".
@@ -218,6 +247,14 @@ func TestNodeRunTakesOverABroker(t *testing.T) {
 	require.Equal(t, "ok: off (not configured): this host's sessions stay on it (agent-fleet node init joins it to others)", doctorChecks(t, h)["federation"])
 	old := startBrokerProcess(t, h.dir, "--no-idle-exit")
 	l := startListener(t, h.dir, "bob")
+	// Sharing asked of a broker without federation: said once, and the
+	// session works as without it.
+	sharer := as(t, h.dir, "erin", "intercom", "listen", "--share")
+	sharerErr := &lockedBuffer{}
+	sharer.Stderr = sharerErr
+	require.NoError(t, sharer.Start())
+	t.Cleanup(func() { _ = sharer.Process.Kill(); _ = sharer.Wait() })
+	require.Eventually(t, func() bool { return strings.Contains(sharerErr.String(), "sharing is off") }, time.Minute, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return strings.Contains(h.must("intercom", "list"), "bob") }, time.Minute, 50*time.Millisecond)
 
 	h.must("node", "init", "--embedded", "--name", "solo", "--listen", "127.0.0.1:0")
@@ -234,4 +271,8 @@ func TestNodeRunTakesOverABroker(t *testing.T) {
 		return false
 	}, time.Minute, 50*time.Millisecond, "the listener reconnected to the node")
 	require.Equal(t, "Multi-node routing: on (nats, prefix agent-fleet), 0 other hosts live", h.routing())
+	// erin's holder reconnected to the node and asked again: shared now.
+	require.Eventually(t, func() bool { return h.status().SharedSessions == 1 }, time.Minute, 50*time.Millisecond)
+	require.Equal(t, 1, strings.Count(sharerErr.String(), "sharing is off"), "said once: %s", sharerErr.String())
 }
+

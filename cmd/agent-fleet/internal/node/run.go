@@ -8,30 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"sort"
+	"sync"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/federation"
 )
-
-// Bridge is what a node runs between its broker and the NATS link
-// (federation's bridge, docs/federation.md "A message across hosts").
-type Bridge interface {
-	broker.Federation
-	// Attach starts the bridge on the broker the node serves, before
-	// that broker serves its first connection.
-	Attach(b *broker.Broker)
-	// Share announces (on) or withdraws a local session, as its holder
-	// asked (the local API op share).
-	Share(sessionID string, on bool) error
-	// Counts are the local sessions shared, the other hosts' sessions
-	// shown here, and the ids of those hidden by a local session.
-	Counts() (shared, remote int, collisions []string)
-	// Close stops the bridge: the other hosts' sessions leave.
-	Close()
-}
 
 // Service is something more the node runs on its link, such as the
 // remote fleet server: start returns what stops it.
@@ -46,9 +29,6 @@ type RunOptions struct {
 	// Broker is the broker's configuration but Paths, Logger, IdleExit,
 	// API and Prepare, which Run sets.
 	Broker broker.Config
-	// NewBridge makes the bridge of the joined link (nil: none, the node
-	// only joins and reports live hosts).
-	NewBridge func(link *federation.Link) Bridge
 	// Services run beside the bridge once the broker serves.
 	Services []Service
 	// Started, when set, is told once the node serves (for tests and
@@ -106,10 +86,6 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer link.Close()
 	n.link = link
 	log.Info("joined the cluster", "node", cfg.Name, "cluster", cfg.Cluster, "prefix", cfg.Prefix, "server", link.ServerURL())
-	if opts.NewBridge != nil {
-		n.bridge = opts.NewBridge(link)
-		defer n.bridge.Close()
-	}
 
 	bc := opts.Broker
 	bc.Paths, bc.Logger, bc.IdleExit = p, log, -1
@@ -120,9 +96,20 @@ func Run(ctx context.Context, opts RunOptions) error {
 			stops[i]()
 		}
 	}()
+	defer func() {
+		if br := n.getBridge(); br != nil {
+			br.Close()
+		}
+	}()
 	bc.Prepare = func(b *broker.Broker) {
-		if n.bridge != nil {
-			n.bridge.Attach(b)
+		// The bridge is the broker's federation from its first
+		// connection: the scoper hides scopes behind cluster-key tokens.
+		br := federation.NewBridge(link, b, cfg, log)
+		b.SetFederation(br, cfg.Scoper())
+		if err := br.Start(); err != nil {
+			log.Error("the bridge did not start: sessions stay on this host", "err", err)
+		} else {
+			n.setBridge(br)
 		}
 		for _, svc := range opts.Services {
 			stop, err := svc(ctx, link, b)
@@ -167,29 +154,39 @@ type node struct {
 	cfg       *federation.Config
 	log       *slog.Logger
 	link      *federation.Link
-	bridge    Bridge
 	embedded  string
 	startedAt time.Time
+	mu        sync.Mutex
+	bridge    *federation.Bridge // set once the broker serves
+}
+
+func (n *node) setBridge(br *federation.Bridge) {
+	n.mu.Lock()
+	n.bridge = br
+	n.mu.Unlock()
+}
+
+func (n *node) getBridge() *federation.Bridge {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.bridge
 }
 
 func (n *node) status() *Status {
-	st := &Status{On: n.link.Connected(), Config: n.cfg.Path, Node: n.cfg.Name, Cluster: n.cfg.Cluster,
-		Prefix: n.cfg.Prefix, PID: os.Getpid(), Link: n.link.State(), Server: n.link.ServerURL(),
-		Embedded: n.embedded, Hosts: []string{}}
-	for _, h := range n.link.LiveHosts() {
-		if h.Host != n.cfg.Name {
-			st.Hosts = append(st.Hosts, h.Host)
+	fs := federation.Status{Prefix: n.cfg.Prefix, Node: n.cfg.Name, Link: n.link.State(), LiveHosts: []string{}, HiddenCollisions: []string{}}
+	if br := n.getBridge(); br != nil {
+		fs = br.Status()
+	} else {
+		fs.On = fs.Link == "connected"
+		for _, h := range n.link.LiveHosts() {
+			fs.LiveHosts = append(fs.LiveHosts, h.Host)
+		}
+		if !fs.On {
+			fs.Reason = "NATS link " + fs.Link
 		}
 	}
-	sort.Strings(st.Hosts)
-	if n.bridge != nil {
-		st.Shared, st.Remote, st.Collisions = n.bridge.Counts()
-	}
-	if !st.On {
-		st.Reason = "NATS link " + st.Link
-	}
-	st.Routing = RoutingLine(st.On, st.Prefix, len(st.Hosts), st.Reason)
-	return st
+	return &Status{Status: fs, Routing: federation.StatusLine(fs), Config: n.cfg.Path, Cluster: n.cfg.Cluster,
+		PID: os.Getpid(), Server: n.link.ServerURL(), Embedded: n.embedded}
 }
 
 // api answers the node's local API ops (broker.Config.API).
@@ -211,11 +208,14 @@ func (n *node) api(req intercom.APIRequest) (intercom.APIResponse, bool) {
 		if req.SessionID == "" {
 			return intercom.APIResponse{Error: "share needs sessionId"}, true
 		}
-		if n.bridge == nil {
-			return intercom.APIResponse{Error: "this node has no bridge"}, true
+		br := n.getBridge()
+		if br == nil {
+			return intercom.APIResponse{Error: "this node's bridge is not running"}, true
 		}
-		if err := n.bridge.Share(req.SessionID, sr.On); err != nil {
-			return intercom.APIResponse{Error: err.Error()}, true
+		if sr.On {
+			br.Share(req.SessionID)
+		} else {
+			br.Unshare(req.SessionID)
 		}
 		return intercom.APIResponse{OK: true}, true
 	}

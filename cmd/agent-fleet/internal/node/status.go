@@ -17,55 +17,31 @@ import (
 // node status prints it; Query fills in On false with Reason when no node
 // answers.
 type Status struct {
-	On bool `json:"on"`
-	// Reason says why routing is off ("" when on).
-	Reason string `json:"reason,omitempty"`
+	// Status is the bridge's: on or why off, node, prefix, link, the
+	// other live hosts, shared and remote session counts, collisions.
+	federation.Status
 	// Routing is intercom status's line: "Multi-node routing: on (nats,
 	// prefix P), N other hosts live" or "Multi-node routing: off (why)".
 	Routing string `json:"routing"`
 	// Config is the node configuration's path.
 	Config  string `json:"config"`
-	Node    string `json:"node,omitempty"`
 	Cluster string `json:"cluster,omitempty"`
-	Prefix  string `json:"prefix,omitempty"`
 	PID     int    `json:"pid,omitempty"`
-	// Link is the NATS link's state: connected, reconnecting or closed.
-	Link string `json:"link,omitempty"`
 	// Server is the NATS server the link is connected to ("" while down).
 	Server string `json:"server,omitempty"`
 	// Embedded is the client URL of the NATS server inside this node.
 	Embedded string `json:"embedded,omitempty"`
-	// Hosts are the other live hosts of the cluster, by name.
-	Hosts []string `json:"hosts"`
-	// Shared counts the local sessions announced to other hosts, Remote
-	// the other hosts' sessions shown here.
-	Shared int `json:"shared"`
-	Remote int `json:"remote"`
-	// Collisions are ids of other hosts' sessions hidden because a local
-	// session holds the id.
-	Collisions []string `json:"collisions,omitempty"`
 }
 
 // AsRouting is the status as intercom status shows it.
 func (s *Status) AsRouting() *intercom.Routing {
-	return &intercom.Routing{On: s.On, Line: s.Routing, Reason: s.Reason, Prefix: s.Prefix, OtherHosts: len(s.Hosts)}
-}
-
-// RoutingLine renders the routing line of a status.
-func RoutingLine(on bool, prefix string, others int, reason string) string {
-	if !on {
-		return "Multi-node routing: off (" + reason + ")"
-	}
-	hosts := "other hosts"
-	if others == 1 {
-		hosts = "other host"
-	}
-	return fmt.Sprintf("Multi-node routing: on (nats, prefix %s), %d %s live", prefix, others, hosts)
+	return &intercom.Routing{On: s.On, Line: s.Routing, Reason: s.Reason, Prefix: s.Prefix, OtherHosts: len(s.LiveHosts)}
 }
 
 // off is the status of a node that does not answer.
 func off(path, reason string) *Status {
-	return &Status{Config: path, Reason: reason, Routing: RoutingLine(false, "", 0, reason), Hosts: []string{}}
+	fs := federation.Status{Reason: reason, LiveHosts: []string{}, HiddenCollisions: []string{}}
+	return &Status{Status: fs, Config: path, Routing: federation.StatusLine(fs)}
 }
 
 // Query asks the broker of p for its node's status (local API op
@@ -86,8 +62,8 @@ func Query(ctx context.Context, p intercom.Paths) *Status {
 	if err := json.Unmarshal(body, &st); err != nil {
 		return off(path, "node answered no status: "+err.Error())
 	}
-	if st.Hosts == nil {
-		st.Hosts = []string{}
+	if st.LiveHosts == nil {
+		st.LiveHosts = []string{}
 	}
 	return &st
 }
@@ -126,13 +102,13 @@ func (s *Status) Text() string {
 		fmt.Fprintf(&b, "Embedded NATS server: %s\n", s.Embedded)
 	}
 	hosts := "none"
-	if len(s.Hosts) > 0 {
-		hosts = strings.Join(s.Hosts, ", ")
+	if len(s.LiveHosts) > 0 {
+		hosts = strings.Join(s.LiveHosts, ", ")
 	}
 	fmt.Fprintf(&b, "Other hosts live: %s\n", hosts)
-	fmt.Fprintf(&b, "Sessions: %d shared from this host, %d of other hosts shown here", s.Shared, s.Remote)
-	if len(s.Collisions) > 0 {
-		fmt.Fprintf(&b, "\nHidden (a local session holds the id): %s", strings.Join(s.Collisions, ", "))
+	fmt.Fprintf(&b, "Sessions: %d shared from this host, %d of other hosts shown here", s.SharedSessions, s.RemoteSessions)
+	if len(s.HiddenCollisions) > 0 {
+		fmt.Fprintf(&b, "\nHidden (a local session holds the id): %s", strings.Join(s.HiddenCollisions, ", "))
 	}
 	return b.String()
 }
