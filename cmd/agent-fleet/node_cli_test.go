@@ -275,4 +275,3 @@ func TestNodeRunTakesOverABroker(t *testing.T) {
 	require.Eventually(t, func() bool { return h.status().SharedSessions == 1 }, time.Minute, 50*time.Millisecond)
 	require.Equal(t, 1, strings.Count(sharerErr.String(), "sharing is off"), "said once: %s", sharerErr.String())
 }
-
