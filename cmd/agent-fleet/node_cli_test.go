@@ -260,6 +260,8 @@ func TestNodeRunTakesOverABroker(t *testing.T) {
 	h.must("node", "init", "--embedded", "--name", "solo", "--listen", "127.0.0.1:0")
 	h.startNode()
 	require.NoError(t, old.wait(t), "the broker without federation shut down cleanly")
+	require.Eventually(t, func() bool { return strings.Contains(h.must("intercom", "list"), "bob") }, time.Minute, 50*time.Millisecond,
+		"bob's listener reconnected to the node")
 	out, err := as(t, h.dir, "alice", "intercom", "send", "bob", "through the node").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Eventually(t, func() bool {
@@ -269,7 +271,7 @@ func TestNodeRunTakesOverABroker(t *testing.T) {
 			}
 		}
 		return false
-	}, time.Minute, 50*time.Millisecond, "the listener reconnected to the node")
+	}, time.Minute, 50*time.Millisecond, "the message reached bob through the node")
 	require.Equal(t, "Multi-node routing: on (nats, prefix agent-fleet), 0 other hosts live", h.routing())
 	// erin's holder reconnected to the node and asked again: shared now.
 	require.Eventually(t, func() bool { return h.status().SharedSessions == 1 }, time.Minute, 50*time.Millisecond)
