@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/node"
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/remote"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/federation"
 )
@@ -169,6 +171,19 @@ func TestNodeHostsJoinOverEmbeddedNATS(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond)
 	require.Equal(t, []string{"beta"}, a.status().LiveHosts)
 	require.Equal(t, []string{"alpha"}, b.status().LiveHosts)
+
+	// B's node answers fleet verbs for the other hosts: a list from A
+	// reaches B's fleet (which may have no user manager here to read).
+	link, err := federation.ConnectClient(context.Background(), cfg, federation.LinkOptions{URLs: []string{url}})
+	require.NoError(t, err)
+	defer link.Close()
+	workers, err := (&remote.Client{Transport: node.Transport(link), Caller: "alice"}).List(context.Background(), "beta", true)
+	if err != nil {
+		require.NotErrorIs(t, err, remote.ErrHostUnreachable)
+		require.Contains(t, err.Error(), "user manager", "B's fleet answered")
+	} else {
+		require.Empty(t, workers)
+	}
 
 	// A listener on B that asks to be shared is listed on A with its host;
 	// one that does not ask stays on B.
