@@ -19,6 +19,11 @@ const (
 	OpStats    = "stats"    // → Stats
 	OpPeer     = "peer"     // sessionId → Peer
 	OpShutdown = "shutdown" // → ok, then the broker exits
+	// OpFederation and OpShare are answered by a node's broker (agent-fleet
+	// node run, docs/federation.md); another broker answers "unknown op"
+	// (ErrUnknownOp).
+	OpFederation = "federation" // → Body: the node's federation status
+	OpShare      = "share"      // sessionId, Body ShareRequest → ok
 )
 
 // APIRequest is one local API request line.
@@ -121,6 +126,9 @@ func (c *LocalAPIClient) Do(ctx context.Context, req APIRequest) (*APIResponse, 
 		return nil, fmt.Errorf("local API %s: bad response: %w", req.Op, err)
 	}
 	if !resp.OK {
+		if resp.Error == "unknown op "+req.Op {
+			return &resp, fmt.Errorf("local API %s: %w", req.Op, ErrUnknownOp)
+		}
 		return &resp, fmt.Errorf("local API %s: %s", req.Op, resp.Error)
 	}
 	return &resp, nil

@@ -343,3 +343,58 @@ func TestRenderedUnitsQuotePaths(t *testing.T) {
 	bad.Binary = "agent-fleet"
 	require.Error(t, bad.Check(), "relative binary")
 }
+
+// install --node runs the node as a user service in place of the broker's
+// socket; it stays in node mode until uninstall removes it too.
+func TestInstallNode(t *testing.T) {
+	t.Parallel()
+	w := newInstallWorld(t, shortDir(t))
+	node := contribsystemd.NodeService
+	out, err := w.run("install", "--node", "--binary", w.bin)
+	requireExit(t, err, exitUsage)
+	require.Contains(t, out, "no node configuration at "+filepath.Join(w.paths.Dir, "node.toml")+" (run agent-fleet node init first)")
+	require.NoDirExists(t, w.unitDir)
+
+	out, err = w.run("node", "init", "--embedded", "--name", "unit-host", "--listen", "127.0.0.1:0")
+	require.NoError(t, err, out)
+	out, err = w.run("install", "--node", "--binary", w.bin)
+	require.NoError(t, err, out)
+	require.Contains(t, out, node+": enabled and active")
+	data, err := os.ReadFile(filepath.Join(w.unitDir, node))
+	require.NoError(t, err)
+	require.Contains(t, string(data), "ExecStart="+w.bin+" node run --log-to-file")
+	require.Contains(t, string(data), "Restart=on-failure")
+	require.Contains(t, string(data), `Environment="PI_CODING_AGENT_DIR=`+w.dir+`"`)
+	require.Equal(t, "enabled", w.unit(node).UnitFileState)
+	require.NotEqual(t, "enabled", w.unit(contribsystemd.BrokerSocket).UnitFileState, "the node serves the socket")
+	require.False(t, w.unit(contribsystemd.BrokerSocket).Running())
+
+	// The node runs as the service: its pid is the unit's main pid.
+	var st struct {
+		On  bool `json:"on"`
+		PID int  `json:"pid"`
+	}
+	require.Eventually(t, func() bool {
+		res, err := w.cmd("node", "status", "--json").Output()
+		return err == nil && json.Unmarshal(res, &st) == nil && st.On
+	}, time.Minute, 100*time.Millisecond)
+	require.Equal(t, w.unit(node).MainPID, st.PID)
+	require.Contains(t, w.doctorUnits(), fmt.Sprintf("ok: %s active (node pid %d) serving %s", node, st.PID, w.paths.BrokerSocket()))
+	res, err := w.cmd("intercom", "status").CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	require.Contains(t, string(res), "Multi-node routing: on (nats, prefix agent-fleet), 0 other hosts live")
+
+	// install without --node keeps the node.
+	out, err = w.run("install", "--binary", w.bin)
+	require.NoError(t, err, out)
+	require.Contains(t, out, filepath.Join(w.unitDir, node)+": unchanged")
+	require.Equal(t, st.PID, w.unit(node).MainPID)
+
+	out, err = w.run("uninstall")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "stopped "+node)
+	require.NoFileExists(t, filepath.Join(w.unitDir, node))
+	w.requireUninstalled()
+	require.False(t, w.unit(node).Running())
+	require.Eventually(t, func() bool { return syscall.Kill(st.PID, 0) != nil }, 10*time.Second, 20*time.Millisecond)
+}
