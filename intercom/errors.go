@@ -80,6 +80,9 @@ var (
 	// ErrNoLocalAPI means nothing answers on the local API socket: no broker
 	// runs, or the broker is not agent-fleet's (a TypeScript broker has none).
 	ErrNoLocalAPI = errors.New("broker local API unavailable")
+	// ErrUnknownOp means the broker's local API does not have the
+	// operation: a broker without federation asked for a node's ops.
+	ErrUnknownOp = errors.New("unknown op")
 	// ErrSocketPathTooLong is returned when a socket path exceeds
 	// MaxSocketPathBytes; the error text names the path and says what to do.
 	ErrSocketPathTooLong = errors.New("socket path too long")

@@ -19,12 +19,20 @@ const (
 	OpStats    = "stats"    // → Stats
 	OpPeer     = "peer"     // sessionId → Peer
 	OpShutdown = "shutdown" // → ok, then the broker exits
+	// OpFederation and OpShare are answered by a node's broker (agent-fleet
+	// node run, docs/federation.md); another broker answers "unknown op"
+	// (ErrUnknownOp).
+	OpFederation = "federation" // → Body: the node's federation status
+	OpShare      = "share"      // sessionId, Body ShareRequest → ok
 )
 
 // APIRequest is one local API request line.
 type APIRequest struct {
 	Op        string `json:"op"`
 	SessionID string `json:"sessionId,omitempty"`
+	// Body carries the arguments of ops answered outside the broker's own
+	// set (broker.Config.API), as that op defines them.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // APIResponse is one local API response line. Error is set iff !OK.
@@ -33,6 +41,9 @@ type APIResponse struct {
 	Error string       `json:"error,omitempty"`
 	Stats *BrokerStats `json:"stats,omitempty"`
 	Peer  *PeerInfo    `json:"peer,omitempty"`
+	// Body is the result of an op answered outside the broker's own set
+	// (broker.Config.API), as that op defines it.
+	Body json.RawMessage `json:"body,omitempty"`
 }
 
 // BrokerStats is a snapshot of a running broker. Counters are totals since
@@ -42,6 +53,7 @@ type BrokerStats struct {
 	StartedAtMs         int64   `json:"startedAtMs"`
 	UptimeMs            int64   `json:"uptimeMs"`
 	Sessions            int     `json:"sessions"`
+	RemoteSessions      int     `json:"remoteSessions"` // of Sessions, those of other hosts
 	Connections         int     `json:"connections"`
 	Unregistered        int     `json:"unregisteredConnections"`
 	PendingDeliveries   int     `json:"pendingDeliveries"`
@@ -114,6 +126,9 @@ func (c *LocalAPIClient) Do(ctx context.Context, req APIRequest) (*APIResponse, 
 		return nil, fmt.Errorf("local API %s: bad response: %w", req.Op, err)
 	}
 	if !resp.OK {
+		if resp.Error == "unknown op "+req.Op {
+			return &resp, fmt.Errorf("local API %s: %w", req.Op, ErrUnknownOp)
+		}
 		return &resp, fmt.Errorf("local API %s: %s", req.Op, resp.Error)
 	}
 	return &resp, nil

@@ -56,8 +56,11 @@ type SessionView struct {
 	LastActivity float64 `json:"lastActivity"`
 	Status       string  `json:"status,omitempty"`
 	Origin       string  `json:"origin,omitempty"`
-	Self         bool    `json:"self,omitempty"`
-	SameCwd      bool    `json:"sameCwd,omitempty"`
+	// RemoteHostID is the host of a session of another host (origin
+	// remote, docs/federation.md); "" for this host's sessions.
+	RemoteHostID string `json:"remoteHostId,omitempty"`
+	Self         bool   `json:"self,omitempty"`
+	SameCwd      bool   `json:"sameCwd,omitempty"`
 }
 
 // ListResult is the visible sessions in broker order.

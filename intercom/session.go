@@ -76,6 +76,11 @@ type SessionConfig struct {
 	// History, when set, records the session's messages and receipts
 	// (history.go).
 	History Recorder
+	// Share asks the broker after every registration to announce the
+	// session to the other hosts (the local API op share, answered by a
+	// node: docs/federation.md). A broker without federation is logged
+	// once; the session works as without it.
+	Share bool
 }
 
 // Session is a registered intercom session with its durable outbox and
@@ -138,10 +143,20 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		waiters: make(map[string]*askWaiter), claimed: make(map[string]bool),
 		wake: make(chan struct{}), roster: make(map[string]struct{}),
 	}
+	onRegistered := cfg.OnRegistered
+	if cfg.Share {
+		sh := &sharer{api: LocalAPIClient{Path: cfg.Paths.LocalAPISocket()}, id: cfg.Identity.SessionID, log: cfg.Logger}
+		onRegistered = func() {
+			sh.registered()
+			if cfg.OnRegistered != nil {
+				cfg.OnRegistered()
+			}
+		}
+	}
 	s.client = NewClient(ClientConfig{
 		Paths: cfg.Paths, Identity: cfg.Identity, Logger: cfg.Logger, Start: cfg.Start,
 		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect, ReplayFilter: cfg.ReplayFilter,
-		OnRegistered: cfg.OnRegistered,
+		OnRegistered: onRegistered,
 	})
 	if err := s.client.Connect(ctx); err != nil {
 		return nil, err

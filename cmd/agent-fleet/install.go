@@ -14,13 +14,14 @@ type installOptions struct {
 	IO      *factory.IOStreams
 	dryRun  bool
 	binary  string
+	node    bool
 	JSON    bool
 }
 
 func newInstallCmd(f *factory.Factory, runF func(*installOptions) error) *cobra.Command {
 	opts := &installOptions{Factory: f, IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "install [--dry-run] [--binary PATH]",
+		Use:   "install [--dry-run] [--binary PATH] [--node]",
 		Short: "Install the broker's socket activation and the janitor's timer as systemd user units",
 		Long: `Write agent-fleet's systemd user units (kept in contrib/systemd) to your user
 unit directory ($XDG_CONFIG_HOME/systemd/user, else ~/.config/systemd/user),
@@ -44,10 +45,16 @@ written and done and changes nothing.
 If a broker already serves the socket (one started on demand), install does
 not disturb its sessions: the socket unit is enabled now and takes over when
 that broker exits (the next client that finds no broker starts the socket).
-Needs Linux with a systemd user manager (exit 5 elsewhere, 6 without one).`,
+
+--node installs agent-fleet-node.service ("agent-fleet node run": the broker
+of this host joined to the others over NATS, as node.toml from "agent-fleet
+node init" says, restarted on failure) in place of the socket, which it stops
+and disables; the node takes over from a running broker. It stays installed
+until uninstall. Needs Linux with a systemd user manager (exit 5 elsewhere, 6 without one).`,
 		Example: `  agent-fleet install --dry-run
   agent-fleet install
   agent-fleet install --binary ~/go/bin/agent-fleet
+  agent-fleet install --node
   systemctl --user status agent-fleet-broker.socket agent-fleet-cleanup.timer`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,6 +66,7 @@ Needs Linux with a systemd user manager (exit 5 elsewhere, 6 without one).`,
 	}
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "show what would be written and done, change nothing")
 	cmd.Flags().StringVar(&opts.binary, "binary", "", "the agent-fleet executable the units run (default: this one)")
+	cmd.Flags().BoolVar(&opts.node, "node", false, "install agent-fleet-node.service (node run) in place of the broker's socket")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print what was (or would be) done as JSON")
 	return cmd
 }
@@ -68,8 +76,9 @@ func newUninstallCmd(f *factory.Factory, runF func(*installOptions) error) *cobr
 	cmd := &cobra.Command{
 		Use:   "uninstall [--dry-run]",
 		Short: "Stop, disable and remove the systemd user units that install added",
-		Long: `Stop agent-fleet-broker.socket, agent-fleet-broker.service,
-agent-fleet-cleanup.timer and agent-fleet-cleanup.service, disable them,
+		Long: `Stop agent-fleet-node.service (install --node), agent-fleet-broker.socket,
+agent-fleet-broker.service, agent-fleet-cleanup.timer and
+agent-fleet-cleanup.service, disable them,
 remove their unit files and reload the user manager. A broker that runs under
 the socket stops; its sessions reconnect and start a broker on demand, as
 before install. Workers and the agent directory are not touched.`,
@@ -102,7 +111,7 @@ func uninstallRun(ctx context.Context, opts *installOptions) error {
 // printInstall runs install or uninstall: lines for people as they
 // happen, or with --json the report at the end.
 func printInstall(opts *installOptions, run func(factory.InstallOptions) (*factory.InstallReport, error)) error {
-	in := factory.InstallOptions{DryRun: opts.dryRun, Binary: opts.binary}
+	in := factory.InstallOptions{DryRun: opts.dryRun, Binary: opts.binary, Node: opts.node}
 	if !opts.JSON {
 		in.Out = opts.IO.Out
 	}

@@ -17,6 +17,7 @@ type listenOptions struct {
 	JSON        bool
 	KeepUnread  bool
 	NotifyLines bool
+	Share       bool
 }
 
 func newListenCmd(f *factory.Factory, runF func(*listenOptions) error) *cobra.Command {
@@ -40,6 +41,10 @@ only watches and is not counted.
 --notify-lines prints one short line per batch of new mail instead, leaving
 it unread: a wake-up for harnesses that watch output (docs/wakeups.md).
 
+--share (or AGENT_FLEET_SHARE=1) asks this host's node (agent-fleet node run)
+to announce the session to the other hosts after every registration
+(docs/federation.md); without a node the session stays on this host.
+
 It says on stderr, once it runs, as whom it listens and where; stdout
 carries only the messages.`,
 		Example: `  AGENT_INTERCOM_SESSION_ID=alpha agent-fleet intercom listen
@@ -55,6 +60,7 @@ carries only the messages.`,
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object per message")
 	cmd.Flags().BoolVar(&opts.KeepUnread, "keep-unread", false, "leave printed messages unread")
+	cmd.Flags().BoolVar(&opts.Share, "share", false, "ask this host's node to announce the session to the other hosts (also AGENT_FLEET_SHARE=1)")
 	cmd.Flags().BoolVar(&opts.NotifyLines, "notify-lines", false, "print one short line per batch of new messages instead of the messages, leaving them unread")
 	return cmd
 }
@@ -67,7 +73,7 @@ func listenRun(ctx context.Context, opts *listenOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := f.Attach(ctx, p, id, factory.AttachOptions{Mode: intercom.AttachHold, Logger: f.Logger("warn")})
+	s, err := f.Attach(ctx, p, id, factory.AttachOptions{Mode: intercom.AttachHold, Logger: f.Logger("warn"), Share: opts.Share})
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,10 @@ Give each agent session its own id in the environment the agent starts from;
 never write one fixed id into a shared configuration (every agent using it
 would claim the same session). If another process already holds the id, this
 server acts through it. stdout carries only MCP frames; logs go to stderr.
-Under Claude Code it pushes new mail as a channel notification (docs/wakeups.md).`,
+Under Claude Code it pushes new mail as a channel notification (docs/wakeups.md).
+--share (or AGENT_FLEET_SHARE=1) asks this host's node (agent-fleet node run)
+to announce the session to the other hosts after every registration
+(docs/federation.md); without a node the session stays on this host.`,
 		Example: `  # register the server once, with no id in its configuration ...
   claude mcp add agent-fleet -s local -- agent-fleet mcp --harness claude
   # ... then start each session with an id of its own
@@ -50,6 +53,7 @@ Under Claude Code it pushes new mail as a channel notification (docs/wakeups.md)
 	}
 	cmd.Flags().StringVar(&opts.Serve.Harness, "harness", "", "the agent harness: claude, codex, opencode or pi (picks the id variable and the model label)")
 	cmd.Flags().StringVar(&opts.Serve.LogLevel, "log-level", "warn", "stderr log level: debug, info, warn, error")
+	cmd.Flags().BoolVar(&opts.Serve.Share, "share", false, "ask this host's node to announce the session to the other hosts (also AGENT_FLEET_SHARE=1)")
 	cmd.Flags().BoolVar(&opts.Serve.Worker, "worker", false, "serve a fleet worker's harness turn: act only through the worker shim's holder, without the agent_fleet tool; intercom_pending marks what it shows read")
 	cmd.Flags().BoolVar(&opts.Serve.PermissionHook, "permission-hook", false, "with --worker: answer one Codex PermissionRequest hook (stdin JSON) by asking the worker's manager")
 	_ = cmd.Flags().MarkHidden("worker")

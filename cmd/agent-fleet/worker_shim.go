@@ -38,7 +38,7 @@ func newWorkerShimCmd(f *factory.Factory) *cobra.Command {
 			cfg := shim.Config{
 				Paths: p, WorkerID: id, RunID: run, Command: args, Kind: kind,
 				Start: f.BrokerStarter(), Logger: f.Logger("warn"),
-				Stdout: f.IO.Out, Stderr: f.IO.Err, ReadyGrace: grace, History: f.Recorder(p),
+				Stdout: f.IO.Out, Stderr: f.IO.Err, ReadyGrace: grace, History: f.Recorder(p), Share: f.ShareRequested(),
 			}
 			if harness.IsKind(kind) {
 				exe, err := f.Exe()

@@ -1,7 +1,8 @@
 // Package systemd holds the systemd user units agent-fleet installs as
 // templates, for `agent-fleet install` and for people installing them by
-// hand: the intercom broker's socket and service (socket activation) and
-// the janitor's service and timer.
+// hand: the intercom broker's socket and service (socket activation), the
+// janitor's service and timer, and the node service of a host joined to
+// others over NATS (install --node).
 package systemd
 
 import (
@@ -11,7 +12,7 @@ import (
 	"unicode"
 )
 
-//go:embed agent-fleet-broker.socket agent-fleet-broker.service agent-fleet-cleanup.service agent-fleet-cleanup.timer
+//go:embed agent-fleet-broker.socket agent-fleet-broker.service agent-fleet-cleanup.service agent-fleet-cleanup.timer agent-fleet-node.service
 var files embed.FS
 
 // The installed units.
@@ -23,14 +24,24 @@ const (
 	// CleanupTimer runs CleanupService, the janitor, every five minutes.
 	CleanupService = "agent-fleet-cleanup.service"
 	CleanupTimer   = "agent-fleet-cleanup.timer"
+	// NodeService runs `agent-fleet node run`: the broker of this host
+	// joined to the others over NATS, in place of BrokerSocket.
+	NodeService = "agent-fleet-node.service"
 )
 
 // Names are the installed units' names, in the order they are written.
 var Names = []string{BrokerSocket, BrokerService, CleanupService, CleanupTimer}
 
+// NodeNames are the units install --node writes: Names and NodeService.
+var NodeNames = append(append([]string(nil), Names...), NodeService)
+
 // Enabled are the units that are enabled and started; the services are
 // started by them.
 var Enabled = []string{BrokerSocket, CleanupTimer}
+
+// NodeEnabled are the units install --node enables and starts: the node
+// serves the broker socket itself, so BrokerSocket stays disabled.
+var NodeEnabled = []string{NodeService, CleanupTimer}
 
 // Params fill the templates in.
 type Params struct {
@@ -57,7 +68,7 @@ func (p Params) Check() error {
 	return nil
 }
 
-// Render fills the templates in (call Check first). Paths with spaces are
+// Render fills every template in, NodeNames (call Check first). Paths with spaces are
 // quoted for systemd where the setting is split into words, and '%' is
 // escaped everywhere (it starts a specifier).
 func Render(p Params) map[string][]byte {
@@ -68,7 +79,7 @@ func Render(p Params) map[string][]byte {
 		"@BROKER_SOCKET_DESC@", specifiers(p.BrokerSocket),
 	)
 	out := map[string][]byte{}
-	for _, name := range Names {
+	for _, name := range NodeNames {
 		data, err := files.ReadFile(name)
 		if err != nil {
 			panic(err) // embedded above: cannot happen

@@ -9,7 +9,7 @@ import (
 func TestBinaryReadsBackWhatRenderWrote(t *testing.T) {
 	for _, bin := range []string{"/usr/local/bin/agent-fleet", "/opt/my tools/agent-fleet", `/odd/100%/$HOME/"q"\b/agent-fleet`, "/tab\tdir/agent-fleet"} {
 		files := Render(Params{Binary: bin, AgentDir: "/home/u/.pi/agent", BrokerSocket: "/home/u/.pi/agent/intercom/broker.sock"})
-		for _, name := range []string{BrokerService, CleanupService} {
+		for _, name := range []string{BrokerService, CleanupService, NodeService} {
 			got, ok := Binary(files[name])
 			require.True(t, ok, name)
 			require.Equal(t, bin, got, "%s of %q", name, files[name])
@@ -21,8 +21,8 @@ func TestBinaryReadsBackWhatRenderWrote(t *testing.T) {
 
 func TestEveryTemplateIsRenderedAndEnabledUnitsInstall(t *testing.T) {
 	files := Render(Params{Binary: "/b/agent-fleet", AgentDir: "/a", BrokerSocket: "/a/intercom/broker.sock"})
-	require.Len(t, files, len(Names))
-	for _, name := range Enabled {
+	require.Len(t, files, len(NodeNames))
+	for _, name := range append(Enabled, NodeEnabled...) {
 		require.Contains(t, string(files[name]), "\n[Install]\nWantedBy=", name)
 	}
 	require.NotContains(t, string(files[BrokerService]), "[Install]", "the socket starts the broker")

@@ -44,6 +44,10 @@ type Config struct {
 	// READY; one that ends within it has its exit recorded first, so the
 	// spawn reads how it ended. 0 is fleet.DefaultReadyGrace.
 	ReadyGrace time.Duration
+	// Share asks the broker's node to announce the worker's session to
+	// the other hosts after every registration (intercom.SessionConfig.
+	// Share): a worker spawned for a manager on another host.
+	Share bool
 	// History, when set, records the worker session's messages and
 	// receipts.
 	History intercom.Recorder

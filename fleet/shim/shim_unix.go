@@ -263,7 +263,7 @@ func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 				default:
 				}
 			},
-			Deferral: fleet.Deferral{Registry: s.regs}, History: cfg.History},
+			Deferral: fleet.Deferral{Registry: s.regs}, History: cfg.History, Share: cfg.Share},
 		Wrap: func(sess *intercom.Session) (intercom.Ops, intercom.HolderExtra) {
 			s.presence = newPresence(sess, log)
 			ops := presenceOps{Ops: sess, p: s.presence}

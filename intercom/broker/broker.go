@@ -105,6 +105,11 @@ type Config struct {
 	// RateClock is the clock of the rate limiter; nil is time.Now. Tests
 	// freeze it to make the bucket deterministic.
 	RateClock func() time.Time
+	// API answers local API ops the broker does not know itself (the
+	// node's federation status, share requests): ok false means the op is
+	// unknown to it too. It runs on the API connection's goroutine without
+	// the broker's lock, so it may call the Broker's methods.
+	API func(req intercom.APIRequest) (resp intercom.APIResponse, ok bool)
 
 	// goroutineIO serves connections with a reader and a writer goroutine
 	// each, as on platforms without the Linux event loop (tests of that

@@ -60,6 +60,12 @@ func (b *Broker) serveAPI(nc net.Conn) {
 			case intercom.OpShutdown:
 				resp.OK, shutdown = true, true
 			default:
+				if b.cfg.API != nil {
+					if r, ok := b.cfg.API(req); ok {
+						resp = r
+						break
+					}
+				}
 				resp.Error = "unknown op " + req.Op
 			}
 		}

@@ -50,6 +50,9 @@ type SessionInfo struct {
 	HasStatus    bool
 	TrustedLocal bool
 	Origin       string // "local" or "remote"
+	// RemoteHostID names the host of a remote session (a federated host's
+	// node name); "" for local sessions, and then it is not emitted.
+	RemoteHostID string
 	// Trailing lists "name" and/or "status" when presence added them after
 	// registration, in the order added. The reference broker's objects then
 	// carry them after origin (JavaScript property order), and so do we.
@@ -67,7 +70,7 @@ func (s *SessionInfo) trailing(key string) bool {
 
 // AppendJSON appends the session in the reference key order:
 // id, name?, cwd, model, pid, startedAt, lastActivity, status?, trustedLocal,
-// origin, then any Trailing keys.
+// origin, remoteHostId?, then any Trailing keys.
 func (s *SessionInfo) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = AppendString(dst, s.ID)
@@ -96,6 +99,10 @@ func (s *SessionInfo) AppendJSON(dst []byte) []byte {
 	}
 	dst = append(dst, `,"origin":`...)
 	dst = AppendString(dst, s.Origin)
+	if s.RemoteHostID != "" {
+		dst = append(dst, `,"remoteHostId":`...)
+		dst = AppendString(dst, s.RemoteHostID)
+	}
 	for _, k := range s.Trailing {
 		dst = append(dst, ',', '"')
 		dst = append(dst, k...)
@@ -503,6 +510,18 @@ var sessionInfoKeys = []string{"id", "cwd", "model", "pid", "startedAt", "lastAc
 	"name", "status", "peerUid", "trustedLocal", "origin", "remoteHostId", "parentSessionId",
 	"rootSessionId", "generation", "canDelegate", "depth", "maxDepth", "maxChildren", "boss"}
 
+// DecodeSessionInfo decodes a SessionInfo object as strictly as
+// DecodeBrokerFrame does inside a frame. Trailing stays empty: name and
+// status are emitted again in their reference positions.
+func DecodeSessionInfo(raw []byte) (SessionInfo, error) {
+	var s SessionInfo
+	if !validJSON(raw) {
+		return s, ErrMalformedJSON
+	}
+	err := decodeSessionInfo(raw, &s)
+	return s, err
+}
+
 func decodeSessionInfo(raw []byte, s *SessionInfo) error {
 	fields, ok := objectFields(raw, nil)
 	if !ok {
@@ -547,6 +566,11 @@ func decodeSessionInfo(raw []byte, s *SessionInfo) error {
 	if _, present := lookup(fields, "origin"); present {
 		if !strField("origin", &s.Origin) || (s.Origin != "local" && s.Origin != "remote") {
 			return fmt.Errorf("bad origin")
+		}
+	}
+	if _, present := lookup(fields, "remoteHostId"); present {
+		if !strField("remoteHostId", &s.RemoteHostID) {
+			return fmt.Errorf("bad remoteHostId")
 		}
 	}
 	return nil

@@ -229,6 +229,15 @@ func TestBrokerFramesExactBytes(t *testing.T) {
 	require.Equal(t, `{"id":"aaaa-1111","cwd":"/r","model":"m","pid":7,"startedAt":1760000000000,"lastActivity":1760000000001,"trustedLocal":true,"origin":"local","status":"busy","name":"later"}`, string(late.AppendJSON(nil)),
 		"keys added by presence follow origin, in the order added")
 
+	remote := info
+	remote.TrustedLocal, remote.Origin, remote.RemoteHostID = false, "remote", "build-1"
+	remoteRaw := remote.AppendJSON(nil)
+	require.Equal(t, `{"id":"aaaa-1111","name":"alpha","cwd":"/r","model":"m","pid":7,"startedAt":1760000000000,"lastActivity":1760000000001,"trustedLocal":false,"origin":"remote","remoteHostId":"build-1"}`, string(remoteRaw))
+	joined, err := DecodeBrokerFrame(AppendSessionJoined(nil, remoteRaw)[HeaderBytes:])
+	require.NoError(t, err, "the strict decoder accepts remoteHostId")
+	require.Equal(t, "build-1", joined.Session.RemoteHostID)
+	require.Equal(t, "remote", joined.Session.Origin)
+
 	msg := []byte(`{"id":"m1","timestamp":1,"content":{"text":"<&>"},"x":1}`)
 	cases := []struct {
 		frame []byte

@@ -18,7 +18,7 @@ import (
 
 // Install and Uninstall put agent-fleet's systemd user units (contrib/
 // systemd) in place and take them away again: the broker's socket
-// activation and the janitor's timer.
+// activation (or with Node the node service) and the janitor's timer.
 
 // InstallOptions configure Install and Uninstall.
 type InstallOptions struct {
@@ -29,6 +29,10 @@ type InstallOptions struct {
 	// Out receives the lines for people as they happen; nil: none (--json
 	// prints the report instead).
 	Out io.Writer
+	// Node installs agent-fleet-node.service (`agent-fleet node run`, the
+	// broker joined to other hosts) in place of the broker's socket
+	// activation. An installed node service keeps this on.
+	Node bool
 }
 
 // InstallReport is what Install or Uninstall did, or with --dry-run would
@@ -164,11 +168,21 @@ func (f *Factory) Install(ctx context.Context, opts InstallOptions) (*InstallRep
 			return nil, err
 		}
 	}
+	names, node := contribsystemd.Names, opts.Node
+	if _, err := os.Stat(filepath.Join(dir, contribsystemd.NodeService)); err == nil {
+		node = true // installed with --node: stays so until uninstall
+	}
+	if node {
+		names = contribsystemd.NodeNames
+		if _, err := os.Stat(NodeConfigPath(p)); err != nil {
+			return nil, Usage(fmt.Errorf("%w at %s (run agent-fleet node init first)", ErrNoNodeConfig, NodeConfigPath(p)))
+		}
+	}
 	o := newInstallOutput(opts, dir)
 	files := contribsystemd.Render(params)
 	verb := map[bool]string{true: "would ", false: ""}[opts.DryRun]
 	changed := map[string]bool{}
-	for _, name := range contribsystemd.Names {
+	for _, name := range names {
 		path := filepath.Join(dir, name)
 		old, err := os.ReadFile(path)
 		switch {
@@ -195,21 +209,34 @@ func (f *Factory) Install(ctx context.Context, opts InstallOptions) (*InstallRep
 			return nil, err
 		}
 	}
-	if opts.DryRun {
+	switch {
+	case opts.DryRun && node:
+		o.say("Would reload the user manager, stop and disable %s, enable and start %s (runs %s node run on %s) and %s (runs %s cleanup --execute on %s every 5 min).\n",
+			contribsystemd.BrokerSocket, contribsystemd.NodeService, bin, p.AgentDir, contribsystemd.CleanupTimer, bin, p.AgentDir)
+		o.unit(contribsystemd.NodeService, "active", p.BrokerSocket())
+	case opts.DryRun:
 		o.say("Would reload the user manager, enable and start %s (listening on %s) and %s (runs %s cleanup --execute on %s every 5 min).\n",
 			contribsystemd.BrokerSocket, p.BrokerSocket(), contribsystemd.CleanupTimer, bin, p.AgentDir)
 		o.unit(contribsystemd.BrokerSocket, "listening", p.BrokerSocket())
+	}
+	if opts.DryRun {
 		o.unit(contribsystemd.CleanupTimer, "active", "every 5 min")
 		return &o.rep, nil
 	}
 	if err := m.Reload(ctx); err != nil {
 		return nil, err
 	}
-	if err := m.EnableUnitFiles(ctx, contribsystemd.Enabled...); err != nil {
-		return nil, err
-	}
-	if err := installBrokerSocket(ctx, o, m, p, changed); err != nil {
-		return nil, err
+	if node {
+		if err := installNode(ctx, o, m, p, changed); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := m.EnableUnitFiles(ctx, contribsystemd.Enabled...); err != nil {
+			return nil, err
+		}
+		if err := installBrokerSocket(ctx, o, m, p, changed); err != nil {
+			return nil, err
+		}
 	}
 	if changed[contribsystemd.CleanupTimer] || changed[contribsystemd.CleanupService] {
 		// A running timer keeps its old schedule until restarted.
@@ -316,6 +343,44 @@ func installBrokerSocket(ctx context.Context, o *installOutput, m *units.Systemd
 	return nil
 }
 
+// ErrNoNodeConfig: install --node needs the node configuration that
+// `agent-fleet node init` writes.
+var ErrNoNodeConfig = errors.New("no node configuration")
+
+// installNode enables and starts the node service in place of the broker's
+// socket, which it stops and disables (the node serves broker.sock itself).
+// A node service whose unit changed is restarted; a broker started on
+// demand that serves the socket is taken over by the node, its sessions
+// reconnecting.
+func installNode(ctx context.Context, o *installOutput, m *units.Systemd, p intercom.Paths, changed map[string]bool) error {
+	sock, node := contribsystemd.BrokerSocket, contribsystemd.NodeService
+	if st, err := m.Unit(ctx, sock); err == nil && (st.Running() || st.UnitFileState == "enabled") {
+		if err := m.StopUnit(ctx, sock); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+			return err
+		}
+		if err := m.DisableUnitFiles(ctx, sock); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+			return err
+		}
+		o.say("%s: stopped and disabled (the node serves %s)\n", sock, p.BrokerSocket())
+		o.unit(sock, "stopped", "the node serves "+p.BrokerSocket())
+	}
+	if err := m.EnableUnitFiles(ctx, contribsystemd.NodeEnabled...); err != nil {
+		return err
+	}
+	if st, err := m.Unit(ctx, node); err == nil && st.Running() && changed[node] {
+		if err := m.StopUnit(ctx, node); err != nil {
+			return err
+		}
+	}
+	_ = m.ResetFailed(ctx, node)
+	if err := m.StartUnit(ctx, node); err != nil {
+		return fmt.Errorf("start %s: %w", node, err)
+	}
+	o.say("%s: enabled and active (agent-fleet node run on %s; agent-fleet node status shows whether it joined)\n", node, p.AgentDir)
+	o.unit(node, "active", p.BrokerSocket())
+	return nil
+}
+
 // Uninstall stops, disables and removes what Install added, and reloads
 // the user manager (with DryRun: says what it would do).
 func (f *Factory) Uninstall(ctx context.Context, opts InstallOptions) (*InstallReport, error) {
@@ -328,7 +393,7 @@ func (f *Factory) Uninstall(ctx context.Context, opts InstallOptions) (*InstallR
 	}
 	o := newInstallOutput(opts, dir)
 	var present []string
-	for _, name := range contribsystemd.Names {
+	for _, name := range contribsystemd.NodeNames {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			present = append(present, filepath.Join(dir, name))
 		}
@@ -340,9 +405,14 @@ func (f *Factory) Uninstall(ctx context.Context, opts InstallOptions) (*InstallR
 	// Socket before service: a connection in between would start the
 	// broker again. Timer before the janitor it runs.
 	stopOrder := []string{contribsystemd.BrokerSocket, contribsystemd.BrokerService, contribsystemd.CleanupTimer, contribsystemd.CleanupService}
+	enabled := contribsystemd.Enabled
+	if _, err := os.Lstat(filepath.Join(dir, contribsystemd.NodeService)); err == nil {
+		stopOrder = append([]string{contribsystemd.NodeService}, stopOrder...)
+		enabled = append([]string{contribsystemd.NodeService}, enabled...)
+	}
 	if opts.DryRun {
 		o.say("Would stop %s, disable %s, remove:\n  %s\nand reload the user manager.\n",
-			strings.Join(stopOrder, ", "), strings.Join(contribsystemd.Enabled, " and "), strings.Join(present, "\n  "))
+			strings.Join(stopOrder, ", "), strings.Join(enabled, " and "), strings.Join(present, "\n  "))
 		for _, name := range stopOrder {
 			o.unit(name, "stopped", "")
 		}
@@ -363,7 +433,7 @@ func (f *Factory) Uninstall(ctx context.Context, opts InstallOptions) (*InstallR
 		o.say("stopped %s\n", name)
 		o.unit(name, "stopped", "")
 	}
-	if err := m.DisableUnitFiles(ctx, contribsystemd.Enabled...); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
+	if err := m.DisableUnitFiles(ctx, enabled...); err != nil && !errors.Is(err, units.ErrUnitNotFound) {
 		return nil, err
 	}
 	for _, path := range present {
@@ -399,3 +469,7 @@ func connectManager(ctx context.Context) (*units.Systemd, error) {
 	}
 	return m, nil
 }
+
+// NodeConfigPath is the node configuration of an agent directory,
+// <agentDir>/intercom/node.toml (docs/federation.md).
+func NodeConfigPath(p intercom.Paths) string { return filepath.Join(p.Dir, "node.toml") }

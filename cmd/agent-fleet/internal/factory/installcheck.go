@@ -48,7 +48,12 @@ func (f *Factory) installedUnitsCheck(ctx context.Context, p intercom.Paths) fle
 		c.Fix = "agent-fleet install (or agent-fleet uninstall)"
 		return c
 	}
-	data, _ := os.ReadFile(filepath.Join(dir, contribsystemd.BrokerService))
+	_, nodeErr := os.Stat(filepath.Join(dir, contribsystemd.NodeService))
+	service := contribsystemd.BrokerService
+	if nodeErr == nil {
+		service = contribsystemd.NodeService
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, service))
 	if bin, ok := contribsystemd.Binary(data); ok && len(present) > 0 {
 		if _, err := os.Stat(bin); err != nil {
 			c.Status, c.Detail = fleet.CheckFail, "the installed units run "+bin+", which does not exist"
@@ -64,6 +69,9 @@ func (f *Factory) installedUnitsCheck(ctx context.Context, p intercom.Paths) fle
 		return c
 	}
 	defer m.Close()
+	if nodeErr == nil {
+		return nodeUnitCheck(cctx, m, p)
+	}
 	sock, err := m.Unit(cctx, contribsystemd.BrokerSocket)
 	if err != nil {
 		c.Status, c.Detail = fleet.CheckWarn, err.Error()
@@ -112,4 +120,30 @@ func (f *Factory) managerHasLoaded(ctx context.Context, name string) bool {
 	defer m.Close()
 	st, err := m.Unit(cctx, name)
 	return err == nil && st.LoadState == "loaded"
+}
+
+// nodeUnitCheck is installedUnitsCheck after install --node: the node
+// service serves the broker socket and the timer runs the janitor.
+func nodeUnitCheck(ctx context.Context, m *units.Systemd, p intercom.Paths) fleet.Check {
+	c := fleet.Check{Name: "systemd units", Status: fleet.CheckOK}
+	node, err := m.Unit(ctx, contribsystemd.NodeService)
+	if err != nil {
+		c.Status, c.Detail = fleet.CheckWarn, err.Error()
+		return c
+	}
+	timer, _ := m.Unit(ctx, contribsystemd.CleanupTimer)
+	switch {
+	case node.LoadState != "loaded":
+		c.Status, c.Detail = fleet.CheckFail, fmt.Sprintf("%s is installed but the user manager has not loaded it (%s)", contribsystemd.NodeService, node.LoadState)
+		c.Fix = "systemctl --user daemon-reload"
+	case !node.Running():
+		c.Status, c.Detail = fleet.CheckFail, fmt.Sprintf("%s is %s (result %s): brokers start on demand without federation", contribsystemd.NodeService, node.ActiveState, node.Result)
+		c.Fix = fmt.Sprintf("read %s; then systemctl --user reset-failed %s && systemctl --user start %s", p.BrokerLog(), contribsystemd.NodeService, contribsystemd.NodeService)
+	case !timer.Running():
+		c.Status, c.Detail = fleet.CheckWarn, fmt.Sprintf("%s is %s: the janitor does not run periodically", contribsystemd.CleanupTimer, timer.ActiveState)
+		c.Fix = "systemctl --user start " + contribsystemd.CleanupTimer
+	default:
+		c.Detail = fmt.Sprintf("%s active (node pid %d) serving %s; %s active", contribsystemd.NodeService, node.MainPID, p.BrokerSocket(), contribsystemd.CleanupTimer)
+	}
+	return c
 }

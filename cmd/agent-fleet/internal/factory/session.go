@@ -40,7 +40,20 @@ type AttachOptions struct {
 	// OnRoster hears that the session's audience changed while this
 	// process holds it (intercom.SessionConfig.OnRoster).
 	OnRoster func()
+	// Share asks the broker's node to announce the session to the other
+	// hosts while this process holds it (intercom.SessionConfig.Share);
+	// AGENT_FLEET_SHARE=1 in the environment does the same.
+	Share bool
 }
+
+// ShareEnv set to 1 makes every session holder of this process (listen,
+// mcp, a worker's shim) ask its node to share the session with the other
+// hosts (docs/federation.md "What is shared").
+const ShareEnv = "AGENT_FLEET_SHARE"
+
+// ShareRequested reports whether the environment asks holders to share
+// their sessions (ShareEnv).
+func (f *Factory) ShareRequested() bool { return f.Env(ShareEnv) == "1" }
 
 // Attach reaches the session id of the agent directory p by the session
 // policy (teams.Attach: through its live holder, else registered, with the
@@ -59,7 +72,8 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 	cfg := teams.AttachConfig{Mode: o.Mode, Registry: reg, HolderWait: o.HolderWait,
 		Session: intercom.SessionConfig{Paths: p, Identity: id, Start: f.BrokerStarter(),
 			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log, OnRoster: o.OnRoster,
-			Deferral: fleet.Deferral{Registry: reg.h}, History: rec}}
+			Deferral: fleet.Deferral{Registry: reg.h}, History: rec,
+			Share: o.Mode == intercom.AttachHold && (o.Share || f.ShareRequested())}}
 	if o.Mode == intercom.AttachHold {
 		activity := StartActivity(p, id.SessionID, log)
 		s.release = append(s.release, activity.Close)

@@ -93,6 +93,9 @@ type ServeOptions struct {
 	// PermissionHook, with Worker, answers one Codex PermissionRequest
 	// hook on stdin instead of serving MCP (PermissionHook).
 	PermissionHook bool
+	// Share asks the broker's node to announce the session to the other
+	// hosts (factory.AttachOptions.Share).
+	Share bool
 }
 
 // Serve runs the MCP server on f's stdin and stdout for the session of
@@ -103,7 +106,7 @@ func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
 		return PermissionHook(ctx, f, opts.Harness)
 	}
 	log := f.Logger(opts.LogLevel)
-	ms, err := openSession(ctx, f, log, opts.Harness, opts.Worker)
+	ms, err := openSession(ctx, f, log, opts)
 	if err != nil {
 		return err
 	}

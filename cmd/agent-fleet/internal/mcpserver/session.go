@@ -35,7 +35,8 @@ type mcpSession struct {
 // holder of its id (taking the session over when that holder goes) or by
 // holding it, with the janitor of a manager. An unusable Boss contract
 // gives a session that takes no part.
-func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, harness string, worker bool) (*mcpSession, error) {
+func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, opts ServeOptions) (*mcpSession, error) {
+	harness, worker := opts.Harness, opts.Worker
 	p, err := f.Paths()
 	if err != nil {
 		return nil, err
@@ -44,7 +45,7 @@ func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, harn
 	if err != nil {
 		return nil, factory.Usage(err)
 	}
-	o := factory.AttachOptions{Mode: intercom.AttachHold, Logger: log, Janitor: true}
+	o := factory.AttachOptions{Mode: intercom.AttachHold, Logger: log, Janitor: true, Share: opts.Share}
 	if worker {
 		o = factory.AttachOptions{Mode: intercom.AttachThrough, Logger: log, HolderWait: workerHolderWait}
 	}

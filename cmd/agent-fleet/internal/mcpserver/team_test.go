@@ -26,7 +26,7 @@ import (
 // openSession and serves it with the team tools.
 func openTestMCP(t *testing.T) (*mcpSession, *mcp.Server) {
 	t.Helper()
-	ms, err := openSession(context.Background(), testFactory(), discard, "", false)
+	ms, err := openSession(context.Background(), testFactory(), discard, ServeOptions{})
 	require.NoError(t, err)
 	t.Cleanup(ms.stop)
 	return ms, New(ms.ops, Options{Team: ms.team})

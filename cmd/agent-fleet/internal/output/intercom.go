@@ -68,6 +68,14 @@ func SessionLine(v intercom.SessionView) string {
 // are connected; intercom_list (Tool) keeps the adapters' text, whose
 // structuredContent has no room for the count (docs/protocol.md §8.3).
 func SessionsText(res *intercom.ListResult, where string, s Surface) string {
+	return HostSessionsText(res, where, s, "")
+}
+
+// HostSessionsText is SessionsText on a host joined to others: the table
+// for people gains a HOST column, each session's remoteHostId or, for
+// this host's own, localHost ("local" when ""). Without localHost the
+// column shows only when a session of another host is listed.
+func HostSessionsText(res *intercom.ListResult, where string, s Surface, localHost string) string {
 	if len(res.Sessions) == 0 && res.Others > 0 && s == CLI {
 		return fmt.Sprintf("No sessions match --where %s (%s connected).", where, plural(res.Others, "other"))
 	}
@@ -75,7 +83,7 @@ func SessionsText(res *intercom.ListResult, where string, s Surface) string {
 		return "No intercom sessions connected."
 	}
 	if s == CLI {
-		return sessionsTable(res.Sessions)
+		return sessionsTable(res.Sessions, localHost)
 	}
 	lines := make([]string, len(res.Sessions))
 	for i, v := range res.Sessions {
@@ -84,16 +92,34 @@ func SessionsText(res *intercom.ListResult, where string, s Surface) string {
 	return strings.Join(lines, "\n")
 }
 
-// sessionsTable is list for people: a row per session with its presence
+// sessionsTable is list for people: a row per session (after its host,
+// when hosts are joined: HostSessionsText) with its presence
 // status ("-" for none) — a worker's state (idle, working · turn N,
 // needs-input, failed: …, paused: …), or whatever a session published —
 // and the cwd, marked when it is this session or shares its directory.
 // Every field is escaped (Inline).
-func sessionsTable(vs []intercom.SessionView) string {
+func sessionsTable(vs []intercom.SessionView, localHost string) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 2, 2, ' ', 0)
+	hosts := localHost != ""
+	for _, v := range vs {
+		hosts = hosts || v.RemoteHostID != ""
+	}
+	if localHost == "" {
+		localHost = "local"
+	}
+	if hosts {
+		fmt.Fprint(tw, "HOST\t")
+	}
 	fmt.Fprintln(tw, "SESSION\tMODEL\tSTATUS\tCWD")
 	for _, v := range vs {
+		if hosts {
+			host := v.RemoteHostID
+			if host == "" {
+				host = localHost
+			}
+			fmt.Fprint(tw, Inline(host)+"\t")
+		}
 		who := Inline(v.ID)
 		if v.Name != "" && v.Name != v.ID {
 			who = fmt.Sprintf("%s (%s)", Inline(v.Name), Inline(v.ID))
