@@ -134,6 +134,9 @@ func New(cfg Config) (*Fleet, error) {
 // signals READY (Config.ReadyGrace, defaults applied).
 func (f *Fleet) ReadyGrace() time.Duration { return f.cfg.ReadyGrace }
 
+// Paths are the agent directory the fleet works in.
+func (f *Fleet) Paths() intercom.Paths { return f.cfg.Paths }
+
 // RegistryPath is where the fleet registry of p lives.
 func RegistryPath(p intercom.Paths) string {
 	return filepath.Join(p.OrchestratorDir(), "fleet.db")

@@ -350,7 +350,7 @@ func (s *Session) List(ctx context.Context, req ListRequest) (*ListResult, error
 
 func viewOf(si wire.SessionInfo, selfID, cwd string) SessionView {
 	return SessionView{ID: si.ID, Name: si.Name, Cwd: si.Cwd, Model: si.Model, PID: si.PID,
-		StartedAt: si.StartedAt, LastActivity: si.LastActivity, Status: si.Status, Origin: si.Origin,
+		StartedAt: si.StartedAt, LastActivity: si.LastActivity, Status: si.Status, Origin: si.Origin, RemoteHostID: si.RemoteHostID,
 		Self: si.ID == selfID, SameCwd: si.Cwd == cwd}
 }
 
