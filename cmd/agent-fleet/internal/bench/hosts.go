@@ -223,7 +223,9 @@ type benchNode struct {
 
 func (n *benchNode) pid() int { return n.cmd.Process.Pid }
 
-func (n *benchNode) dial(ctx context.Context) (net.Conn, error) { return intercom.DialBroker(ctx, n.paths) }
+func (n *benchNode) dial(ctx context.Context) (net.Conn, error) {
+	return intercom.DialBroker(ctx, n.paths)
+}
 
 // startHosts starts the NATS server and both nodes, each sharing the
 // benchmark's sessions, and waits until each node's broker answers.

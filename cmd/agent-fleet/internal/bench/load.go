@@ -124,9 +124,9 @@ type rawLoad struct {
 	// the senders' broker lists every receiver.
 	dialReceiver dialer
 	ready        func(ctx context.Context, receivers []string) error
-	tag   string
-	text  string
-	start time.Time // the monotonic zero of sentAt
+	tag          string
+	text         string
+	start        time.Time // the monotonic zero of sentAt
 
 	inFlight  atomic.Int64
 	presences atomic.Int64
