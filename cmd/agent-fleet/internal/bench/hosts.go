@@ -49,6 +49,12 @@ func (o *HostsOptions) Validate() error {
 		return err
 	}
 	o.Spec, o.Rounds = lo.Spec, lo.Rounds
+	// A node's broker keeps the v4 rate limit (node run has no flags to
+	// raise it, as a real host would not).
+	if need := rateTokensPerSecond(o.Spec); need < 0 || need > 0.9*broker.DefaultRateRefill {
+		return factory.Usage(fmt.Errorf("--rate and --size need %s tokens/s per sender, above 90%% of the v4 rate limit (%g/s) that a node's broker keeps: lower --rate (0, unpaced, is not offered here)",
+			fmtTokens(need), float64(broker.DefaultRateRefill)))
+	}
 	return nil
 }
 
@@ -93,7 +99,7 @@ func RunHosts(ctx context.Context, f *factory.Factory, o *HostsOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
 	log := progressLog(f, o.JSON)
-	hs, err := startHosts(ctx, f, o.Spec, log)
+	hs, err := startHosts(ctx, f, log)
 	if err != nil {
 		return fmt.Errorf("bench hosts: %w", err)
 	}
@@ -197,6 +203,13 @@ func printBenchHosts(out io.Writer, r *HostsResult) {
 	fmt.Fprintf(out, "Cross-host over same-host: p50 %s, p99 %s, nodes CPU per message %s.\n", fmtRatio(x.P50), fmtRatio(x.P99), fmtRatio(x.CPUPerMessage))
 }
 
+func fmtTokens(need float64) string {
+	if need < 0 {
+		return "unbounded"
+	}
+	return fmt.Sprintf("%g", need)
+}
+
 func fmtRatio(r *float64) string {
 	if r == nil {
 		return "unknown"
@@ -229,7 +242,7 @@ func (n *benchNode) dial(ctx context.Context) (net.Conn, error) {
 
 // startHosts starts the NATS server and both nodes, each sharing the
 // benchmark's sessions, and waits until each node's broker answers.
-func startHosts(ctx context.Context, f *factory.Factory, spec LoadSpec, log io.Writer) (_ *benchHosts, err error) {
+func startHosts(ctx context.Context, f *factory.Factory, log io.Writer) (_ *benchHosts, err error) {
 	dir, err := os.MkdirTemp("", "afbh")
 	if err != nil {
 		return nil, err
@@ -289,7 +302,7 @@ func startHosts(ctx context.Context, f *factory.Factory, spec LoadSpec, log io.W
 		}
 		n := &benchNode{name: name, paths: p, log: filepath.Join(p.Dir, "node.log")}
 		hs.nodes = append(hs.nodes, n)
-		if err := n.start(ctx, exe, f.ChildEnv, spec); err != nil {
+		if err := n.start(ctx, exe, f.ChildEnv); err != nil {
 			return nil, fmt.Errorf("node %s: %w", name, err)
 		}
 	}
@@ -298,17 +311,13 @@ func startHosts(ctx context.Context, f *factory.Factory, spec LoadSpec, log io.W
 
 // start runs `agent-fleet node run` for n and waits (at most 30 s) until
 // its broker answers.
-func (n *benchNode) start(ctx context.Context, exe string, childEnv []string, spec LoadSpec) error {
+func (n *benchNode) start(ctx context.Context, exe string, childEnv []string) error {
 	logf, err := os.OpenFile(n.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, intercom.FileMode)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	args := []string{"node", "run", "--log-level", "warn"}
-	if need := rateTokensPerSecond(spec); need < 0 || need > 0.9*broker.DefaultRateRefill {
-		args = append(args, "--rate-capacity", "1e9", "--rate-refill", "1e9")
-	}
-	n.cmd = exec.Command(exe, args...)
+	n.cmd = exec.Command(exe, "node", "run", "--log-level", "warn")
 	n.cmd.Env = append(append(os.Environ(), childEnv...), intercom.AgentDirEnv+"="+filepath.Dir(n.paths.Dir))
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	n.cmd.Dir = n.paths.Dir
