@@ -374,7 +374,9 @@ func liveHostNames(st map[string]any) []string {
 	var names []string
 	hosts, _ := st["hosts"].([]any)
 	for _, x := range hosts {
-		if m, ok := x.(map[string]any); ok {
+		if n, ok := x.(string); ok {
+			names = append(names, n)
+		} else if m, ok := x.(map[string]any); ok {
 			if live, ok := m["live"].(bool); ok && !live {
 				continue
 			}
