@@ -230,6 +230,7 @@ func (b *Broker) handleDeferAsk(c *conn, s *session, env *wire.Envelope) {
 		e.deferred = true
 		b.persister.mark()
 		b.notify(e.to, wire.AppendAskDeferred(b.scratch[:0], e.messageID, e.from))
+		b.askControlToHost(e, "defer")
 	}
 	b.scratch = wire.AppendAskControlResult(b.scratch[:0], ac.RequestID, "defer", ac.MessageID, applied)
 	c.send(b.scratch)
@@ -242,9 +243,11 @@ func (b *Broker) handleCancelAsk(c *conn, s *session, env *wire.Envelope) {
 		return
 	}
 	key := askKey(s.info.ID, ac.MessageID)
-	applied := b.asks.byKey[key] != nil
+	e := b.asks.byKey[key]
+	applied := e != nil
 	if applied {
 		b.removeAskEdge(key, wire.AskCancelled)
+		b.askControlToHost(e, "cancel")
 	}
 	b.scratch = wire.AppendAskControlResult(b.scratch[:0], ac.RequestID, "cancel", ac.MessageID, applied)
 	c.send(b.scratch)

@@ -185,6 +185,12 @@ type Broker struct {
 	scratch        []byte     // frame encoding buffer, guarded by mu
 	loop           *eventLoop // Linux: serves the connections (conn_linux.go)
 
+	// Federation (proxy.go): nil fed is a broker of one host.
+	fed        Federation
+	scoper     Scoper
+	proxies    map[string]map[string]*session // host → session id → proxy session
+	proxyCount int
+
 	stats     counters
 	startedAt time.Time
 	stop      context.CancelFunc // set by Run
@@ -209,6 +215,7 @@ func New(cfg Config) (*Broker, error) {
 		scopes:       make(map[string]*scopeGroup),
 		conns:        make(map[*conn]struct{}),
 		apiConns:     make(map[net.Conn]struct{}),
+		proxies:      make(map[string]map[string]*session),
 		unregistered: list.New(),
 		startedAt:    time.Now(),
 		ready:        make(chan struct{}),
@@ -368,7 +375,7 @@ func (b *Broker) scheduleIdleCheck() {
 	b.idleTimer = time.AfterFunc(b.cfg.IdleExit, func() {
 		b.mu.Lock()
 		b.idleTimer = nil
-		idle := len(b.sessions) == 0 && !b.closing
+		idle := len(b.sessions) == b.proxyCount && !b.closing // proxies keep no broker alive
 		stop := b.stop
 		b.mu.Unlock()
 		if idle && stop != nil {

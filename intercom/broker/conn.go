@@ -35,6 +35,11 @@ type conn struct {
 
 	stopped atomic.Bool // no further frames are handled
 
+	// proxy marks the stand-in connection of a proxy session (proxy.go):
+	// no socket, and what is sent to it is dropped, since the session's
+	// home host tells the real session itself.
+	proxy bool
+
 	// Reader state (one reader at a time).
 	tokens     float64
 	lastRefill time.Time

@@ -79,7 +79,9 @@ func (c *conn) send(frame []byte) {
 		c.loopSend(frame)
 		return
 	}
-	c.goSend(frame)
+	if !c.proxy {
+		c.goSend(frame)
+	}
 }
 
 func (c *conn) end() {
@@ -87,7 +89,9 @@ func (c *conn) end() {
 		c.loopEnd()
 		return
 	}
-	c.goEnd()
+	if !c.proxy {
+		c.goEnd()
+	}
 }
 
 func (c *conn) destroy() {
@@ -95,7 +99,9 @@ func (c *conn) destroy() {
 		c.loopDestroy()
 		return
 	}
-	c.goDestroy()
+	if !c.proxy {
+		c.goDestroy()
+	}
 }
 
 // serveConn hands nc to the broker's event loop, or to a goroutine pair

@@ -16,6 +16,20 @@ type (
 
 func (b *Broker) serveConn(nc net.Conn) { b.serveConnGoroutines(nc) }
 
-func (c *conn) send(frame []byte) { c.goSend(frame) }
-func (c *conn) end()              { c.goEnd() }
-func (c *conn) destroy()          { c.goDestroy() }
+func (c *conn) send(frame []byte) {
+	if !c.proxy {
+		c.goSend(frame)
+	}
+}
+
+func (c *conn) end() {
+	if !c.proxy {
+		c.goEnd()
+	}
+}
+
+func (c *conn) destroy() {
+	if !c.proxy {
+		c.goDestroy()
+	}
+}

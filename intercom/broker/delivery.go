@@ -21,10 +21,18 @@ type delivery struct {
 	messageID    string
 	replyTo      string
 	expectsReply bool
-	from, to     string
-	sender       *conn
-	recipient    *conn
-	timer        *time.Timer
+	// Across hosts (proxy.go): forwarded marks a delivery to a proxy
+	// session, which its host decides; accepted says whether the sender
+	// heard delivery_accepted. (Beside expectsReply: they fill its padding.)
+	forwarded bool
+	accepted  bool
+	from, to  string
+	sender    *conn
+	recipient *conn
+	timer     *time.Timer
+	// origin is set for a send injected by ProxySend (proxy.go): what the
+	// sender would hear goes to Federation.Outcome.
+	origin *proxyOrigin
 }
 
 // deliveryTable indexes pending deliveries by delivery id, by dedup key and
@@ -80,11 +88,21 @@ func (t *deliveryTable) stopTimers() {
 // fpPrefix is what the dedup cache keeps of a payload fingerprint.
 func fpPrefix(fp *[32]byte) [8]byte { return [8]byte(fp[:8]) }
 
-// handleSend routes one send (spec §5.1–§5.2, §5.7).
+// handleSend routes one send frame of from on c.
 func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
-	s := env.DecodeSend()
+	b.routeSend(c, from, env.DecodeSend(), nil)
+}
+
+// routeSend routes one send (spec §5.1–§5.2, §5.7) of from on c. A send
+// that a proxy session's host injected (ProxySend) has its origin: the
+// sender's answers go to Federation.Outcome instead of c.
+func (b *Broker) routeSend(c *conn, from *session, s *wire.Send, origin *proxyOrigin) {
 	fail := func(code wire.FailureCode, reason string) {
 		b.stats.refused.Add(1)
+		if origin != nil {
+			b.outcome(origin, from.info.ID, s.MessageID, OutcomeFailed, false, code, reason)
+			return
+		}
 		b.scratch = wire.AppendDeliveryFailed(b.scratch[:0], s.MessageID, false, code, reason)
 		c.send(b.scratch)
 	}
@@ -105,6 +123,11 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 		} else {
 			// An identical retry of a delivered send: answer as before, with
 			// the original deliveryId (failures are retryable, never here).
+			if origin != nil {
+				b.outcome(origin, fromID, s.MessageID, OutcomeAccepted, false, "", "")
+				b.outcome(origin, fromID, s.MessageID, OutcomeDelivered, false, "", "")
+				return
+			}
 			did := uuid.UUID(r.deliveryID).String()
 			b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], s.MessageID, did)
 			b.scratch = wire.AppendDelivered(b.scratch, s.MessageID, did)
@@ -118,8 +141,19 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 			return
 		}
 		if b.sessions[p.from] != nil && b.sessions[p.to] != nil {
-			b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], s.MessageID, p.id)
-			c.send(b.scratch)
+			switch {
+			case origin != nil:
+				// Retried through the sender's host: the pending delivery
+				// now answers to this attempt.
+				p.origin = origin
+				b.outcome(origin, fromID, s.MessageID, OutcomeAccepted, false, "", "")
+			case p.forwarded && !p.accepted:
+				// The recipient's host has not accepted it yet; the sender
+				// hears accepted when it does.
+			default:
+				b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], s.MessageID, p.id)
+				c.send(b.scratch)
+			}
 			return
 		}
 		b.failDelivery(p, wire.FailSessionNotFound, "Delivery authorization changed while pending")
@@ -138,6 +172,11 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 		return
 	}
 	target := targets[0]
+	if origin != nil && target.proxyHost != "" {
+		// No transit: a host routes only to its own sessions.
+		fail(wire.FailSessionNotFound, "Session not found")
+		return
+	}
 	toID := target.info.ID
 	m := &s.Meta
 	if m.ReplyTo != "" {
@@ -168,19 +207,36 @@ func (b *Broker) handleSend(c *conn, from *session, env *wire.Envelope) {
 		to:           toID,
 		sender:       c,
 		recipient:    target.conn,
+		origin:       origin,
+		forwarded:    target.proxyHost != "",
 	}
 	d.id, d.uuid = b.ids.deliveryID()
 	b.deliveries.add(d)
-	d.timer = time.AfterFunc(b.cfg.DeliveryTimeout, func() {
+	timeout := b.cfg.DeliveryTimeout
+	if d.forwarded {
+		timeout += forwardAllowance
+	}
+	d.timer = time.AfterFunc(timeout, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.deliveries.byID[d.id] == d {
 			b.failDelivery(d, wire.FailDeliveryTimeout, "Recipient did not acknowledge the message in time")
 		}
 	})
+	if d.forwarded {
+		// Accepted only once the recipient's host routed it (ForwardAccepted).
+		b.fed.Forward(Forward{Host: target.proxyHost, DeliveryID: d.id, From: fromID, To: toID,
+			FromInfo: slices.Clone(from.infoRaw), Message: slices.Clone(s.Message)})
+		return
+	}
 	b.stats.accepted.Add(1)
-	b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], m.ID, d.id)
-	c.send(b.scratch)
+	d.accepted = true
+	if origin != nil {
+		b.outcome(origin, fromID, m.ID, OutcomeAccepted, false, "", "")
+	} else {
+		b.scratch = wire.AppendDeliveryAccepted(b.scratch[:0], m.ID, d.id)
+		c.send(b.scratch)
+	}
 	b.scratch = wire.AppendMessage(b.scratch[:0], d.id, from.infoRaw, s.Message)
 	target.conn.send(b.scratch)
 }
@@ -196,6 +252,12 @@ func (b *Broker) handleAck(c *conn, s *session, env *wire.Envelope) {
 	if d == nil || d.to != s.info.ID || d.recipient != c {
 		return
 	}
+	b.completeDelivery(d)
+}
+
+// completeDelivery ends a delivery the recipient's inbox holds: the
+// recipient acknowledged it, or its host reported so (ForwardDelivered).
+func (b *Broker) completeDelivery(d *delivery) {
 	sender := b.sessions[d.from]
 	if sender == nil {
 		b.failDelivery(d, wire.FailSessionNotFound, "Delivery authorization changed before acknowledgement")
@@ -209,7 +271,10 @@ func (b *Broker) handleAck(c *conn, s *session, env *wire.Envelope) {
 	b.recent.put(recentRecord{key: d.key, fp: fpPrefix(&d.fingerprint), to: b.keys.session(d.to), deliveryID: d.uuid}, time.Now())
 	b.stats.delivered.Add(1)
 	b.stats.deliveredRate.add(1)
-	if sender.conn == d.sender {
+	switch {
+	case d.origin != nil:
+		b.outcome(d.origin, d.from, d.messageID, OutcomeDelivered, false, "", "")
+	case sender.conn == d.sender:
 		b.scratch = wire.AppendDelivered(b.scratch[:0], d.messageID, d.id)
 		sender.conn.send(b.scratch)
 	}
@@ -236,7 +301,9 @@ func (b *Broker) failDelivery(d *delivery, code wire.FailureCode, reason string)
 	}
 	b.recent.put(recentRecord{key: d.key, fp: fpPrefix(&d.fingerprint), to: b.keys.session(d.to), meta: recentRetryable}, time.Now())
 	b.stats.failed.Add(1)
-	if sender := b.sessions[d.from]; sender != nil && sender.conn == d.sender {
+	if d.origin != nil {
+		b.outcome(d.origin, d.from, d.messageID, OutcomeFailed, true, code, reason)
+	} else if sender := b.sessions[d.from]; sender != nil && sender.conn == d.sender {
 		b.scratch = wire.AppendDeliveryFailed(b.scratch[:0], d.messageID, true, code, reason)
 		sender.conn.send(b.scratch)
 	}

@@ -10,10 +10,15 @@ import (
 
 // session is a registered session bound to its current connection.
 type session struct {
-	info          wire.SessionInfo
-	infoRaw       []byte // info as JSON, rebuilt whenever info changes
-	nameLower     string // info.Name lowercased (target resolution), "" without a name
-	scope         string // private: never in a frame, log, error or file (spec §4.2)
+	info      wire.SessionInfo
+	infoRaw   []byte // info as JSON, rebuilt whenever info changes
+	nameLower string // info.Name lowercased (target resolution), "" without a name
+	// scope groups sessions (spec §4.3): the raw scope without
+	// federation, its Scoper token with it (a proxy's announced token), so
+	// a proxy shares its scope with the local sessions of the same one.
+	// Private: never in a frame, log, error or file (spec §4.2).
+	scope         string
+	proxyHost     string // a proxy session's host (proxy.go); "" for a local session
 	runtime       string // runtimeInstanceId, "" for legacy clients
 	conn          *conn
 	order         uint64 // list position: insertion order, kept on replacement
@@ -168,6 +173,11 @@ func (b *Broker) bound(c *conn) *session {
 func (b *Broker) removeSession(s *session, preserveAsks bool) {
 	b.broadcast(s, wire.AppendSessionLeft(b.scratch[:0], s.info.ID))
 	delete(b.sessions, s.info.ID)
+	if s.proxyHost != "" {
+		b.unindexProxy(s)
+	} else if b.fed != nil {
+		b.fed.LocalLeft(s.info.ID, !preserveAsks)
+	}
 	if d := b.keys.session(s.info.ID); b.sessionDigests[d] > 1 {
 		b.sessionDigests[d]--
 	} else {
@@ -180,7 +190,9 @@ func (b *Broker) removeSession(s *session, preserveAsks bool) {
 	} else {
 		b.cancelAsksOf(s.info.ID, wire.AskSessionDisconnected)
 	}
-	b.scheduleIdleCheck()
+	if s.proxyHost == "" {
+		b.scheduleIdleCheck()
+	}
 }
 
 // connClosed runs once when a connection's reader stops.
@@ -215,7 +227,11 @@ func (b *Broker) handleRegister(c *conn, env *wire.Envelope) {
 		id = b.ids.next().String()
 	}
 	prev := b.sessions[id]
-	if prev == nil && len(b.sessions) >= b.cfg.MaxSessions {
+	var proxy *session
+	if prev != nil && prev.proxyHost != "" {
+		proxy, prev = prev, nil // the local session wins the id
+	}
+	if prev == nil && len(b.sessions)-b.proxyCount >= b.cfg.MaxSessions {
 		c.send(wire.AppendError(b.scratch[:0], wire.CodeTooManySessions, "Too many registered intercom sessions"))
 		c.end()
 		return
@@ -233,7 +249,7 @@ func (b *Broker) handleRegister(c *conn, env *wire.Envelope) {
 			Status: r.Status, HasStatus: r.HasStatus,
 			TrustedLocal: b.cfg.TrustedLocal, Origin: "local",
 		},
-		scope:         reg.Scope,
+		scope:         b.scopeKey(reg.Scope),
 		runtime:       r.RuntimeInstanceID,
 		conn:          c,
 		lastBroadcast: time.Now(),
@@ -241,6 +257,11 @@ func (b *Broker) handleRegister(c *conn, env *wire.Envelope) {
 	s.refreshInfo()
 	c.sessionID = id
 	b.disarmRegistration(c)
+	if proxy != nil {
+		// The remote session of that id leaves as a closed socket: its
+		// deliveries fail and its edges defer.
+		b.removeSession(proxy, true)
+	}
 	if prev != nil {
 		// Replacement (spec §4.4): the old scope hears left, the old
 		// connection's deliveries fail and its edges defer, before the new
@@ -260,6 +281,9 @@ func (b *Broker) handleRegister(c *conn, env *wire.Envelope) {
 	b.cancelIdleCheck()
 	c.send(wire.AppendRegistered(b.scratch[:0], id))
 	b.broadcast(s, wire.AppendSessionJoined(b.scratch[:0], s.infoRaw))
+	if b.fed != nil {
+		b.fed.LocalJoined(b.localSession(s))
+	}
 	if prev != nil {
 		prev.conn.end()
 	}
@@ -328,5 +352,8 @@ func (b *Broker) handlePresence(c *conn, s *session, env *wire.Envelope) {
 	if changed || now.Sub(s.lastBroadcast) >= presenceHeartbeat {
 		s.lastBroadcast = now
 		b.broadcast(s, wire.AppendPresenceUpdate(b.scratch[:0], s.infoRaw))
+		if b.fed != nil {
+			b.fed.LocalPresence(b.localSession(s))
+		}
 	}
 }

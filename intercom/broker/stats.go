@@ -56,6 +56,7 @@ func (b *Broker) Stats() intercom.BrokerStats {
 		StartedAtMs:       b.startedAt.UnixMilli(),
 		UptimeMs:          time.Since(b.startedAt).Milliseconds(),
 		Sessions:          len(b.sessions),
+		RemoteSessions:    b.proxyCount,
 		Connections:       len(b.conns),
 		Unregistered:      b.unregistered.Len(),
 		PendingDeliveries: len(b.deliveries.byID),
@@ -73,12 +74,13 @@ func (b *Broker) Stats() intercom.BrokerStats {
 }
 
 // Peer reports whether sessionID is connected and the kernel-verified
-// credentials of its connection.
+// credentials of its connection. A session of another host (a proxy) has
+// no connection here: it is reported not connected.
 func (b *Broker) Peer(sessionID string) intercom.PeerInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := intercom.PeerInfo{SessionID: sessionID}
-	if s := b.sessions[sessionID]; s != nil {
+	if s := b.sessions[sessionID]; s != nil && s.proxyHost == "" {
 		p.Connected, p.PID, p.UID = true, s.conn.peerPID, s.conn.peerUID
 		if s.info.HasName {
 			p.Name = s.info.Name

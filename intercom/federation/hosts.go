@@ -304,14 +304,14 @@ func (t *hostTable) heard(h HostInfo) {
 	t.mu.Unlock()
 	if gone != nil {
 		l.log.Info("host down", "host", gone.Host, "why", map[bool]string{true: "left", false: "restarted"}[h.Leaving])
-		call(l.opts.OnHostDown, *gone)
+		l.notify(hostDown, *gone)
 	}
 	if up {
 		l.log.Info("host up", "host", h.Host, "version", h.Version)
-		call(l.opts.OnHostUp, h)
+		l.notify(hostUp, h)
 	}
 	if !h.Leaving {
-		call(l.opts.OnHostBeat, h)
+		l.notify(hostBeat, h)
 	}
 }
 
@@ -329,12 +329,39 @@ func (t *hostTable) expire() {
 	sort.Slice(gone, func(i, j int) bool { return gone[i].Host < gone[j].Host })
 	for _, h := range gone {
 		t.l.log.Info("host down", "host", h.Host, "why", "silent")
-		call(t.l.opts.OnHostDown, h)
+		t.l.notify(hostDown, h)
 	}
 }
 
-func call(f func(HostInfo), h HostInfo) {
-	if f != nil {
-		f(h)
+type hostEvent int
+
+const (
+	hostUp hostEvent = iota
+	hostDown
+	hostBeat
+)
+
+// HostWatcher receives host events; nil fields are skipped.
+type HostWatcher struct {
+	OnHostUp, OnHostDown, OnHostBeat func(HostInfo)
+}
+
+// Watch adds w to the receivers of host events (after LinkOptions'
+// own), called in order from the link's one host goroutine.
+func (l *Link) Watch(w HostWatcher) {
+	l.wmu.Lock()
+	l.watchers = append(l.watchers, w)
+	l.wmu.Unlock()
+}
+
+func (l *Link) notify(ev hostEvent, h HostInfo) {
+	l.wmu.Lock()
+	ws := append([]HostWatcher{{l.opts.OnHostUp, l.opts.OnHostDown, l.opts.OnHostBeat}}, l.watchers...)
+	l.wmu.Unlock()
+	for _, w := range ws {
+		f := [...]func(HostInfo){hostUp: w.OnHostUp, hostDown: w.OnHostDown, hostBeat: w.OnHostBeat}[ev]
+		if f != nil {
+			f(h)
+		}
 	}
 }

@@ -125,7 +125,9 @@ type Link struct {
 	urls     []string
 	sessions atomic.Uint64 // sessions version announced in beats
 
-	hosts *hostTable
+	hosts    *hostTable
+	wmu      sync.Mutex
+	watchers []HostWatcher
 
 	mu      sync.Mutex
 	subs    []*nats.Subscription
