@@ -185,17 +185,24 @@ func (w *fedWorld) host(name string, c fedHostConfig) *fedHost {
 func (h *fedHost) command(id string, args ...string) *exec.Cmd {
 	exe, err := os.Executable()
 	require.NoError(h.w.t, err)
-	var cmd *exec.Cmd
-	if h.ns != nil {
-		cmd = h.ns.Command(exe, args...)
-	} else {
-		cmd = exec.Command(exe, args...)
-	}
-	cmd.Env = append(os.Environ(), "AGENT_FLEET_RUN_MAIN=1", "PI_CODING_AGENT_DIR="+h.dir, "HOME="+h.home,
-		"DISABLE_AUTOUPDATER=1")
+	cmd := h.program(exe, args...)
+	cmd.Env = append(cmd.Env, "AGENT_FLEET_RUN_MAIN=1")
 	if id != "" {
 		cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_ID="+id)
 	}
+	return cmd
+}
+
+// program is a process of the host running name: in the host's
+// namespace, with its agent directory and HOME.
+func (h *fedHost) program(name string, args ...string) *exec.Cmd {
+	var cmd *exec.Cmd
+	if h.ns != nil {
+		cmd = h.ns.Command(name, args...)
+	} else {
+		cmd = exec.Command(name, args...)
+	}
+	cmd.Env = append(os.Environ(), "PI_CODING_AGENT_DIR="+h.dir, "HOME="+h.home, "DISABLE_AUTOUPDATER=1")
 	cmd.Env = append(cmd.Env, h.env...)
 	cmd.Dir = h.home
 	return cmd
