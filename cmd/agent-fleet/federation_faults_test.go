@@ -267,9 +267,9 @@ func TestFederationRefusesBadJoins(t *testing.T) {
 		cfg  fedHostConfig
 		want string
 	}{
-		{"badcreds", fedHostConfig{Unauthorized: true}, "credential"},
-		{"wrongkey", fedHostConfig{Key: fmt.Sprintf("%x", other)}, "cluster"},
-		{"dupname", fedHostConfig{Name: "b"}, "taken"},
+		{"badcreds", fedHostConfig{Unauthorized: true}, "refused the credentials"},
+		{"wrongkey", fedHostConfig{Key: fmt.Sprintf("%x", other)}, "cluster key fingerprint"},
+		{"dupname", fedHostConfig{Name: "b"}, "held by a live host"},
 	}
 	for _, c := range cases {
 		h := w.addHost(c.host, c.cfg)
