@@ -272,6 +272,22 @@ type StatusResult struct {
 	// Teams is the session's named-team memberships, filled in by its
 	// team layer (nil: none, or no team layer).
 	Teams []TeamMembership `json:"teams,omitempty"`
+	// Routing is this host's multi-node routing, filled in by the CLI
+	// from its node (nil: not asked).
+	Routing *Routing `json:"routing,omitempty"`
+}
+
+// Routing is whether this host's broker routes to other hosts
+// (docs/federation.md), as intercom status shows it.
+type Routing struct {
+	On bool `json:"on"`
+	// Line is "Multi-node routing: on (nats, prefix P), N other hosts
+	// live" or "Multi-node routing: off (why)".
+	Line   string `json:"line"`
+	Reason string `json:"reason,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	// OtherHosts counts the other live hosts.
+	OtherHosts int `json:"otherHosts"`
 }
 
 // TeamMembership is one named team a session belongs to.

@@ -6,10 +6,12 @@ import (
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/node"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
+	"github.com/agent-fleet/agent-fleet/intercom/federation"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/agent-fleet/agent-fleet/teams"
 	"github.com/agent-fleet/agent-fleet/units"
@@ -110,16 +112,18 @@ func exitCode(err error) int {
 		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, intercom.ErrListening), errors.Is(err, intercom.ErrDeferredFull), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
 		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly),
 		errors.Is(err, fleet.ErrEnded), errors.Is(err, fleet.ErrNotPaused), errors.Is(err, fleet.ErrBranchCheckedOut),
-		errors.Is(err, fleet.ErrWorktreeConflict):
+		errors.Is(err, fleet.ErrWorktreeConflict), errors.Is(err, federation.ErrWrongCluster), errors.Is(err, federation.ErrNodeNameTaken), errors.Is(err, node.ErrConfigExists):
 		return exitConflict
 	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge),
 		errors.Is(err, fleet.ErrInvalidLimit), errors.Is(err, fleet.ErrNotRepository):
 		return exitUsage
-	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound):
+	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound), errors.Is(err, federation.ErrNoConfig):
 		return exitNotFound
 	case errors.Is(err, factory.ErrNoSystemd), errors.Is(err, units.ErrNoUserBus), errors.Is(err, units.ErrManagerUnreachable),
-		errors.Is(err, units.ErrTimeout):
+		errors.Is(err, units.ErrTimeout), errors.Is(err, federation.ErrUnreachable), errors.Is(err, federation.ErrLinkDown):
 		return exitUnavailable
+	case errors.As(err, new(*federation.ConfigError)), errors.Is(err, federation.ErrBadCredentials), errors.Is(err, federation.ErrTLS):
+		return exitUsage // the node's configuration or credential is refused: no restart fixes it
 	case errors.Is(err, intercom.ErrInvalidInput), errors.Is(err, intercom.ErrSelfTarget), errors.Is(err, intercom.ErrSocketPathTooLong),
 		errors.Is(err, intercom.ErrInvalidSessionID), errors.Is(err, wire.ErrInvalidScope):
 		return exitUsage

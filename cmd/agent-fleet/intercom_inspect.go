@@ -95,7 +95,7 @@ func sessionsRun(ctx context.Context, opts *sessionsOptions) error {
 	if err != nil {
 		return err
 	}
-	return output.Show(opts.IO.Out, opts.JSON, res, output.SessionsText(res, opts.Req.Where, output.CLI))
+	return output.Show(opts.IO.Out, opts.JSON, res, output.HostSessionsText(res, opts.Req.Where, output.CLI, opts.Factory.NodeName()))
 }
 
 type pendingOptions struct {
@@ -183,6 +183,9 @@ func sessionStatusRun(ctx context.Context, opts *sessionOptions) error {
 	res, err := o.Ops.Status(ctx)
 	if err != nil {
 		return err
+	}
+	if st, err := opts.Factory.NodeStatus(ctx); err == nil {
+		res.Routing = st.AsRouting()
 	}
 	return output.Show(opts.IO.Out, opts.JSON, res, output.SessionStatusText(res, o.Holder))
 }

@@ -188,7 +188,7 @@ func TestEveryVerbTakesJSON(t *testing.T) {
 	exempt := []string{"agent-fleet broker", "agent-fleet mcp", "agent-fleet worker-shim", "agent-fleet demo",
 		"agent-fleet help", "agent-fleet man", "agent-fleet completion bash", "agent-fleet completion fish",
 		"agent-fleet completion powershell", "agent-fleet completion zsh",
-		"agent-fleet user-manager start", "agent-fleet user-manager stop"}
+		"agent-fleet user-manager start", "agent-fleet user-manager stop", "agent-fleet node run"}
 	var lacking []string
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

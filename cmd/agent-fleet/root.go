@@ -117,7 +117,7 @@ Start with "agent-fleet doctor" (what this host offers), "agent-fleet demo"
 		newInstallCmd(f, nil), newUninstallCmd(f, nil), newUserManagerCmd(f))
 	root.AddCommand(newDemoCmd(f, nil), newBenchCmd(f))
 	root.AddCommand(newTeamCmd(f, nil), newTeamsCmd(f))
-	root.AddCommand(newManCmd(f), newUICmd(f, nil))
+	root.AddCommand(newManCmd(f), newUICmd(f, nil), newNodeCmd(f))
 	finishCommandTree(root, f)
 	usageArgs(root)
 	strictHelp(root)

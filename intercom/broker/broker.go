@@ -110,6 +110,10 @@ type Config struct {
 	// unknown to it too. It runs on the API connection's goroutine without
 	// the broker's lock, so it may call the Broker's methods.
 	API func(req intercom.APIRequest) (resp intercom.APIResponse, ok bool)
+	// Prepare, when set, runs in ListenAndServe on the new broker once it
+	// owns the agent directory and listens, just before it serves: a node
+	// sets its federation there (SetFederation).
+	Prepare func(b *Broker)
 
 	// goroutineIO serves connections with a reader and a writer goroutine
 	// each, as on platforms without the Linux event loop (tests of that

@@ -100,6 +100,9 @@ func ListenAndServe(ctx context.Context, cfg Config) error {
 	}
 	b.log.Info(fmt.Sprintf("Intercom broker started (pid: %d, remote-access-v1)", os.Getpid()),
 		"socket", endpointName(p), "api", p.LocalAPISocket(), "socketActivated", inherited != nil)
+	if cfg.Prepare != nil {
+		cfg.Prepare(b)
+	}
 	return b.Run(ctx, ln, api)
 }
 

@@ -33,6 +33,7 @@ func TestGoroutineTransport(t *testing.T) {
 		"LateFramesOnReplacedSocket":          TestLateFramesOnReplacedSocketAreDiscarded,
 		"LargeFramesBothWays":                 TestLargeFramesBothWays,
 		"ShutdownFlushesAndClosesConnections": TestShutdownFlushesAndClosesConnections,
+		"FederationSendAcrossHosts":           TestFederationSendAcrossHosts,
 	} {
 		t.Run(name, test)
 	}

@@ -13,6 +13,7 @@ import (
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/federation"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
@@ -174,8 +175,8 @@ func (f *Factory) Install(ctx context.Context, opts InstallOptions) (*InstallRep
 	}
 	if node {
 		names = contribsystemd.NodeNames
-		if _, err := os.Stat(NodeConfigPath(p)); err != nil {
-			return nil, Usage(fmt.Errorf("%w at %s (run agent-fleet node init first)", ErrNoNodeConfig, NodeConfigPath(p)))
+		if _, err := os.Stat(federation.ConfigPath(p)); err != nil {
+			return nil, Usage(fmt.Errorf("%w at %s (run agent-fleet node init first)", ErrNoNodeConfig, federation.ConfigPath(p)))
 		}
 	}
 	o := newInstallOutput(opts, dir)
@@ -469,7 +470,3 @@ func connectManager(ctx context.Context) (*units.Systemd, error) {
 	}
 	return m, nil
 }
-
-// NodeConfigPath is the node configuration of an agent directory,
-// <agentDir>/intercom/node.toml (docs/federation.md).
-func NodeConfigPath(p intercom.Paths) string { return filepath.Join(p.Dir, "node.toml") }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/node"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/units"
 )
@@ -34,7 +35,8 @@ func (f *Factory) Capabilities(ctx context.Context) fleet.Capabilities {
 }
 
 // DoctorChecks runs doctor for f.GOOS, with the checks that need cmd's
-// knowledge (installed units, the workers.json view) on Linux.
+// knowledge (installed units, the workers.json view) on Linux, and the
+// federation section (node.DoctorChecks) everywhere.
 func (f *Factory) DoctorChecks(ctx context.Context, cfg fleet.DoctorConfig) []fleet.Check {
 	cfg.GOOS = f.GOOS
 	cfg.Journal = f.Journald()
@@ -42,9 +44,9 @@ func (f *Factory) DoctorChecks(ctx context.Context, cfg fleet.DoctorConfig) []fl
 		cfg.Getenv = f.Env
 	}
 	checks := fleet.Doctor(ctx, cfg)
-	if f.GOOS != "linux" {
-		return checks
+	if f.GOOS == "linux" {
+		checks = append(checks, f.installedUnitsCheck(ctx, cfg.Paths), fleet.WorkersViewCheck(cfg.Paths))
 	}
-	checks = append(checks, f.installedUnitsCheck(ctx, cfg.Paths))
-	return append(checks, fleet.WorkersViewCheck(cfg.Paths))
+	// Federation last: its NATS connect may take up to its timeout.
+	return append(checks, node.DoctorChecks(ctx, cfg.Paths)...)
 }

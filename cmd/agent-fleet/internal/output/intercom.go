@@ -157,7 +157,15 @@ var yesNo = map[bool]string{true: "Yes", false: "No"}
 func SessionStatusText(res *intercom.StatusResult, held bool) string {
 	return fmt.Sprintf("Connected: %s\nSession ID: %s\nHeld by a session holder: %s\nActive sessions: %d\nUnread messages: %d\nQueued outbound messages: %d\nPending asks: %d\nTeams: %s",
 		yesNo[res.Connected], Inline(res.SessionID), yesNo[held], res.ActiveSessions, res.Unread, res.Outbox, res.PendingAsks, MembershipsText(res.Teams)) +
-		deferredLines(res.Deferred, time.Now(), false)
+		routingLine(res.Routing) + deferredLines(res.Deferred, time.Now(), false)
+}
+
+// routingLine is "\n" and the routing line, or "" when not asked.
+func routingLine(r *intercom.Routing) string {
+	if r == nil {
+		return ""
+	}
+	return "\n" + Inline(r.Line)
 }
 
 // MembershipsText lists a session's named teams on one line:
