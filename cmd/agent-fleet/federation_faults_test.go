@@ -278,7 +278,7 @@ func TestFederationRefusesBadJoins(t *testing.T) {
 		err, out := n.exited(t)
 		require.Error(t, err, "%s: node run must refuse to join:\n%s", c.host, out)
 		require.Contains(t, strings.ToLower(out), c.want, "%s: the error says why:\n%s", c.host, out)
-		t.Logf("%s: %v: %s", c.host, err, strings.TrimSpace(out))
+		t.Logf("%s: %v: %s", c.host, err, errorLines(out))
 		// Its sessions never reach A: nothing of it joined.
 		for _, v := range a.sessions("") {
 			require.NotEqual(t, c.host, v.RemoteHostID, "%s's session %s reached a", c.host, v.ID)
@@ -286,4 +286,16 @@ func TestFederationRefusesBadJoins(t *testing.T) {
 	}
 	a.waitLive("b")
 	b.waitLive("a")
+}
+
+// errorLines are the lines of a node's output that agent-fleet's error
+// printer wrote.
+func errorLines(out string) string {
+	var l []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "agent-fleet: ") {
+			l = append(l, line)
+		}
+	}
+	return strings.Join(l, "; ")
 }

@@ -58,10 +58,10 @@ func fedWait(t *testing.T, limit time.Duration, ok func() bool, format string, a
 // sessions is `intercom list --json` as id on the host.
 func (h *fedHost) sessions(id string) []intercom.SessionView {
 	h.w.t.Helper()
-	var views []intercom.SessionView
+	var res intercom.ListResult
 	out := h.must(id, "intercom", "list", "--json")
-	require.NoError(h.w.t, json.Unmarshal([]byte(out), &views), out)
-	return views
+	require.NoError(h.w.t, json.Unmarshal([]byte(out), &res), out)
+	return res.Sessions
 }
 
 // waitSession waits until id on the host lists session of host remote
