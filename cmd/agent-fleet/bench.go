@@ -297,25 +297,11 @@ type benchHostsOptions struct {
 
 func newBenchHostsCmd(f *factory.Factory, runF func(*benchHostsOptions) error) *cobra.Command {
 	opts := &benchHostsOptions{Factory: f}
-	opts.Hosts.Spec.Scopes = 1
 	cmd := &cobra.Command{
-		Use:   "hosts [--pairs N] [--size BYTES] [--rate MSGS/S] [--window N] [--rounds N] [--json]",
-		Short: "Send → delivered latency and CPU across two hosts joined over NATS, beside one host",
-		Long: `Start two agent-fleet nodes ("agent-fleet node run", each in its own
-temporary agent directory, as two hosts would be) joined through a NATS
-server embedded in this benchmark, and run the bench broker load through raw
-v4 frames in turns: receivers on the senders' node (same-host), and
-receivers on the other node (cross-host: accepted and delivered come back
-over NATS from the other host's broker). Each of --rounds runs both, the
-first alternating. It prints every run, the medians of each placement —
-p50/p99 send → delivered, messages/s, both nodes' CPU per message — and
-cross-host over same-host. Both placements go through the same two node
-processes, so the difference is what crossing hosts costs on this machine;
-the two hosts share its CPUs, so a real network adds its round trip.
-
-It stops both nodes and the NATS server and removes their directories
-afterwards.`,
-		Example: "  agent-fleet bench hosts\n  agent-fleet bench hosts --rate 500 --pairs 2 --duration 5s --json",
+		Use:     "hosts [--pairs N] [--size BYTES] [--rate MSGS/S] [--window N] [--rounds N] [--json]",
+		Short:   "Send → delivered latency and CPU across two hosts joined over NATS, beside one host",
+		Long:    bench.HostsLong,
+		Example: "  agent-fleet bench hosts\n  agent-fleet bench hosts --pairs 8 --rate 50 --duration 5s --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Hosts.Validate(); err != nil {
@@ -327,14 +313,6 @@ afterwards.`,
 			return bench.RunHosts(cmd.Context(), opts.Factory, &opts.Hosts)
 		},
 	}
-	fs, o := cmd.Flags(), &opts.Hosts
-	fs.IntVar(&o.Spec.Pairs, "pairs", bench.DefaultPairs, "sender/receiver session pairs")
-	fs.IntVar(&o.Spec.TextBytes, "size", bench.DefaultSize, "bytes of message text")
-	fs.Float64Var(&o.Spec.Rate, "rate", bench.DefaultRate, "messages/s each sender offers; 0 = as fast as the window allows (unpaced)")
-	fs.IntVar(&o.Spec.Window, "window", 16, "sends in flight per sender (1–64, the v4 per-sender limit)")
-	fs.DurationVar(&o.Plan.Warmup, "warmup", 2*time.Second, "run this long before measuring, each run")
-	fs.DurationVar(&o.Plan.Duration, "duration", 10*time.Second, "measure each run this long")
-	fs.IntVar(&o.Rounds, "rounds", 3, "runs of each placement")
-	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	opts.Hosts.RegisterFlags(cmd.Flags())
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+	"github.com/spf13/pflag"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
@@ -34,12 +35,41 @@ import (
 // (cross-host). Both runs go through the same two node processes, so the
 // difference is the federation's: bridge, NATS and the second broker.
 
+// HostsLong is bench hosts' help text.
+const HostsLong = `Start two agent-fleet nodes ("agent-fleet node run", each in its own
+temporary agent directory, as two hosts would be) joined through a NATS
+server embedded in this benchmark, and run the bench broker load through raw
+v4 frames in turns: receivers on the senders' node (same-host), and
+receivers on the other node (cross-host: accepted and delivered come back
+over NATS from the other host's broker). Each of --rounds runs both, the
+first alternating. It prints every run, the medians of each placement —
+p50/p99 send → delivered, messages/s, both nodes' CPU per message — and
+cross-host over same-host. Both placements go through the same two node
+processes, so the difference is what crossing hosts costs on this machine;
+the two hosts share its CPUs, so a real network adds its round trip.
+
+It stops both nodes and the NATS server and removes their directories
+afterwards.`
+
 // HostsOptions are the options of bench hosts.
 type HostsOptions struct {
 	Spec   LoadSpec
 	Plan   MeasurePlan
 	Rounds int
 	JSON   bool
+}
+
+// RegisterFlags adds bench hosts' flags for o (and sets its one scope).
+func (o *HostsOptions) RegisterFlags(fs *pflag.FlagSet) {
+	o.Spec.Scopes = 1
+	fs.IntVar(&o.Spec.Pairs, "pairs", DefaultPairs, "sender/receiver session pairs")
+	fs.IntVar(&o.Spec.TextBytes, "size", DefaultSize, "bytes of message text")
+	fs.Float64Var(&o.Spec.Rate, "rate", DefaultRate, "messages/s each sender offers; 0 = as fast as the window allows (unpaced)")
+	fs.IntVar(&o.Spec.Window, "window", 16, "sends in flight per sender (1–64, the v4 per-sender limit)")
+	fs.DurationVar(&o.Plan.Warmup, "warmup", 2*time.Second, "run this long before measuring, each run")
+	fs.DurationVar(&o.Plan.Duration, "duration", 10*time.Second, "measure each run this long")
+	fs.IntVar(&o.Rounds, "rounds", 3, "runs of each placement")
+	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
 }
 
 // Validate refuses a load that cannot run (usage errors naming the flag).
