@@ -24,12 +24,14 @@ func newBenchCmd(f *factory.Factory) *cobra.Command {
   bench spawn    worker spawn and stop latency beside a bare systemd unit
   bench fleet    a fleet grown to hundreds of workers: spawn throughput, list,
                  status and janitor times, registry, broker and memory growth
+  bench hosts    the bench broker load across two hosts joined over NATS,
+                 beside the same load on one host, in turns
 
 Figures depend on the machine and on what else runs on it: run a benchmark
 several times and compare medians.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchBrokerCmd(f, nil), newBenchClientCmd(f, nil), newBenchSpawnCmd(f, nil), newBenchFleetCmd(f, nil))
+	cmd.AddCommand(newBenchBrokerCmd(f, nil), newBenchClientCmd(f, nil), newBenchSpawnCmd(f, nil), newBenchFleetCmd(f, nil), newBenchHostsCmd(f, nil))
 	return cmd
 }
 
@@ -286,4 +288,31 @@ killed. 500 workers need about 2 GiB of memory and 5,000 tasks.`,
 
 func benchFleetRun(ctx context.Context, opts *benchFleetOptions) error {
 	return bench.RunFleet(ctx, opts.Factory, &opts.Fleet)
+}
+
+type benchHostsOptions struct {
+	Factory *factory.Factory
+	Hosts   bench.HostsOptions
+}
+
+func newBenchHostsCmd(f *factory.Factory, runF func(*benchHostsOptions) error) *cobra.Command {
+	opts := &benchHostsOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:     "hosts [--pairs N] [--size BYTES] [--rate MSGS/S] [--window N] [--rounds N] [--json]",
+		Short:   "Send → delivered latency and CPU across two hosts joined over NATS, beside one host",
+		Long:    bench.HostsLong,
+		Example: "  agent-fleet bench hosts\n  agent-fleet bench hosts --pairs 8 --rate 50 --duration 5s --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Hosts.Validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return bench.RunHosts(cmd.Context(), opts.Factory, &opts.Hosts)
+		},
+	}
+	opts.Hosts.RegisterFlags(cmd.Flags())
+	return cmd
 }

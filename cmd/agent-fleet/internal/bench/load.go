@@ -117,11 +117,16 @@ func benchText(n int) string {
 // delivered latency of every message in completion order.
 type rawLoad struct {
 	recorder
-	spec  LoadSpec
-	dial  dialer
-	tag   string
-	text  string
-	start time.Time // the monotonic zero of sentAt
+	spec LoadSpec
+	dial dialer
+	// dialReceiver, when set, is where receivers (and idle sessions)
+	// register instead: another host's broker. ready then waits until
+	// the senders' broker lists every receiver.
+	dialReceiver dialer
+	ready        func(ctx context.Context, receivers []string) error
+	tag          string
+	text         string
+	start        time.Time // the monotonic zero of sentAt
 
 	inFlight  atomic.Int64
 	presences atomic.Int64
@@ -141,7 +146,12 @@ func (l *rawLoad) scope(i int) string {
 // register dials and registers one session and returns its connection
 // with a reader positioned after `registered`.
 func (l *rawLoad) register(ctx context.Context, id, scope string) (*benchConn, error) {
-	nc, br, err := l.registerConn(ctx, id, scope)
+	return l.registerOn(ctx, l.dial, id, scope)
+}
+
+// registerOn is register through dial.
+func (l *rawLoad) registerOn(ctx context.Context, dial dialer, id, scope string) (*benchConn, error) {
+	nc, br, err := l.registerConn(ctx, dial, id, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -150,8 +160,8 @@ func (l *rawLoad) register(ctx context.Context, id, scope string) (*benchConn, e
 	return c, nil
 }
 
-func (l *rawLoad) registerConn(ctx context.Context, id, scope string) (net.Conn, *bufio.Reader, error) {
-	nc, err := l.dial(ctx)
+func (l *rawLoad) registerConn(ctx context.Context, dial dialer, id, scope string) (net.Conn, *bufio.Reader, error) {
+	nc, err := dial(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to the broker: %w", err)
 	}
@@ -223,7 +233,12 @@ func (l *rawLoad) run(ctx context.Context, ready chan<- error) {
 	l.start = time.Now()
 	total := max(l.spec.Sessions, 2*l.spec.Pairs)
 	pairs := make([]*pair, l.spec.Pairs)
+	recvDial := l.dial
+	if l.dialReceiver != nil {
+		recvDial = l.dialReceiver
+	}
 	setup := func() error {
+		var receivers []string
 		for p := range pairs {
 			pr := &pair{l: l, index: p, window: make(chan struct{}, l.spec.Window)}
 			ring := 1
@@ -233,9 +248,10 @@ func (l *rawLoad) run(ctx context.Context, ready chan<- error) {
 			pr.sentAt = make([]atomic.Int64, ring)
 			pr.to = fmt.Sprintf("bench-%s-recv-%d", l.tag, p)
 			var err error
-			if pr.receiver, err = l.register(ctx, pr.to, l.scope(p)); err != nil {
+			if pr.receiver, err = l.registerOn(ctx, recvDial, pr.to, l.scope(p)); err != nil {
 				return err
 			}
+			receivers = append(receivers, pr.to)
 			if pr.sender, err = l.register(ctx, fmt.Sprintf("bench-%s-send-%d", l.tag, p), l.scope(p)); err != nil {
 				return err
 			}
@@ -247,12 +263,15 @@ func (l *rawLoad) run(ctx context.Context, ready chan<- error) {
 			go func() { defer l.wg.Done(); pr.readOutcomes() }()
 		}
 		for i := 2 * l.spec.Pairs; i < total; i++ {
-			c, err := l.register(ctx, fmt.Sprintf("bench-%s-idle-%d", l.tag, i), l.scope(i))
+			c, err := l.registerOn(ctx, recvDial, fmt.Sprintf("bench-%s-idle-%d", l.tag, i), l.scope(i))
 			if err != nil {
 				return err
 			}
 			l.wg.Add(1)
 			go func() { defer l.wg.Done(); l.drain(c) }()
+		}
+		if l.ready != nil {
+			return l.ready(ctx, receivers)
 		}
 		return nil
 	}

@@ -80,10 +80,27 @@ type usageSample struct {
 	self      procUsage
 }
 
-func takeSample(l benchLoad, pid int) usageSample {
+// takeSample reads the load's progress and its brokers' usage: the sum
+// over pids, unknown (not ok) when any is unknown.
+func takeSample(l benchLoad, pids []int) usageSample {
 	s := usageSample{at: time.Now(), delivered: l.delivered()}
-	if pid > 0 {
-		s.broker, _ = readProcUsage(pid)
+	for i, pid := range pids {
+		if pid <= 0 {
+			s.broker = procUsage{}
+			break
+		}
+		u, _ := readProcUsage(pid)
+		if !u.ok {
+			s.broker = procUsage{}
+			break
+		}
+		if i == 0 {
+			s.broker = u
+			continue
+		}
+		s.broker.CPU += u.CPU
+		s.broker.RSSKiB += u.RSSKiB
+		s.broker.PeakKiB += u.PeakKiB
 	}
 	s.self, _ = readProcUsage(os.Getpid())
 	return s
@@ -102,6 +119,12 @@ func cpuBetween(a, b procUsage, messages int, wall time.Duration) *cpuFigures {
 // measure runs l, lets it warm up, measures it as plan says, then stops
 // it. pid is the broker process (0: unknown). Progress goes to log.
 func measure(ctx context.Context, l benchLoad, pid int, plan MeasurePlan, log io.Writer) (*Measurement, error) {
+	return measureBrokers(ctx, l, []int{pid}, plan, log)
+}
+
+// measureBrokers is measure of a load that several broker processes carry
+// (pids): their CPU and memory figures are the sums.
+func measureBrokers(ctx context.Context, l benchLoad, pids []int, plan MeasurePlan, log io.Writer) (*Measurement, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan error, 1)
 	done := make(chan struct{})
@@ -135,7 +158,7 @@ func measure(ctx context.Context, l benchLoad, pid int, plan MeasurePlan, log io
 			return nil, err
 		}
 	}
-	first := takeSample(l, pid)
+	first := takeSample(l, pids)
 	if plan.Messages > 0 {
 		fmt.Fprintf(log, "bench: measuring %d messages\n", plan.Messages)
 	} else {
@@ -156,7 +179,7 @@ func measure(ctx context.Context, l benchLoad, pid int, plan MeasurePlan, log io
 		n := l.delivered() - first.delivered
 		finished := (plan.Messages > 0 && n >= plan.Messages) || (plan.Messages == 0 && time.Since(first.at) >= plan.Duration)
 		if plan.Segment > 0 && (n-(last.delivered-first.delivered) >= plan.Segment || finished) {
-			s := takeSample(l, pid)
+			s := takeSample(l, pids)
 			seg := segment{Index: len(m.Segments) + 1, From: last.delivered - first.delivered, Messages: s.delivered - last.delivered}
 			seg.PerSecond = round(float64(seg.Messages)/s.at.Sub(last.at).Seconds(), 1)
 			seg.Latency = distribution(l.latencies(last.delivered, s.delivered))
@@ -182,7 +205,7 @@ func measure(ctx context.Context, l benchLoad, pid int, plan MeasurePlan, log io
 	}
 	end := last // the last segment ends the Measurement
 	if plan.Segment == 0 {
-		end = takeSample(l, pid)
+		end = takeSample(l, pids)
 	}
 	stop()
 	if err := l.firstErr(); err != nil {

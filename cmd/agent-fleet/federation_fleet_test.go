@@ -1,0 +1,94 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/units"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
+)
+
+// remoteWorker is a worker as `list --all --json` shows it: the worker
+// view plus its host.
+type remoteWorker struct {
+	ID           string `json:"id"`
+	Host         string `json:"host"`
+	State        string `json:"state"`
+	Unit         string `json:"unit"`
+	ControlGroup string `json:"controlGroup"`
+	Manager      string `json:"manager"`
+}
+
+// A manager on host A spawns a worker on host B (`spawn --host b`): it
+// runs in B's user manager under B's registry, `list --all` on A shows it
+// with its host, and `stop` from A ends it with its cgroup proven empty —
+// checked here on the cgroup files themselves, not only by the verb's
+// word.
+func TestFederationWorkerOnAnotherHost(t *testing.T) {
+	t.Parallel()
+	inst := unitstest.Require(t)
+	env := append(inst.Env(), "PATH="+os.Getenv("PATH"))
+	w := newFedWorld(t)
+	a := w.host("a", fedHostConfig{Env: env})
+	b := w.host("b", fedHostConfig{Env: env})
+	w.waitJoined()
+	const manager = "op-a"
+	t.Cleanup(func() { _, _ = a.run(manager, "stop", "--host", "b", "far-worker") })
+
+	out := a.must(manager, "spawn", "--host", "b", "--id", "far-worker", "--json", "--", "sleep", "300")
+	var spawned remoteWorker
+	require.NoError(t, json.Unmarshal([]byte(out), &spawned), out)
+	require.Equal(t, "running", spawned.State, out)
+	require.Equal(t, "b", spawned.Host, out)
+
+	// B's own registry has it, under B's user manager.
+	var local []remoteWorker
+	out = b.must("", "list", "--all", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &local), out)
+	var onB *remoteWorker
+	for i := range local {
+		if local[i].ID == "far-worker" && local[i].Host == "" || local[i].ID == "far-worker" && local[i].Host == "b" {
+			onB = &local[i]
+		}
+	}
+	require.NotNil(t, onB, "b's list --all has far-worker: %s", out)
+	require.NotEmpty(t, onB.ControlGroup, out)
+	cg, err := units.OpenCgroups("")
+	require.NoError(t, err)
+	procs, err := cg.Procs(onB.ControlGroup)
+	require.NoError(t, err)
+	require.NotEmpty(t, procs, "the worker's cgroup %s holds its processes", onB.ControlGroup)
+
+	var all []remoteWorker
+	out = a.must(manager, "list", "--all", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &all), out)
+	found := false
+	for _, x := range all {
+		if x.ID == "far-worker" {
+			found = true
+			require.Equal(t, "b", x.Host, out)
+			require.Equal(t, "running", x.State, out)
+			require.Equal(t, manager, x.Manager, out)
+		}
+	}
+	require.True(t, found, "a's list --all shows far-worker: %s", out)
+	table := a.must(manager, "list", "--all")
+	require.Regexp(t, `(?m)^.*far-worker.*\bb\b`, table)
+
+	out = a.must(manager, "stop", "--host", "b", "far-worker")
+	require.Contains(t, out, "its cgroup is empty", out)
+	procs, err = cg.Procs(onB.ControlGroup)
+	require.NoError(t, err)
+	require.Empty(t, procs, "nothing is left in %s", onB.ControlGroup)
+	fedWait(t, 30*time.Second, func() bool {
+		out, err := a.run(manager, "list", "--all", "--json")
+		return err == nil && !strings.Contains(out, `"state":"running"`)
+	}, "a's list --all no longer shows far-worker running")
+}
