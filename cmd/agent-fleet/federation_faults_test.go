@@ -156,7 +156,7 @@ func TestFederationFaultsLoseAndDuplicateNothing(t *testing.T) {
 	t.Parallel()
 	w := newFedWorld(t)
 	a := w.host("a", fedHostConfig{})
-	b := w.host("b", fedHostConfig{})
+	b := w.host("b", fedHostConfig{Share: []string{"mute"}}) // a raw v4 client cannot ask to be shared
 	w.waitJoined()
 	bob := b.listen("bob", "--share")
 	a.waitSession("", "bob", "b")
@@ -166,8 +166,8 @@ func TestFederationFaultsLoseAndDuplicateNothing(t *testing.T) {
 	// (a) B's node killed: the host is gone; its restart brings bob back.
 	// In flight then: an ask B's recipient never acknowledged (a raw
 	// client on B), and an ask bob holds (through the CLI).
-	mute := intercomtest.Register(t, intercom.NewPaths(b.dir), "mute", intercomtest.RegisterOptions{})
-	asker := intercomtest.Register(t, intercom.NewPaths(a.dir), "raw-asker", intercomtest.RegisterOptions{})
+	mute := fedRegister(t, intercom.NewPaths(b.dir), "mute", intercomtest.RegisterOptions{})
+	asker := fedRegister(t, intercom.NewPaths(a.dir), "raw-asker", intercomtest.RegisterOptions{})
 	fedWait(t, 60*time.Second, func() bool { return contains(asker.List(), "mute") }, "raw-asker on a lists mute")
 	asker.Send("mute", intercomtest.Message("ask-unacked", "you will not ack this", intercomtest.AsAsk))
 	mute.Expect(wire.TypeMessage)

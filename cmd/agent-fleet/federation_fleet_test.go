@@ -80,7 +80,7 @@ func TestFederationWorkerOnAnotherHost(t *testing.T) {
 	}
 	require.True(t, found, "a's list --all shows far-worker: %s", out)
 	table := a.must(manager, "list", "--all")
-	require.Regexp(t, `(?m)^.*far-worker.*\bb\b`, table)
+	require.Regexp(t, `(?m)^b\s+far-worker\s`, table)
 
 	out = a.must(manager, "stop", "--host", "b", "far-worker")
 	require.Contains(t, out, "its cgroup is empty", out)

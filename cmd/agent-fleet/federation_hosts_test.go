@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/federation/federationtest"
 )
 
@@ -376,22 +377,13 @@ func (w *fedWorld) waitJoined() {
 }
 
 // liveHostNames reads the names of the live other hosts from a node's
-// federation status.
+// federation status (federation.Status's liveHosts).
 func liveHostNames(st map[string]any) []string {
 	var names []string
-	hosts, _ := st["hosts"].([]any)
+	hosts, _ := st["liveHosts"].([]any)
 	for _, x := range hosts {
 		if n, ok := x.(string); ok {
 			names = append(names, n)
-		} else if m, ok := x.(map[string]any); ok {
-			if live, ok := m["live"].(bool); ok && !live {
-				continue
-			}
-			if n, ok := m["name"].(string); ok {
-				names = append(names, n)
-			} else if n, ok := m["host"].(string); ok {
-				names = append(names, n)
-			}
 		}
 	}
 	return names
@@ -422,4 +414,13 @@ func (h *fedHost) pid() int {
 		return 0
 	}
 	return h.node.cmd.Process.Pid
+}
+
+// fedRegister registers a raw v4 client of p's broker that passes over
+// the broadcasts of sessions coming and going on any host.
+func fedRegister(t *testing.T, p intercom.Paths, id string, o intercomtest.RegisterOptions) *intercomtest.Client {
+	t.Helper()
+	c := intercomtest.Register(t, p, id, o)
+	c.SkipBroadcasts = true
+	return c
 }

@@ -121,7 +121,7 @@ func TestFederationSendAskReplyAcrossHosts(t *testing.T) {
 	require.Equal(t, "remote", seen.Origin)
 	b.waitSession("bob", "alice", "a")
 	table := a.must("alice", "intercom", "list")
-	require.Regexp(t, `(?m)^.*bob.*\bb\b`, table, "the table shows bob's host:\n%s", table)
+	require.Regexp(t, `(?m)^b\s+bob\s`, table, "the table shows bob's host:\n%s", table)
 	require.Contains(t, strings.SplitN(table, "\n", 2)[0], "HOST", table)
 
 	status := a.must("alice", "intercom", "status")
@@ -180,8 +180,8 @@ func TestFederationRemoteSessionLeaving(t *testing.T) {
 	w.waitJoined()
 	pa, pb := intercom.NewPaths(a.dir), intercom.NewPaths(b.dir)
 
-	carol := intercomtest.Register(t, pb, "carol-1", intercomtest.RegisterOptions{})
-	sender := intercomtest.Register(t, pa, "sender-1", intercomtest.RegisterOptions{})
+	carol := fedRegister(t, pb, "carol-1", intercomtest.RegisterOptions{})
+	sender := fedRegister(t, pa, "sender-1", intercomtest.RegisterOptions{})
 	fedWait(t, 60*time.Second, func() bool { return contains(sender.List(), "carol-1") }, "sender-1 on a lists carol-1")
 
 	msg := intercomtest.Message("m-left-1", "you will not ack this")
@@ -194,11 +194,12 @@ func TestFederationRemoteSessionLeaving(t *testing.T) {
 	carol.Conn.Close()
 	sender.ExpectFailed("m-left-1", true, wire.FailRecipientDisconnected)
 
-	carol2 := intercomtest.Register(t, pb, "carol-2", intercomtest.RegisterOptions{})
+	carol2 := fedRegister(t, pb, "carol-2", intercomtest.RegisterOptions{})
 	fedWait(t, 60*time.Second, func() bool { return contains(sender.List(), "carol-2") }, "sender-1 on a lists carol-2")
 	sender.Send("carol-2", intercomtest.Message("m-ask-1", "answer me later", intercomtest.AsAsk))
 	got = carol2.Expect(wire.TypeMessage)
 	carol2.Ack(got.DeliveryID)
+	sender.Expect(wire.TypeDeliveryAccepted)
 	sender.Expect(wire.TypeDelivered)
 	carol2.Write(wire.AppendUnregisterFrame(nil, false))
 	cancelled := sender.Expect(wire.TypeAskCancelled)

@@ -25,6 +25,10 @@ type Client struct {
 	// once the broker closed the connection (after the last frame).
 	Frames <-chan []byte
 	Closed <-chan struct{}
+	// SkipBroadcasts makes Next (and all that reads through it) pass over
+	// session_joined, session_left and presence_update: for peers that
+	// hear others come and go at any time, as across hosts.
+	SkipBroadcasts bool
 
 	t testing.TB
 	n atomic.Int32 // request ids
@@ -167,10 +171,18 @@ func (c *Client) NextRaw() []byte {
 // Next returns the next frame, strictly decoded.
 func (c *Client) Next() *wire.BrokerFrame {
 	c.t.Helper()
-	p := c.NextRaw()
-	f, err := wire.DecodeBrokerFrame(p)
-	require.NoError(c.t, err, "%s: frame %s", c.ID, p)
-	return f
+	for {
+		p := c.NextRaw()
+		f, err := wire.DecodeBrokerFrame(p)
+		require.NoError(c.t, err, "%s: frame %s", c.ID, p)
+		switch f.Type {
+		case wire.TypeSessionJoined, wire.TypeSessionLeft, wire.TypePresenceUpdate:
+			if c.SkipBroadcasts {
+				continue
+			}
+		}
+		return f
+	}
 }
 
 // Expect returns the next frame and checks its type.

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/node"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/remote"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/federation"
 )
 
 // ErrNoNode: this host has no node configuration, so it is joined to no
@@ -23,7 +24,7 @@ var RemoteCodes = []remote.Code{{Code: "no_systemd", Err: ErrNoSystemd}}
 
 // NodeConfigPath is the node configuration of p:
 // <agentDir>/intercom/node.toml (docs/federation.md).
-func NodeConfigPath(p intercom.Paths) string { return filepath.Join(p.Dir, "node.toml") }
+func NodeConfigPath(p intercom.Paths) string { return federation.ConfigPath(p) }
 
 // HasNode reports whether this host has a node configuration: only then
 // do fleet verbs look at other hosts (list --all, an id this host does
@@ -52,7 +53,7 @@ func (f *Factory) Federation(ctx context.Context) (t remote.Transport, close fun
 	if _, err := os.Stat(path); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s does not exist, so this host is joined to no other host (agent-fleet node init sets one up)", ErrNoNode, path)
 	}
-	return nil, nil, fmt.Errorf("%w: this agent-fleet cannot join the hosts of %s: it was built without the node link", ErrNoNode, path)
+	return node.ConnectCLI(ctx, p)
 }
 
 // RemoteFleet is a client of the other hosts' fleets acting as caller;
@@ -65,48 +66,56 @@ func (f *Factory) RemoteFleet(ctx context.Context, caller string) (*remote.Clien
 	return &remote.Client{Transport: t, Caller: caller, Codes: RemoteCodes}, closeT, nil
 }
 
-// ServeFleet answers the other hosts' fleet requests over t until ctx
-// ends (remote.Server): one registry and one user manager connection,
-// and a Fleet per requesting session, whose workers start in the node's
-// home directory unless the request names another.
-func (f *Factory) ServeFleet(ctx context.Context, t remote.Transport) error {
-	p, err := f.Paths()
-	if err != nil {
-		return err
+// remoteFleets are the fleets of this host through which its node
+// answers the other hosts' fleet verbs (remote.Server): one registry and
+// one user manager connection, opened on first use (a node starts without
+// a user manager) and kept for the node's life, and a Fleet per
+// requesting session, whose workers start in the node's home directory
+// unless the request names another.
+type remoteFleets struct {
+	f      *Factory
+	p      intercom.Paths
+	mu     sync.Mutex
+	env    *FleetEnv
+	cfg    fleet.Config
+	fleets map[string]*fleet.Fleet
+}
+
+func (r *remoteFleets) open(ctx context.Context, caller string) (*fleet.Fleet, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fl := r.fleets[caller]; fl != nil {
+		return fl, nil
 	}
-	fe, err := f.FleetAs(ctx, p, "agent-fleet")
-	if err != nil {
-		return err
-	}
-	defer fe.Close()
-	cfg, err := f.fleetConfig(p, fe.Registry, fe.Units, "")
-	if err != nil {
-		return err
-	}
-	if home := f.Env("HOME"); home != "" {
-		cfg.CallerCwd = home
-	}
-	var mu sync.Mutex
-	fleets := map[string]*fleet.Fleet{}
-	open := func(_ context.Context, caller string) (*fleet.Fleet, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if fl := fleets[caller]; fl != nil {
-			return fl, nil
-		}
-		c := cfg
-		c.Caller = caller
-		fl, err := fleet.New(c)
+	if r.env == nil {
+		env, err := r.f.FleetAs(ctx, r.p, caller)
 		if err != nil {
 			return nil, err
 		}
-		fleets[caller] = fl
-		return fl, nil
+		cfg, err := r.f.fleetConfig(r.p, env.Registry, env.Units, caller)
+		if err != nil {
+			env.Close()
+			return nil, err
+		}
+		if home := r.f.Env("HOME"); home != "" {
+			cfg.CallerCwd = home
+		}
+		r.env, r.cfg, r.fleets = env, cfg, map[string]*fleet.Fleet{}
 	}
-	s := &remote.Server{Transport: t, Open: open, Logger: NewLogger(f.IO.Err, "info"), Codes: RemoteCodes}
-	if err := s.Start(ctx); err != nil {
-		return err
+	c := r.cfg
+	c.Caller = caller
+	fl, err := fleet.New(c)
+	if err != nil {
+		return nil, err
 	}
-	<-s.Done()
-	return nil
+	r.fleets[caller] = fl
+	return fl, nil
+}
+
+func (r *remoteFleets) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.env != nil {
+		r.env.Close()
+	}
 }

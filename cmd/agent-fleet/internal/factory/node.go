@@ -3,10 +3,8 @@ package factory
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/node"
-	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -77,45 +75,12 @@ func (f *Factory) RunNode(ctx context.Context, level string, toFile bool) error 
 		return err
 	}
 	log := NewLogger(logw, level)
-	fleets := &callerFleets{f: f, p: p, envs: map[string]*FleetEnv{}}
+	fleets := &remoteFleets{f: f, p: p}
 	defer fleets.close()
 	return node.Run(ctx, node.RunOptions{Paths: p, Logger: log, Version: f.Version,
 		Broker:   node.DefaultBrokerConfig(ttl),
-		Services: []node.Service{node.RemoteFleet(fleets.open, nil, log.With("component", "remote-fleet"))},
+		Services: []node.Service{node.RemoteFleet(fleets.open, RemoteCodes, log.With("component", "remote-fleet"))},
 		Started: func(st *node.Status) {
 			fmt.Fprintf(f.IO.Err, "agent-fleet node %s serving %s: %s\n", st.Node, p.BrokerSocket(), st.Routing)
 		}})
-}
-
-// callerFleets are the fleets of this host the remote fleet server acts
-// through, one per requesting session, opened on first use and kept for
-// the node's life (each holds the registry and a user manager
-// connection).
-type callerFleets struct {
-	f    *Factory
-	p    intercom.Paths
-	mu   sync.Mutex
-	envs map[string]*FleetEnv
-}
-
-func (c *callerFleets) open(ctx context.Context, caller string) (*fleet.Fleet, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if env, ok := c.envs[caller]; ok {
-		return env.Fleet, nil
-	}
-	env, err := c.f.FleetAs(ctx, c.p, caller)
-	if err != nil {
-		return nil, err
-	}
-	c.envs[caller] = env
-	return env.Fleet, nil
-}
-
-func (c *callerFleets) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, env := range c.envs {
-		env.Close()
-	}
 }

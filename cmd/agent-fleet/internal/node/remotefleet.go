@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/remote"
+	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/federation"
 )
@@ -39,4 +41,44 @@ func RemoteFleet(open func(ctx context.Context, caller string) (*fleet.Fleet, er
 		}
 		return func() { cancel(); <-s.Done() }, nil
 	}
+}
+
+// ConnectCLI joins the hosts of p's node configuration for one CLI verb
+// (federation.ConnectClient: no name claim, no heartbeat) as a
+// remote.Transport whose live hosts are those answering P.hosts.ping;
+// close releases the connection. On a host whose node embeds the NATS
+// server the CLI connects to that server's client URL as the node reports
+// it. Errors: federation's ConfigError for an unusable node.toml, and its
+// link errors (ErrUnreachable, ErrBadCredentials, ErrTLS).
+func ConnectCLI(ctx context.Context, p intercom.Paths) (remote.Transport, func(), error) {
+	cfg, err := federation.LoadConfig(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	var opts federation.LinkOptions
+	if cfg.Embedded != nil {
+		st := Query(ctx, p)
+		if st.Embedded == "" {
+			return nil, nil, fmt.Errorf("%w: the NATS server of this host runs inside its node, which is not running (agent-fleet node run)", remote.ErrHostUnreachable)
+		}
+		opts.URLs = []string{st.Embedded}
+	}
+	link, err := federation.ConnectClient(ctx, cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cliTransport{link}, link.Close, nil
+}
+
+// cliTransport is a CLI's link: it hears no heartbeats, so its live hosts
+// are those that answer a ping now.
+type cliTransport struct{ *federation.Link }
+
+func (t cliTransport) LiveHosts(ctx context.Context) ([]string, error) {
+	hosts, err := t.Link.Ping(ctx)
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h.Host)
+	}
+	return names, err
 }
