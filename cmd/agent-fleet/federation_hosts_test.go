@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
-	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 	"github.com/agent-fleet/agent-fleet/intercom/federation/federationtest"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 )
 
 // A federation world is several hosts on this machine joined through one
