@@ -38,17 +38,23 @@ several times and compare medians.`,
 // registerLoadFlags adds the load flags bench broker and bench client
 // share.
 func registerLoadFlags(fs *pflag.FlagSet, o *bench.LoadOptions) {
-	fs.IntVar(&o.Spec.Pairs, "pairs", bench.DefaultPairs, "sender/receiver session pairs")
-	fs.IntVar(&o.Spec.TextBytes, "size", bench.DefaultSize, "bytes of message text")
-	fs.Float64Var(&o.Spec.Rate, "rate", bench.DefaultRate, "messages/s each sender offers; 0 = as fast as the window allows (unpaced)")
-	fs.IntVar(&o.Spec.Window, "window", 16, "sends in flight per sender (1–64, the v4 per-sender limit)")
-	fs.DurationVar(&o.Plan.Warmup, "warmup", 2*time.Second, "run this long before measuring")
-	fs.DurationVar(&o.Plan.Duration, "duration", 20*time.Second, "measure this long (ignored with --messages)")
+	registerPaceFlags(fs, &o.Spec, &o.Plan, 20*time.Second)
 	fs.IntVar(&o.Plan.Messages, "messages", 0, "measure until this many messages are delivered")
 	fs.IntVar(&o.Plan.Segment, "segment", 0, "also report every this many delivered messages: latency, broker CPU per message, memory")
 	fs.StringVar(&o.Socket, "socket", "", "measure the broker listening on this Unix socket instead of starting one")
 	fs.IntVar(&o.PID, "pid", 0, "the --socket broker's pid, for CPU and memory (default: broker.pid beside the socket, or its local API)")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+}
+
+// registerPaceFlags adds the load's shape (pairs, size, rate, window) and
+// how long each run warms up and measures.
+func registerPaceFlags(fs *pflag.FlagSet, spec *bench.LoadSpec, plan *bench.MeasurePlan, measure time.Duration) {
+	fs.IntVar(&spec.Pairs, "pairs", bench.DefaultPairs, "sender/receiver session pairs")
+	fs.IntVar(&spec.TextBytes, "size", bench.DefaultSize, "bytes of message text")
+	fs.Float64Var(&spec.Rate, "rate", bench.DefaultRate, "messages/s each sender offers; 0 = as fast as the window allows (unpaced)")
+	fs.IntVar(&spec.Window, "window", 16, "sends in flight per sender (1–64, the v4 per-sender limit)")
+	fs.DurationVar(&plan.Warmup, "warmup", 2*time.Second, "run this long before measuring, each run")
+	fs.DurationVar(&plan.Duration, "duration", measure, "measure each run this long (bench broker: ignored with --messages)")
 }
 
 type benchBrokerOptions struct {
@@ -313,6 +319,9 @@ func newBenchHostsCmd(f *factory.Factory, runF func(*benchHostsOptions) error) *
 			return bench.RunHosts(cmd.Context(), opts.Factory, &opts.Hosts)
 		},
 	}
-	opts.Hosts.RegisterFlags(cmd.Flags())
+	opts.Hosts.Spec.Scopes = 1
+	registerPaceFlags(cmd.Flags(), &opts.Hosts.Spec, &opts.Hosts.Plan, 10*time.Second)
+	cmd.Flags().IntVar(&opts.Hosts.Rounds, "rounds", 3, "runs of each placement")
+	cmd.Flags().BoolVar(&opts.Hosts.JSON, "json", false, "print the result as JSON")
 	return cmd
 }

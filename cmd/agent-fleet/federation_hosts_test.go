@@ -422,5 +422,6 @@ func fedRegister(t *testing.T, p intercom.Paths, id string, o intercomtest.Regis
 	t.Helper()
 	c := intercomtest.Register(t, p, id, o)
 	c.SkipBroadcasts = true
+	c.Wait = 2 * time.Minute // a host is declared gone after seconds of silence, longer on a busy machine
 	return c
 }

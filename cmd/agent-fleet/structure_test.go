@@ -192,7 +192,8 @@ func TestFleetReadsAsTwoPrograms(t *testing.T) {
 
 // maxMainLines bounds package main's non-test code: it is the cobra tree
 // and its wiring, and what does the work belongs in an engine package.
-const maxMainLines = 3800
+// The node's cobra tree (node init, key, run, status) is wiring too.
+const maxMainLines = 3900
 
 func TestMainStaysWiring(t *testing.T) {
 	files, err := filepath.Glob("*.go")

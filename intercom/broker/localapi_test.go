@@ -31,7 +31,8 @@ func TestLocalAPIExtraOps(t *testing.T) {
 	require.JSONEq(t, `{"share":["a"]}`, string(resp.Body))
 
 	_, err = api.Do(ctx, intercom.APIRequest{Op: "nope"})
-	require.ErrorContains(t, err, "unknown op nope")
+	require.ErrorIs(t, err, intercom.ErrUnknownOp)
+	require.ErrorContains(t, err, "nope")
 
 	resp, err = api.Do(ctx, intercom.APIRequest{Op: intercom.OpStats})
 	require.NoError(t, err)

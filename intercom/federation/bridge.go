@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,10 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
-	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // LocalBroker is what the bridge needs of this host's v4 broker
@@ -103,11 +100,15 @@ var ackBody = []byte(`{"ok":true}`)
 // implements broker.Federation. Its Federation methods only queue; one
 // goroutine does all the NATS work and calls the broker.
 type Bridge struct {
-	link  *Link
-	b     LocalBroker
-	cfg   *Config
-	log   *slog.Logger
-	paths intercom.Paths
+	// TeamScope, set before Start, is the scope of the named team of
+	// share.teams (the node reads named-teams.json through teams); nil
+	// shares no team, as a team that does not exist.
+	TeamScope func(team string) (scope string, err error)
+
+	link *Link
+	b    LocalBroker
+	cfg  *Config
+	log  *slog.Logger
 
 	qmu    sync.Mutex
 	queue  []func()
@@ -160,8 +161,7 @@ func NewBridge(link *Link, b LocalBroker, cfg *Config, logger *slog.Logger) *Bri
 	}
 	br := &Bridge{
 		link: link, b: b, cfg: cfg, log: logger.With("node", cfg.Name),
-		paths: intercom.NewPaths(filepath.Dir(cfg.Dir)),
-		wake:  make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		shared: map[string]broker.LocalSession{}, explicit: map[string]bool{}, talkers: map[string]bool{},
 		remote: map[string]*remoteHost{}, hidden: map[string]string{}, pending: map[string]*outgoing{},
 		seen: map[string]time.Time{}, scopeToks: map[string]bool{},
@@ -343,10 +343,9 @@ func (br *Bridge) isShared(s broker.LocalSession) bool {
 	if br.scopeToks[s.ScopeToken] {
 		return true
 	}
-	if len(br.cfg.Share.Teams) > 0 {
-		store := teams.NewStore(br.paths)
+	if br.TeamScope != nil {
 		for _, t := range br.cfg.Share.Teams {
-			if _, scope, err := store.Lookup(t); err == nil && ScopeToken(br.cfg.ClusterKey, scope.Value()) == s.ScopeToken {
+			if scope, err := br.TeamScope(t); err == nil && ScopeToken(br.cfg.ClusterKey, scope) == s.ScopeToken {
 				return true
 			}
 		}

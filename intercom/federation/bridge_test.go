@@ -35,6 +35,7 @@ func (w *natsWorld) fakeHost(t *testing.T, name string, i int, edit func(*federa
 	h.link = connectHost(t, cfg, federation.LinkOptions{Logger: h.logs.logger()})
 	h.b = newFakeBroker(cfg.Scoper())
 	h.bridge = federation.NewBridge(h.link, h.b, cfg, h.logs.logger())
+	h.bridge.TeamScope = teamScope(p)
 	h.b.fed = h.bridge
 	if err := h.bridge.Start(); err != nil {
 		t.Fatal(err)
@@ -224,5 +225,13 @@ func TestBridgeHiddenCollision(t *testing.T) {
 	}
 	if line := federation.StatusLine(federation.Status{Reason: "no node configuration"}); line != "Multi-node routing: off (no node configuration)" {
 		t.Fatal(line)
+	}
+}
+
+// teamScope is a node's TeamScope: the scope of a named team of p.
+func teamScope(p intercom.Paths) func(string) (string, error) {
+	return func(team string) (string, error) {
+		_, scope, err := teams.NewStore(p).Lookup(team)
+		return scope.Value(), err
 	}
 }

@@ -29,6 +29,10 @@ type Client struct {
 	// session_joined, session_left and presence_update: for peers that
 	// hear others come and go at any time, as across hosts.
 	SkipBroadcasts bool
+	// Wait bounds each wait for a frame (a hang guard); 0 is 5 s, as on
+	// one broker. Across hosts a failure may wait for a host to be
+	// declared gone.
+	Wait time.Duration
 
 	t testing.TB
 	n atomic.Int32 // request ids
@@ -162,8 +166,8 @@ func (c *Client) NextRaw() []byte {
 	select {
 	case p := <-c.Frames:
 		return p
-	case <-time.After(frameWait):
-		c.t.Fatalf("%s: no frame within %s", c.ID, frameWait)
+	case <-time.After(c.wait()):
+		c.t.Fatalf("%s: no frame within %s", c.ID, c.wait())
 		return nil
 	}
 }
@@ -313,4 +317,11 @@ func (c *Client) AskControl(typ, messageID string) bool {
 	require.Equal(c.t, rid, f.RequestID)
 	require.Equal(c.t, messageID, f.MessageID)
 	return f.Applied
+}
+
+func (c *Client) wait() time.Duration {
+	if c.Wait > 0 {
+		return c.Wait
+	}
+	return frameWait
 }

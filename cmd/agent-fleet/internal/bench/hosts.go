@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
-	"github.com/spf13/pflag"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
@@ -57,19 +56,6 @@ type HostsOptions struct {
 	Plan   MeasurePlan
 	Rounds int
 	JSON   bool
-}
-
-// RegisterFlags adds bench hosts' flags for o (and sets its one scope).
-func (o *HostsOptions) RegisterFlags(fs *pflag.FlagSet) {
-	o.Spec.Scopes = 1
-	fs.IntVar(&o.Spec.Pairs, "pairs", DefaultPairs, "sender/receiver session pairs")
-	fs.IntVar(&o.Spec.TextBytes, "size", DefaultSize, "bytes of message text")
-	fs.Float64Var(&o.Spec.Rate, "rate", DefaultRate, "messages/s each sender offers; 0 = as fast as the window allows (unpaced)")
-	fs.IntVar(&o.Spec.Window, "window", 16, "sends in flight per sender (1–64, the v4 per-sender limit)")
-	fs.DurationVar(&o.Plan.Warmup, "warmup", 2*time.Second, "run this long before measuring, each run")
-	fs.DurationVar(&o.Plan.Duration, "duration", 10*time.Second, "measure each run this long")
-	fs.IntVar(&o.Rounds, "rounds", 3, "runs of each placement")
-	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
 }
 
 // Validate refuses a load that cannot run (usage errors naming the flag).

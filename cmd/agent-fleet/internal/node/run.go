@@ -14,6 +14,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/federation"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // Service is something more the node runs on its link, such as the
@@ -105,6 +106,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 		// The bridge is the broker's federation from its first
 		// connection: the scoper hides scopes behind cluster-key tokens.
 		br := federation.NewBridge(link, b, cfg, log)
+		br.TeamScope = func(team string) (string, error) {
+			_, scope, err := teams.NewStore(opts.Paths).Lookup(team)
+			return scope.Value(), err
+		}
 		b.SetFederation(br, cfg.Scoper())
 		if err := br.Start(); err != nil {
 			log.Error("the bridge did not start: sessions stay on this host", "err", err)
