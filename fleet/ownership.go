@@ -235,8 +235,10 @@ func (f *Fleet) AdoptOrphans(ctx context.Context) ([]*Worker, error) {
 	return out, nil
 }
 
-// connected asks the broker whether a session is connected; without an
-// answer (no broker, or a foreign one) it is treated as not connected.
+// connected asks the broker whether a session is connected, here or as
+// a live session of another host (a manager that spawned here from
+// there still owns its workers); without an answer (no broker, or a
+// foreign one) it is treated as not connected.
 func (f *Fleet) connected(ctx context.Context, sessionID string) bool {
 	if f.cfg.Peers == nil {
 		return false
@@ -244,7 +246,7 @@ func (f *Fleet) connected(ctx context.Context, sessionID string) bool {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	p, err := f.cfg.Peers.Peer(cctx, sessionID)
-	return err == nil && p.Connected
+	return err == nil && (p.Connected || p.RemoteHost != "")
 }
 
 // Forget deletes the ended records of one of the caller's workers, and

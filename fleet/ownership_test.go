@@ -740,3 +740,38 @@ func TestRebuiltRecordKeepsItsSpawnLease(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, got.LeaseDeadline.After(short.LeaseDeadline), "recovery never extends a lease: %s > %s", got.LeaseDeadline, short.LeaseDeadline)
 }
+
+// remotePeers is the broker's answer for a manager that is a live session
+// of another host (a proxy session: not connected here, RemoteHost set).
+type remotePeers struct {
+	fleet.PeerChecker
+	remote map[string]string // session id → host
+}
+
+func (r remotePeers) Peer(ctx context.Context, id string) (*intercom.PeerInfo, error) {
+	if host, ok := r.remote[id]; ok {
+		return &intercom.PeerInfo{SessionID: id, RemoteHost: host}, nil
+	}
+	return r.PeerChecker.Peer(ctx, id)
+}
+
+// A manager of another host that spawned here still owns its workers
+// while its session is live there: adopting one needs --force, as for a
+// manager connected here.
+func TestAdoptionRefusedWhileARemoteManagerIsLive(t *testing.T) {
+	w := newWorld(t)
+	far := w.fleet("far-boss")
+	_, err := far.Spawn(ctx, fleet.SpawnRequest{ID: "fw1", Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	live := func(cfg *fleet.Config) {
+		cfg.Peers = remotePeers{PeerChecker: cfg.Peers, remote: map[string]string{"far-boss": "laptop"}}
+	}
+	_, err = w.fleet("near", live).Adopt(ctx, "fw1", false)
+	require.ErrorIs(t, err, fleet.ErrManagerConnected, "far-boss is live on host laptop")
+
+	adopted, err := w.fleet("near", live).Adopt(ctx, "fw1", true)
+	require.NoError(t, err, "--force adopts it")
+	require.Equal(t, "near", adopted.Manager)
+	_, err = w.fleet("near").Stop(ctx, "fw1")
+	require.NoError(t, err)
+}

@@ -84,6 +84,11 @@ type PeerInfo struct {
 	Name string `json:"name,omitempty"`
 	PID  int    `json:"pid,omitempty"`
 	UID  int    `json:"uid,omitempty"`
+	// RemoteHost is the node name of the host whose session this is, for
+	// a session of another host joined over NATS (docs/federation.md):
+	// it is live there, but Connected is false here, where it has no
+	// connection, no pid and no uid to verify.
+	RemoteHost string `json:"remoteHost,omitempty"`
 }
 
 // LocalAPIClient talks to a broker's local API. The zero value is not

@@ -276,6 +276,7 @@ func TestFederationPresenceAcrossHosts(t *testing.T) {
 	require.Equal(t, 1, st.RemoteSessions)
 	require.Equal(t, 1, st.Connections, "a proxy has no connection")
 	require.False(t, a.h.B.Peer("rita-0001").Connected, "no local connection holds a remote session")
+	require.Equal(t, "beta", a.h.B.Peer("rita-0001").RemoteHost, "a remote session is reported with its host")
 	require.Equal(t, []string{"lena-0001"}, localIDs(a.h.B))
 
 	rita.Write(wire.AppendPresenceFrame(nil, &wire.Presence{Status: "reviewing", HasStatus: true}))

@@ -75,12 +75,15 @@ func (b *Broker) Stats() intercom.BrokerStats {
 
 // Peer reports whether sessionID is connected and the kernel-verified
 // credentials of its connection. A session of another host (a proxy) has
-// no connection here: it is reported not connected.
+// no connection here: it is reported not connected, with its host in
+// RemoteHost.
 func (b *Broker) Peer(sessionID string) intercom.PeerInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := intercom.PeerInfo{SessionID: sessionID}
-	if s := b.sessions[sessionID]; s != nil && s.proxyHost == "" {
+	if s := b.sessions[sessionID]; s != nil && s.proxyHost != "" {
+		p.RemoteHost = s.proxyHost
+	} else if s != nil {
 		p.Connected, p.PID, p.UID = true, s.conn.peerPID, s.conn.peerUID
 		if s.info.HasName {
 			p.Name = s.info.Name
