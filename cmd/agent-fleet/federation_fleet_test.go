@@ -3,14 +3,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
 	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
@@ -81,6 +84,19 @@ func TestFederationWorkerOnAnotherHost(t *testing.T) {
 	require.True(t, found, "a's list --all shows far-worker: %s", out)
 	table := a.must(manager, "list", "--all")
 	require.Regexp(t, `(?m)^b\s+far-worker\s`, table)
+
+	// The same manager as an agent: agent_fleet with host, through a real
+	// MCP server process on A.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.CommandTransport{Command: a.command(manager, "mcp"), TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+	r := mcptest.Caller(t, cs)("agent_fleet", map[string]any{"action": "status", "id": "far-worker", "host": "b"})
+	require.False(t, r.IsError, r.Text)
+	require.Contains(t, r.Text, "On host b", r.Text)
+	require.Contains(t, r.Text, "running", r.Text)
+	r = mcptest.Caller(t, cs)("agent_fleet", map[string]any{"action": "status", "id": "far-worker", "host": "nowhere"})
+	require.True(t, r.IsError, "an unknown host is an error: %s", r.Text)
+	require.NoError(t, cs.Close())
 
 	out = a.must(manager, "stop", "--host", "b", "far-worker")
 	require.Contains(t, out, "its cgroup is empty", out)
