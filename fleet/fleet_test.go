@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
-	"github.com/agent-fleet/agent-fleet/fleet/shim"
+	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
@@ -34,36 +34,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FLEET_TEST_SHIM") != "1" {
 		os.Exit(m.Run())
 	}
-	runTestShim()
-}
-
-// runTestShim parses the shim's flags and runs it; it does not return.
-func runTestShim() {
-	args := os.Args[1:]
-	var id, run, kind string
-	var grace time.Duration
-	for len(args) > 0 && args[0] != "--" {
-		switch args[0] {
-		case "--ready-grace":
-			grace, _ = time.ParseDuration(args[1])
-			args = args[2:]
-		case "--id":
-			id, args = args[1], args[2:]
-		case "--run":
-			run, args = args[1], args[2:]
-		case "--kind":
-			kind, args = args[1], args[2:]
-		default:
-			args = args[1:]
-		}
-	}
-	p, err := intercom.DefaultPaths()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(70)
-	}
-	os.Exit(shim.Run(context.Background(), shim.Config{Paths: p, WorkerID: id, RunID: run, Kind: kind,
-		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr, ReadyGrace: grace}))
+	fleettest.RunShim()
 }
 
 // world is a real user manager, an in-process broker and a registry in a

@@ -21,7 +21,6 @@ import (
 	"github.com/agent-fleet/agent-fleet/fleet/fleettest"
 	"github.com/agent-fleet/agent-fleet/fleet/remote"
 	"github.com/agent-fleet/agent-fleet/fleet/remote/remotetest"
-	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/broker"
 	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
@@ -35,29 +34,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("REMOTE_TEST_SHIM") != "1" {
 		os.Exit(m.Run())
 	}
-	args := os.Args[1:]
-	var id, run string
-	var grace time.Duration
-	for len(args) > 0 && args[0] != "--" {
-		switch args[0] {
-		case "--ready-grace":
-			grace, _ = time.ParseDuration(args[1])
-			args = args[2:]
-		case "--id":
-			id, args = args[1], args[2:]
-		case "--run":
-			run, args = args[1], args[2:]
-		default:
-			args = args[1:]
-		}
-	}
-	p, err := intercom.DefaultPaths()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(70)
-	}
-	os.Exit(shim.Run(context.Background(), shim.Config{Paths: p, WorkerID: id, RunID: run,
-		Command: args[1:], Stdout: os.Stdout, Stderr: os.Stderr, ReadyGrace: grace}))
+	fleettest.RunShim()
 }
 
 // host is one host of the test: an agent directory with its broker and

@@ -1,7 +1,6 @@
 package federation_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/federation"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
 )
 
 // hangGuard bounds waits that should end quickly; it is no assertion on
@@ -171,22 +171,7 @@ func (e *hostEvents) snapshot() []string {
 }
 
 // logBuffer is a captured slog logger.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ intercomtest.Buffer }
 
 func (b *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
