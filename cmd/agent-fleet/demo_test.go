@@ -156,13 +156,16 @@ func TestDemoInterrupted(t *testing.T) {
 	// 20 pings keep the conversation going long enough to interrupt it.
 	cmd := agentFleet(t, shortDir(t), "demo", "--pings", "20")
 	cmd.Env = append(cmd.Env, inst.Env()...)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	var mu sync.Mutex
 	var b strings.Builder
-	spawned := make(chan struct{})
+	spawned, read := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(read)
 		sc := bufio.NewScanner(stdout)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -182,11 +185,19 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Fatal("the demo never got to its conversation")
 	}
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	// Read to the end before Wait, which closes the pipe: on a busy
+	// machine the reader can lag behind the demo's last lines.
+	select {
+	case <-read:
+	case <-time.After(2 * time.Minute): // a hang guard
+		_ = cmd.Process.Kill()
+		t.Fatal("the interrupted demo did not end")
+	}
 	err = cmd.Wait()
 	mu.Lock()
 	out := b.String()
 	mu.Unlock()
-	t.Logf("%s", out)
+	t.Logf("%s\nstderr:\n%s", out, stderr)
 	require.Error(t, err, "an interrupted demo does not exit 0")
 	require.Contains(t, out, "Interrupted: cleaning up what the demo started.")
 	require.Contains(t, out, "The demo was interrupted; everything it started is gone.")

@@ -66,11 +66,17 @@ func fleetCmd(t *testing.T, dir string, args ...string) (*lineReader, *lockedBuf
 	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"))
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
+	// Not StdoutPipe: Wait would close it while the reader may still
+	// have lines to read. Wait returns once exec's copy to pw is done.
+	stdout, pw := io.Pipe()
+	cmd.Stdout = pw
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		done <- err
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		<-done
@@ -119,10 +125,12 @@ func TestLogsFollow(t *testing.T) {
 	follow.until("the last, unterminated line", func(l string) bool { return strings.HasSuffix(l, " no newline") })
 	require.NoError(t, wait(), "stderr: %s", stderr.String())
 	require.Contains(t, stderr.String(), "agent-fleet: worker follow-w exited (exit 4)")
-	ended := time.Now()
 
 	out, err = fleetCLI(t, dir, "logs", "follow-w", "--all", "--timestamps", "--json")
 	require.NoError(t, err, "%s", out)
+	// The shim may stamp the last, unterminated line as it exits, a
+	// moment after -f saw the worker end: take the end after this read.
+	ended := time.Now()
 	var all struct{ Lines, Times []string }
 	require.NoError(t, json.Unmarshal(out, &all), "%s", out)
 	require.Equal(t, []string{"one", "two", "no newline"}, all.Lines)
