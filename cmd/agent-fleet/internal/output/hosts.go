@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -101,11 +102,17 @@ func (h *HostsList) notes() []string {
 	}
 	var out []string
 	for _, p := range h.Listing.Problems {
+		// A host that answered with an error (its user manager is down,
+		// say) is reachable: say what it said, not that it is silent.
+		what := fmt.Sprintf("Host %s does not answer (%v)", p.Host, p.Err)
+		if !errors.Is(p.Err, remote.ErrHostUnreachable) {
+			what = fmt.Sprintf("Host %s could not list its workers (%v)", p.Host, p.Err)
+		}
 		switch {
 		case h.Listing.RecordsErr != nil:
-			out = append(out, fmt.Sprintf("Host %s does not answer (%v); its workers are unknown: %v.", p.Host, p.Err, h.Listing.RecordsErr))
+			out = append(out, fmt.Sprintf("%s; its workers are unknown: %v.", what, h.Listing.RecordsErr))
 		default:
-			out = append(out, fmt.Sprintf("Host %s does not answer (%v); its workers are shown as unreachable with their last known state.", p.Host, p.Err))
+			out = append(out, what+"; its workers are shown as unreachable with their last known state.")
 		}
 	}
 	return out
