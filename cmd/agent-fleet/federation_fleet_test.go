@@ -31,7 +31,8 @@ type remoteWorker struct {
 
 // A manager on host A spawns a worker on host B (`spawn --host b`): it
 // runs in B's user manager under B's registry, `list --all` on A shows it
-// with its host, and `stop` from A ends it with its cgroup proven empty —
+// with its host, and `stop` from A (which has no user manager, and finds
+// the worker in B's published records) ends it with its cgroup proven empty —
 // checked here on the cgroup files themselves, not only by the verb's
 // word.
 func TestFederationWorkerOnAnotherHost(t *testing.T) {
@@ -39,7 +40,9 @@ func TestFederationWorkerOnAnotherHost(t *testing.T) {
 	inst := unitstest.Require(t)
 	env := append(inst.Env(), "PATH="+os.Getenv("PATH"))
 	w := newFedWorld(t)
-	a := w.host("a", fedHostConfig{Env: env})
+	// A has no user manager (a laptop's CLI in a container, say): its
+	// verbs on B's worker need none.
+	a := w.host("a", fedHostConfig{Env: []string{"PATH=" + os.Getenv("PATH")}})
 	b := w.host("b", fedHostConfig{Env: env})
 	w.waitJoined()
 	const manager = "op-a"
@@ -98,7 +101,9 @@ func TestFederationWorkerOnAnotherHost(t *testing.T) {
 	require.True(t, r.IsError, "an unknown host is an error: %s", r.Text)
 	require.NoError(t, cs.Close())
 
-	out = a.must(manager, "stop", "--host", "b", "far-worker")
+	// Without --host: A's registry does not know far-worker, B's
+	// published record does.
+	out = a.must(manager, "stop", "far-worker")
 	require.Contains(t, out, "its cgroup is empty", out)
 	procs, err = cg.Procs(onB.ControlGroup)
 	require.NoError(t, err)

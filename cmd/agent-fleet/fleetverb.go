@@ -67,7 +67,15 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 	}
 	fe, err := open(ctx)
 	if err != nil {
-		return err
+		_, id, ierr := o.Factory.Identity()
+		if ierr != nil {
+			return err
+		}
+		rep, err := verbs.Elsewhere(ctx, o.Factory, id.SessionID, a, err)
+		if rep == nil {
+			return err
+		}
+		return printFleetReport(o, rep, err)
 	}
 	defer fe.Close()
 	if fe.Offline != nil && verbs.ReadOnly(a.Action) {

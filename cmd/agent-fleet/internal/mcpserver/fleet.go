@@ -65,6 +65,9 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	}
 	fe, err := open(ctx, p, caller)
 	if err != nil {
+		if rep, err := verbs.Elsewhere(ctx, f, caller, a, err); rep != nil {
+			return report(rep, err)
+		}
 		return fleetFailure(nil, err)
 	}
 	defer fe.Close()

@@ -125,15 +125,42 @@ func Federate(ctx context.Context, f *factory.Factory, caller string, a Args, re
 		}
 		wr.Hosts = listHosts(ctx, f, caller)
 		return wr, nil
-	case errors.Is(err, fleet.ErrNotFound) && a.ID != "" && slices.Contains([]string{"status", "stop", "logs", "adopt"}, a.Action):
-		host, lerr := locate(ctx, f, caller, a.ID)
-		if lerr != nil || host == "" {
-			return rep, err // not elsewhere either: this host's answer stands
+	case errors.Is(err, fleet.ErrNotFound):
+		if erep, eerr, ok := elsewhere(ctx, f, caller, a); ok {
+			return erep, eerr
 		}
-		a.Host = host
-		return RunRemote(ctx, f, caller, a)
 	}
 	return rep, err
+}
+
+// Elsewhere is Federate for a verb whose fleet could not open here
+// (openErr: no user manager on this host, say): status, stop, logs or
+// adopt of an id the other hosts' records have runs on its host. Without
+// a node configuration, or an id no host has, it is openErr.
+func Elsewhere(ctx context.Context, f *factory.Factory, caller string, a Args, openErr error) (output.Report, error) {
+	if a.Host != "" || !f.HasNode() {
+		return nil, openErr
+	}
+	if rep, err, ok := elsewhere(ctx, f, caller, a); ok {
+		return rep, err
+	}
+	return nil, openErr
+}
+
+// elsewhere runs a on the host whose last-known records have a.ID, for
+// the verbs that name one worker; ok is false when a is not such a verb
+// or no other host has the id (this host's answer then stands).
+func elsewhere(ctx context.Context, f *factory.Factory, caller string, a Args) (output.Report, error, bool) {
+	if a.ID == "" || !slices.Contains([]string{"status", "stop", "logs", "adopt"}, a.Action) {
+		return nil, nil, false
+	}
+	host, err := locate(ctx, f, caller, a.ID)
+	if err != nil || host == "" {
+		return nil, nil, false
+	}
+	a.Host = host
+	rep, err := RunRemote(ctx, f, caller, a)
+	return rep, err, true
 }
 
 // listHosts asks every other host for its workers.
