@@ -41,7 +41,7 @@ func addTeamTools(server *mcp.Server, it *intercomTools, st *teams.SessionTeam) 
 	t := &teamTools{ops: it.ops, st: st, tools: it}
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_team", Annotations: readOnly,
 		Description: "Show your manager and coworkers (fleet workers, TmuxDeck team, named team or same-scope roster) and whether each is connected. " +
-			"Start here when you work in a team; send to the returned target. With team, show that named team's roster.",
+			"Start here when you work in a team; send to the returned target. With team, show that named team's roster; without, also the rosters of every named team you belong to.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 			"team": map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "a named team you belong to: show its roster"},
 		}}}, t.teamTool)
@@ -106,7 +106,18 @@ func (t *teamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, a team
 	if err != nil {
 		return teamFailure(err), nil, nil
 	}
-	return t.tools.withFooter(ctx, result(output.TeamText(team), team, false)), nil, nil
+	// As the Codex adapter's intercom_team without a team: the rosters of
+	// every named team the session belongs to, after its own team.
+	rosters, rerr := teamCall(ctx, t, func(svc teams.Teams) ([]teams.Roster, error) { return svc.Rosters(ctx, "") })
+	if rerr != nil || len(rosters) == 0 {
+		return t.tools.withFooter(ctx, result(output.TeamText(team), team, false)), nil, nil
+	}
+	text := output.TeamText(team) + "\n\nYour named teams:\n\n" + output.RostersText(rosters)
+	structured := struct {
+		*teams.Team
+		Teams []teams.Roster `json:"teams"`
+	}{team, rosters}
+	return t.tools.withFooter(ctx, result(text, structured, false)), nil, nil
 }
 
 func (t *teamTools) join(ctx context.Context, _ *mcp.CallToolRequest, a joinArgs) (*mcp.CallToolResult, any, error) {
