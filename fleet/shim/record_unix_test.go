@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -47,4 +49,23 @@ func TestRecordedExitCarriesTheMainPID(t *testing.T) {
 	got, err = reg.GetRun(ctx, known.ID, known.RunID)
 	require.NoError(t, err)
 	require.Equal(t, 1234, got.MainPID)
+}
+
+// A stop at the maximum runtime is told by the shim's own SIGTERM or by
+// the workload's death of one, whichever is seen first: systemd signals
+// the whole cgroup at once.
+func TestAtMaxRuntime(t *testing.T) {
+	killed := ending{exitCode: "killed", status: int(syscall.SIGTERM)}
+	past := &endCause{started: time.Now().Add(-2 * time.Second), maxRuntime: time.Second}
+	require.True(t, past.atMaxRuntime(killed), "killed by SIGTERM past the limit, before the shim noted its own")
+	require.False(t, past.atMaxRuntime(ending{exitCode: "exited", status: 0}), "it exited by itself")
+	require.False(t, past.atMaxRuntime(ending{exitCode: "killed", status: int(syscall.SIGKILL)}))
+	past.termed.Store(true)
+	require.True(t, past.atMaxRuntime(ending{exitCode: "exited", status: 143}), "the shim's SIGTERM past the limit")
+
+	early := &endCause{started: time.Now(), maxRuntime: time.Hour}
+	early.termed.Store(true)
+	require.False(t, early.atMaxRuntime(killed), "before the limit")
+	require.False(t, (&endCause{started: time.Now().Add(-time.Hour)}).atMaxRuntime(killed), "no limit")
+	require.False(t, (*endCause)(nil).atMaxRuntime(killed))
 }

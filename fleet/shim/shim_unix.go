@@ -202,8 +202,14 @@ func (c *endCause) close() { close(c.done) }
 // atMaxRuntime: the workload got a SIGTERM once its maximum runtime had
 // passed — systemd's RuntimeMaxSec counts from the unit's activation,
 // which is after the shim started, so a stop at the limit always is.
-func (c *endCause) atMaxRuntime() bool {
-	return c != nil && c.maxRuntime > 0 && c.termed.Load() && time.Since(c.started) >= c.maxRuntime
+// systemd signals the unit's whole cgroup at once, so a workload that
+// died of that SIGTERM (end) may be reaped before the shim's own signal
+// has reached its watcher: either tells.
+func (c *endCause) atMaxRuntime(end ending) bool {
+	if c == nil || c.maxRuntime <= 0 || time.Since(c.started) < c.maxRuntime {
+		return false
+	}
+	return c.termed.Load() || end.exitCode == "killed" && end.status == int(syscall.SIGTERM)
 }
 
 func readyGrace(d time.Duration) time.Duration {
@@ -316,7 +322,7 @@ func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string,
 		}
 		if r.State == fleet.StateRunning || r.State == fleet.StateProvisioning {
 			r.State = fleet.StateExited
-			if r.StopReason == "" && cause.atMaxRuntime() {
+			if r.StopReason == "" && cause.atMaxRuntime(end) {
 				r.StopReason = fleet.StopMaxRuntime
 			}
 		}
