@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
@@ -248,7 +249,9 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 	require.NoError(t, w.m.StartUnit(ctx, contribsystemd.CleanupService))
 	require.Equal(t, "success", w.unit(contribsystemd.CleanupService).Result)
 
-	require.Contains(t, w.doctorUnits(), fmt.Sprintf("(broker pid %d); %s active", w.unit(svc).MainPID, contribsystemd.CleanupTimer))
+	// The activated broker may idle out at any moment: any pid (0 once
+	// it left) is its report.
+	require.Regexp(t, `\(broker pid \d+\); `+regexp.QuoteMeta(contribsystemd.CleanupTimer)+` active`, w.doctorUnits())
 	require.Contains(t, w.doctorUnits("XDG_CONFIG_HOME="+other), "listening on", "doctor finds the units through the manager")
 
 	out, err = w.run("uninstall", "--dry-run")
