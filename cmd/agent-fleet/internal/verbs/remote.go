@@ -51,6 +51,11 @@ func RunRemote(ctx context.Context, f *factory.Factory, caller string, a Args) (
 		return nil, err
 	}
 	defer closeC()
+	return runHostReport(ctx, c, a)
+}
+
+// runHostReport is runOn's report naming its host.
+func runHostReport(ctx context.Context, c *remote.Client, a Args) (output.Report, error) {
 	rep, err := runOn(ctx, c, a)
 	if rep != nil {
 		rep = output.HostReport{Host: a.Host, R: rep}
@@ -154,12 +159,21 @@ func elsewhere(ctx context.Context, f *factory.Factory, caller string, a Args) (
 	if a.ID == "" || !slices.Contains([]string{"status", "stop", "logs", "adopt"}, a.Action) {
 		return nil, nil, false
 	}
-	host, err := locate(ctx, f, caller, a.ID)
-	if err != nil || host == "" {
+	// One connection serves the lookup and the verb.
+	c, closeC, err := f.RemoteFleet(ctx, caller)
+	if err != nil {
 		return nil, nil, false
 	}
-	a.Host = host
-	rep, err := RunRemote(ctx, f, caller, a)
+	defer closeC()
+	hosts, err := c.Locate(ctx, a.ID)
+	if err != nil || len(hosts) == 0 {
+		return nil, nil, false
+	}
+	a.Host = hosts[0] // one with it live first
+	if err := a.checkHost(); err != nil {
+		return nil, err, true
+	}
+	rep, err := runHostReport(ctx, c, a)
 	return rep, err, true
 }
 
@@ -172,19 +186,4 @@ func listHosts(ctx context.Context, f *factory.Factory, caller string) *output.H
 	defer closeC()
 	ls, err := c.ListAll(ctx)
 	return &output.HostsList{Self: c.Transport.Self(), Listing: ls, Err: err}
-}
-
-// locate is the host whose records have worker id, one with it live
-// first ("" for none).
-func locate(ctx context.Context, f *factory.Factory, caller, id string) (string, error) {
-	c, closeC, err := f.RemoteFleet(ctx, caller)
-	if err != nil {
-		return "", err
-	}
-	defer closeC()
-	hosts, err := c.Locate(ctx, id)
-	if err != nil || len(hosts) == 0 {
-		return "", err
-	}
-	return hosts[0], nil
 }
