@@ -20,11 +20,16 @@ func Transport(link *federation.Link) remote.Transport { return linkTransport{li
 type linkTransport struct{ *federation.Link }
 
 func (t linkTransport) LiveHosts(context.Context) ([]string, error) {
+	return hostNames(t.Link.LiveHosts()), nil
+}
+
+// hostNames are the node names of hosts.
+func hostNames(hosts []federation.HostInfo) []string {
 	var names []string
-	for _, h := range t.Link.LiveHosts() {
+	for _, h := range hosts {
 		names = append(names, h.Host)
 	}
-	return names, nil
+	return names
 }
 
 // RemoteFleet is the node service that answers the other hosts' fleet
@@ -76,9 +81,5 @@ type cliTransport struct{ *federation.Link }
 
 func (t cliTransport) LiveHosts(ctx context.Context) ([]string, error) {
 	hosts, err := t.Link.Ping(ctx)
-	var names []string
-	for _, h := range hosts {
-		names = append(names, h.Host)
-	}
-	return names, err
+	return hostNames(hosts), err
 }
