@@ -225,7 +225,7 @@ func New(cfg Config) (*Broker, error) {
 		ready:        make(chan struct{}),
 	}
 	b.asks.init()
-	b.deliveries.init()
+	b.deliveries.init(b)
 	b.recent.init(cfg.RecentTTL, cfg.RecentMax)
 	b.keys = newKeyHasher()
 	b.ids = newIDSource()

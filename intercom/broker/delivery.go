@@ -29,7 +29,8 @@ type delivery struct {
 	from, to  string
 	sender    *conn
 	recipient *conn
-	timer     *time.Timer
+	deadline  time.Time // when it fails DELIVERY_TIMEOUT (deadline.go)
+	done      bool      // acknowledged or failed: out of the table
 	// origin is set for a send injected by ProxySend (proxy.go): what the
 	// sender would hear goes to Federation.Outcome.
 	origin *proxyOrigin
@@ -42,17 +43,28 @@ type deliveryTable struct {
 	byKey  map[dedupKey]*delivery
 	byFrom map[string]int
 	seq    uint64
+	// Deadlines of local deliveries, and of forwarded ones, which have
+	// forwardAllowance more.
+	local, forwarded deliveryDeadlines
 }
 
-func (t *deliveryTable) init() {
+func (t *deliveryTable) init(b *Broker) {
 	t.byID = make(map[string]*delivery)
 	t.byKey = make(map[dedupKey]*delivery)
 	t.byFrom = make(map[string]int)
+	t.local = deliveryDeadlines{b: b, timeout: b.cfg.DeliveryTimeout}
+	t.forwarded = deliveryDeadlines{b: b, timeout: b.cfg.DeliveryTimeout + forwardAllowance}
 }
 
-func (t *deliveryTable) add(d *delivery) {
+// add enters d, whose timeout starts now.
+func (t *deliveryTable) add(d *delivery, now time.Time) {
 	t.seq++
 	d.seq = t.seq
+	if d.forwarded {
+		t.forwarded.add(d, now)
+	} else {
+		t.local.add(d, now)
+	}
 	t.byID[d.id] = d
 	t.byKey[d.key] = d
 	t.byFrom[d.from]++
@@ -61,9 +73,7 @@ func (t *deliveryTable) add(d *delivery) {
 }
 
 func (t *deliveryTable) remove(d *delivery) {
-	if d.timer != nil {
-		d.timer.Stop()
-	}
+	d.done = true
 	delete(t.byID, d.id)
 	if t.byKey[d.key] == d {
 		delete(t.byKey, d.key)
@@ -78,11 +88,8 @@ func (t *deliveryTable) remove(d *delivery) {
 }
 
 func (t *deliveryTable) stopTimers() {
-	for _, d := range t.byID {
-		if d.timer != nil {
-			d.timer.Stop()
-		}
-	}
+	t.local.stop()
+	t.forwarded.stop()
 }
 
 // fpPrefix is what the dedup cache keeps of a payload fingerprint.
@@ -112,7 +119,8 @@ func (b *Broker) routeSend(c *conn, from *session, s *wire.Send, origin *proxyOr
 	}
 	fromID := from.info.ID
 	key := b.keys.dedupKey(fromID, s.MessageID)
-	b.recent.prune(time.Now())
+	now := time.Now()
+	b.recent.prune(now)
 	if r := b.recent.lookup(key); r != nil {
 		if r.fp != fpPrefix(&s.Meta.Fingerprint) {
 			fail(wire.FailDuplicateMessageID, "Message ID was already used with a different payload")
@@ -211,18 +219,7 @@ func (b *Broker) routeSend(c *conn, from *session, s *wire.Send, origin *proxyOr
 		forwarded:    target.proxyHost != "",
 	}
 	d.id, d.uuid = b.ids.deliveryID()
-	b.deliveries.add(d)
-	timeout := b.cfg.DeliveryTimeout
-	if d.forwarded {
-		timeout += forwardAllowance
-	}
-	d.timer = time.AfterFunc(timeout, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.deliveries.byID[d.id] == d {
-			b.failDelivery(d, wire.FailDeliveryTimeout, "Recipient did not acknowledge the message in time")
-		}
-	})
+	b.deliveries.add(d, now)
 	if d.forwarded {
 		// Accepted only once the recipient's host routed it (ForwardAccepted).
 		b.fed.Forward(Forward{Host: target.proxyHost, DeliveryID: d.id, From: fromID, To: toID,

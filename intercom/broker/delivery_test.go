@@ -337,3 +337,58 @@ func TestDedupCacheBoundAndRecipientGone(t *testing.T) {
 	a.Send("b", last)
 	a.ExpectFailed("last", false, wire.FailSessionNotFound)
 }
+
+// Deliveries share one deadline queue (deadline.go): the unacknowledged
+// ones among many acknowledged fail DELIVERY_TIMEOUT, once each and in
+// the order they were accepted, while those acknowledged in time never
+// do, and the queue works again once it has emptied. (The timeout is long
+// enough for a busy machine to acknowledge in time.)
+func TestDeliveryTimeoutsAmongAcknowledged(t *testing.T) {
+	t.Parallel()
+	h := startBroker(t, func(c *broker.Config) {
+		c.DeliveryTimeout = 1500 * time.Millisecond
+		c.RateCapacity = 1000
+	})
+	a := h.Register("a", intercomtest.RegisterOptions{})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
+
+	unacked := map[string]bool{"m10": true, "m50": true, "m99": true}
+	for i := range 100 {
+		id := fmt.Sprintf("m%d", i)
+		a.Send("b", intercomtest.Message(id, "x"))
+		m := b.Expect(wire.TypeMessage)
+		if !unacked[id] {
+			b.Ack(m.DeliveryID)
+		}
+	}
+	var failed []string
+	accepted, delivered := 0, 0
+	for accepted < 100 || delivered+len(failed) < 100 {
+		f := a.Next()
+		switch f.Type {
+		case wire.TypeDeliveryAccepted:
+			accepted++
+		case wire.TypeDelivered:
+			require.False(t, unacked[f.MessageID], "%s was never acknowledged", f.MessageID)
+			delivered++
+		case wire.TypeDeliveryFailed:
+			require.Equal(t, string(wire.FailDeliveryTimeout), f.Code, "%+v", f)
+			failed = append(failed, f.MessageID)
+		default:
+			t.Fatalf("unexpected frame %+v", f)
+		}
+	}
+	require.Equal(t, []string{"m10", "m50", "m99"}, failed)
+	a.Quiet(200 * time.Millisecond)
+
+	// Emptied: a new delivery is timed again, and an acknowledged one is not.
+	a.Send("b", intercomtest.Message("late", "x"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	b.Expect(wire.TypeMessage)
+	a.Send("b", intercomtest.Message("ok", "x"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	b.Ack(b.Expect(wire.TypeMessage).DeliveryID)
+	require.Equal(t, "ok", a.Expect(wire.TypeDelivered).MessageID)
+	a.ExpectFailed("late", true, wire.FailDeliveryTimeout)
+}
