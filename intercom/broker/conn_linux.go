@@ -71,6 +71,7 @@ type eventLoop struct {
 	// Loop goroutine only.
 	events []syscall.EpollEvent
 	buf    []byte
+	more   bool // events handled may have left input to poll for at once
 }
 
 // send, end and destroy: see conn.go.
@@ -256,51 +257,88 @@ func (lp *eventLoop) waitEvents() (int, syscall.Errno) {
 	return int(r), e
 }
 
+// run serves events until the loop has no connection left. It polls its
+// epoll instance only when the runtime poller says it has something, and
+// not once more before parking when the events it handled left nothing
+// behind: a frame costs one poll, not two. The runtime watches the epoll
+// descriptor edge-triggered, and every new event on any connection is a
+// new edge, so parking cannot miss one; what a level-triggered event
+// would report again (a read that filled the buffer, a full batch) is
+// polled for at once.
 func (lp *eventLoop) run() {
 	for {
-		var n int
 		var errno syscall.Errno
+		idle := false
 		err := lp.raw.Read(func(uintptr) bool {
-			n, errno = lp.waitEvents()
-			return n > 0 || (errno != 0 && errno != syscall.EINTR)
+			for {
+				var n int
+				n, errno = lp.waitEvents()
+				switch {
+				case errno == syscall.EINTR:
+					continue
+				case errno != 0:
+					return true
+				case n == 0:
+					return false // park until the next edge
+				}
+				lp.more = n == len(lp.events)
+				lp.handle(n)
+				if idle = lp.idle(); idle {
+					return true // closing the epoll file waits for Read
+				}
+				if !lp.more {
+					return false
+				}
+			}
 		})
 		if err != nil || errno != 0 {
 			lp.b.log.Error("event loop failed", "err", err, "errno", errno)
 			lp.abort()
 			return
 		}
-		for i := range n {
-			ev := &lp.events[i]
-			id := eventID(ev)
-			if id == wakeID {
-				var b [8]byte
-				_, _ = rawRead(uintptr(lp.evfd), b[:])
-				continue
-			}
-			lp.mu.Lock()
-			c := lp.conns[id]
-			lp.mu.Unlock()
-			if c == nil {
-				continue // closed earlier in this batch
-			}
-			if ev.Events&syscall.EPOLLOUT != 0 {
-				lp.flush(c)
-			}
-			if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
-				lp.readable(c)
-			}
-		}
-		lp.mu.Lock()
-		todo := lp.attention
-		lp.attention = nil
-		lp.mu.Unlock()
-		for _, c := range todo {
-			lp.settle(c)
-		}
-		if lp.idleExit() {
+		if idle && lp.idleExit() {
 			return
 		}
 	}
+}
+
+// handle acts on n events, then on what other goroutines asked for.
+func (lp *eventLoop) handle(n int) {
+	for i := range n {
+		ev := &lp.events[i]
+		id := eventID(ev)
+		if id == wakeID {
+			var b [8]byte
+			_, _ = rawRead(uintptr(lp.evfd), b[:])
+			continue
+		}
+		lp.mu.Lock()
+		c := lp.conns[id]
+		lp.mu.Unlock()
+		if c == nil {
+			continue // closed earlier in this batch
+		}
+		if ev.Events&syscall.EPOLLOUT != 0 {
+			lp.flush(c)
+		}
+		if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+			lp.readable(c)
+		}
+	}
+	lp.mu.Lock()
+	todo := lp.attention
+	lp.attention = nil
+	lp.mu.Unlock()
+	for _, c := range todo {
+		lp.settle(c)
+	}
+}
+
+// idle reports whether the loop has no connection left.
+func (lp *eventLoop) idle() bool {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return len(lp.conns) == 0 && len(lp.attention) == 0
 }
 
 // idleExit stops the loop when it has no connection left.
@@ -351,6 +389,10 @@ func (lp *eventLoop) readable(c *conn) {
 	switch {
 	case errno == syscall.EAGAIN:
 		return
+	case n == len(lp.buf):
+		lp.more = true // the socket may hold more
+	}
+	switch {
 	case errno != 0 || n <= 0:
 		lp.peerClosed(c)
 		return
