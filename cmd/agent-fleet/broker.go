@@ -118,6 +118,10 @@ func brokerRun(ctx context.Context, opts *brokerOptions) error {
 		// CPU than the frames at the rates agents send. GOMAXPROCS wins.
 		runtime.GOMAXPROCS(1)
 	}
+	// A broker runs for hours on a small part of the binary.
+	if _, err := factory.ReleaseStartupPages(); err != nil {
+		cfg.Logger.Debug("could not release start-up pages", "err", err)
+	}
 	err = broker.ListenAndServe(ctx, cfg)
 	if err != nil && opts.logToFile {
 		cfg.Logger.Error("broker failed", "err", err) // for the log tail a client quotes
