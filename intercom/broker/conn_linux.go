@@ -324,6 +324,12 @@ func (lp *eventLoop) handle(n int) {
 		if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 			lp.readable(c)
 		}
+		if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+			// The end came with the last frame, before the poll: one read
+			// took the frame, the end needs another, and no new edge
+			// will come for it.
+			lp.more = true
+		}
 	}
 	lp.mu.Lock()
 	todo := lp.attention
@@ -471,6 +477,7 @@ func (lp *eventLoop) peerClosed(c *conn) {
 // readEnded is a frame ending c's input (refused, malformed, or after an
 // end): unless a graceful end is flushing, c is destroyed.
 func (lp *eventLoop) readEnded(c *conn) {
+	lp.more = true // input may be left behind, with no edge to come
 	lp.stopReading(c)
 	c.wmu.Lock()
 	graceful := c.ending && !c.dead

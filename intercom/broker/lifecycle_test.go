@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -246,4 +247,28 @@ func TestSocketPathTooLong(t *testing.T) {
 	err := broker.ListenAndServe(context.Background(), broker.Config{Paths: intercom.NewPaths(dir)})
 	require.ErrorIs(t, err, intercom.ErrSocketPathTooLong)
 	require.Contains(t, err.Error(), "PI_CODING_AGENT_DIR")
+}
+
+// A peer that writes its last frame and shuts its side at once gives the
+// broker the frame and the end in one event; the broker must act on both
+// without another event to wake it (the event loop parks between
+// events). Twenty sessions each unregister and shut their write side, as
+// intercom.Client.Close does; the broker must close every connection, and
+// the observer hear every session leave, though nothing else happens on
+// the broker. (The drain wait and the registration timeout, after which
+// the broker would close anyway, are an hour here.)
+func TestLastFrameAndShutdownInOneEvent(t *testing.T) {
+	t.Cleanup(broker.SetDrainWait(time.Hour)) // restored after the broker stops
+	h := startBroker(t, func(c *broker.Config) { c.RegistrationTimeout = time.Hour })
+	obs := h.Register("observer", intercomtest.RegisterOptions{})
+	for i := range 20 {
+		id := fmt.Sprintf("brief-%d", i)
+		c := h.Register(id, intercomtest.RegisterOptions{})
+		require.Equal(t, id, obs.Expect(wire.TypeSessionJoined).Session.ID)
+		_, err := c.Conn.Write(wire.AppendUnregisterFrame(nil, false))
+		require.NoError(t, err)
+		require.NoError(t, c.Conn.(*net.UnixConn).CloseWrite())
+		c.DrainUntilClosed()
+		require.Equal(t, id, obs.Expect(wire.TypeSessionLeft).SessionID)
+	}
 }
