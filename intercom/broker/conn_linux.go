@@ -263,8 +263,9 @@ func (lp *eventLoop) waitEvents() (int, syscall.Errno) {
 // behind: a frame costs one poll, not two. The runtime watches the epoll
 // descriptor edge-triggered, and every new event on any connection is a
 // new edge, so parking cannot miss one; what a level-triggered event
-// would report again (a read that filled the buffer, a full batch) is
-// polled for at once.
+// would report again with no new edge (a read that filled the buffer, a
+// full batch, a peer's end that came with its last frame, input left
+// behind by a frame that ended reading) is polled for at once.
 func (lp *eventLoop) run() {
 	for {
 		var errno syscall.Errno
@@ -392,10 +393,10 @@ func (lp *eventLoop) readable(c *conn) {
 			break
 		}
 	}
-	switch {
-	case errno == syscall.EAGAIN:
+	if errno == syscall.EAGAIN {
 		return
-	case n == len(lp.buf):
+	}
+	if n == len(lp.buf) {
 		lp.more = true // the socket may hold more
 	}
 	switch {

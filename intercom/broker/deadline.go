@@ -97,9 +97,8 @@ func (dl *deliveryDeadlines) expire() {
 			if d.deadline.After(now) {
 				break
 			}
-			if b.deliveries.byID[d.id] == d {
-				b.failDelivery(d, wire.FailDeliveryTimeout, "Recipient did not acknowledge the message in time")
-			}
+			// Not done: still in the table (remove marks it done).
+			b.failDelivery(d, wire.FailDeliveryTimeout, "Recipient did not acknowledge the message in time")
 		}
 		dl.q[dl.head] = nil
 		dl.head++
