@@ -39,6 +39,13 @@ type Manager interface {
 	// started); NoTimeout for none. One property read. A unit that is not
 	// loaded answers with the manager's default (90 s unless configured).
 	StopTimeout(ctx context.Context, name string) (time.Duration, error)
+	// ControlPID is the pid of the service's control process: the
+	// ExecStartPre/StartPost/Reload/Stop/StopPost command systemd runs in
+	// the unit's cgroup (one at a time), 0 while none runs and for a unit
+	// that is not loaded. One property read. systemd starts ExecStopPost
+	// only once the main process has ended, so a cgroup holding nothing
+	// but that pid holds nothing of the service's own.
+	ControlPID(ctx context.Context, name string) (int, error)
 	// ResetFailed forgets a failed unit so its name can be used again. It
 	// is a no-op for units that are not loaded or not failed.
 	ResetFailed(ctx context.Context, name string) error

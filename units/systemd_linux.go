@@ -305,6 +305,26 @@ func (s *Systemd) StopTimeout(ctx context.Context, name string) (time.Duration, 
 	return time.Duration(us) * time.Microsecond, nil
 }
 
+// ControlPID implements Manager: one property read.
+func (s *Systemd) ControlPID(ctx context.Context, name string) (int, error) {
+	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
+	defer cancel()
+	var v dbus.Variant
+	_, err := s.call(ctx, "read the control process of "+name, func(c *conn) error {
+		obj := c.sys.Object("org.freedesktop.systemd1", dbus.ObjectPath("/org/freedesktop/systemd1/unit/"+sdbus.PathBusEscape(name)))
+		return obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0,
+			"org.freedesktop.systemd1.Service", "ControlPID").Store(&v)
+	})
+	if err != nil {
+		return 0, err
+	}
+	pid, ok := v.Value().(uint32)
+	if !ok {
+		return 0, fmt.Errorf("read the control process of %s: ControlPID is %T", name, v.Value())
+	}
+	return int(pid), nil
+}
+
 // ResetFailed implements Manager.
 func (s *Systemd) ResetFailed(ctx context.Context, name string) error {
 	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())

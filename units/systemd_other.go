@@ -33,6 +33,9 @@ func (s *Systemd) StartService(context.Context, ServiceSpec) (UnitState, error) 
 // StopUnit returns ErrUnsupported.
 func (s *Systemd) StopUnit(context.Context, string) error { return ErrUnsupported }
 
+// ControlPID returns ErrUnsupported.
+func (s *Systemd) ControlPID(context.Context, string) (int, error) { return 0, ErrUnsupported }
+
 // StopTimeout returns ErrUnsupported.
 func (s *Systemd) StopTimeout(context.Context, string) (time.Duration, error) {
 	return 0, ErrUnsupported

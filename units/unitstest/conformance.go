@@ -3,6 +3,7 @@ package unitstest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,43 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 		d, err = m.StopTimeout(ctx, UnitName(conformancePrefix))
 		require.NoError(t, err, "a unit that is not loaded has the manager's default")
 		require.Positive(t, d)
+	})
+
+	// ControlPID names systemd's control process, the only process of its
+	// own a unit's cgroup holds: fleet's stop proves a cgroup empty of a
+	// worker's processes with it while the exit record's ExecStopPost runs.
+	t.Run("ControlPID", func(t *testing.T) {
+		t.Parallel()
+		m, ctx := newManager(t), ctxFor(t)
+		name := UnitName(conformancePrefix)
+		_, err := start(t, m, units.ServiceSpec{Name: name, Argv: []string{sleep, "300"}, StopPost: []string{sleep, "301"}})
+		require.NoError(t, err)
+		pid, err := m.ControlPID(ctx, name)
+		require.NoError(t, err)
+		require.Zero(t, pid, "none while the main process runs")
+		pid, err = m.ControlPID(ctx, UnitName(conformancePrefix))
+		require.NoError(t, err)
+		require.Zero(t, pid, "none for a unit that is not loaded")
+
+		require.NoError(t, m.KillUnit(ctx, name, syscall.SIGTERM))
+		st := waitUnit(t, m, name, func(s units.UnitState) bool { return s.SubState == "stop-post" || s.Gone() })
+		pid, err = m.ControlPID(ctx, name)
+		require.NoError(t, err)
+		if st.Gone() {
+			require.Zero(t, pid, "the fake runs no ExecStopPost: its unit ends at once")
+			return
+		}
+		require.Positive(t, pid, "the ExecStopPost")
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		require.NoError(t, err)
+		require.Equal(t, sleep+"\x00301\x00", string(cmdline))
+		require.Zero(t, st.MainPID)
+		// A stop job would wait for the ExecStopPost; a kill ends it.
+		require.NoError(t, m.KillUnit(ctx, name, syscall.SIGKILL))
+		waitUnit(t, m, name, units.UnitState.Gone)
+		pid, err = m.ControlPID(ctx, name)
+		require.NoError(t, err)
+		require.Zero(t, pid, "none once the unit ended")
 	})
 
 	t.Run("LogFile", func(t *testing.T) {

@@ -283,6 +283,16 @@ func (f *Fake) StopTimeout(ctx context.Context, name string) (time.Duration, err
 	return 90 * time.Second, nil
 }
 
+// ControlPID implements units.Manager: 0, for the fake runs no control
+// process (its stop ends a unit at once, ExecStopPost included).
+func (f *Fake) ControlPID(ctx context.Context, name string) (int, error) {
+	if err := f.enter(ctx, "read the control process of "+name); err != nil {
+		return 0, err
+	}
+	f.mu.Unlock()
+	return 0, nil
+}
+
 // ResetFailed implements units.Manager.
 func (f *Fake) ResetFailed(ctx context.Context, name string) error {
 	if err := f.enter(ctx, "reset failed unit "+name); err != nil {
@@ -539,6 +549,14 @@ func (c *fakeConn) StopTimeout(ctx context.Context, name string) (time.Duration,
 		return 0, err
 	}
 	return c.Fake.StopTimeout(ctx, name)
+}
+
+// ControlPID implements units.Manager.
+func (c *fakeConn) ControlPID(ctx context.Context, name string) (int, error) {
+	if err := c.check("read the control process of " + name); err != nil {
+		return 0, err
+	}
+	return c.Fake.ControlPID(ctx, name)
 }
 
 // ResetFailed implements units.Manager.

@@ -20,6 +20,7 @@ func (o offlineUnits) StartService(context.Context, units.ServiceSpec) (units.Un
 }
 func (o offlineUnits) StopUnit(context.Context, string) error                     { return o.err }
 func (o offlineUnits) StopTimeout(context.Context, string) (time.Duration, error) { return 0, o.err }
+func (o offlineUnits) ControlPID(context.Context, string) (int, error)            { return 0, o.err }
 func (o offlineUnits) ResetFailed(context.Context, string) error                  { return o.err }
 func (o offlineUnits) KillUnit(context.Context, string, syscall.Signal) error     { return o.err }
 func (o offlineUnits) FreezeUnit(context.Context, string) error                   { return o.err }
