@@ -148,9 +148,10 @@ func TestSpawnStatusStop(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.StateStopped, res.Worker.State)
 	require.Empty(t, res.Survivors)
-	u, err := w.m.Unit(ctx, wk.Unit)
-	require.NoError(t, err)
-	require.True(t, u.Gone(), "collected, not left failed")
+	require.Eventually(t, func() bool {
+		u, err := w.m.Unit(ctx, wk.Unit)
+		return err == nil && u.Gone()
+	}, 20*time.Second, 20*time.Millisecond, "collected once its exit record is written, not left failed")
 	res, err = w.f.Stop(ctx, "w1")
 	require.NoError(t, err, "stop is safe twice")
 	require.True(t, res.AlreadyEnded)
@@ -190,11 +191,7 @@ func TestDescendantsAreGoneAfterStop(t *testing.T) {
 	res, err := w.f.Stop(ctx, "escapers")
 	require.NoError(t, err)
 	require.Empty(t, res.Survivors)
-	cg, err := units.OpenCgroups("/")
-	require.NoError(t, err)
-	left, err := cg.Procs(wk.ControlGroup)
-	require.NoError(t, err)
-	require.Empty(t, left, "proven from the cgroup")
+	requireOnlyExitRecord(t, wk.ControlGroup) // proven from the cgroup
 	for _, pid := range pids {
 		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "pid %d is gone", pid)
 	}

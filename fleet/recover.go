@@ -125,8 +125,10 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		switch {
 		case err == nil && w.State.Live():
 			claimed[id] = u.Name
-		case err == nil && !w.StopRequestedAt.IsZero():
-			// A start that materialised after its stop request.
+		case err == nil && !w.StopRequestedAt.IsZero() && u.ActiveState != "deactivating":
+			// A start that materialised after its stop request (one that
+			// is deactivating is ending: a stop that proved its cgroup
+			// empty returns while the exit record is written).
 			_ = f.cfg.Units.StopUnit(ctx, u.Name)
 			_ = f.cfg.Units.ResetFailed(ctx, u.Name)
 			rep.Fenced = append(rep.Fenced, u.Name)

@@ -547,10 +547,25 @@ func (f *Fleet) refuseRunningUnit(ctx context.Context, id string) error {
 			if mine, err := f.ownUnit(ctx, u.Name); err == nil && !mine {
 				continue // the same id in another agent directory
 			}
+			if u.ActiveState == "deactivating" && f.unitEnding(ctx, u.Name) {
+				continue // stopped: its exit record is being written
+			}
 			return fmt.Errorf("spawn %s: %w: its unit %s is %s; stop it first (agent-fleet list --all shows its manager)", id, ErrConflict, u.Name, u.ActiveState)
 		}
 	}
 	return nil
+}
+
+// unitEnding: the deactivating unit holds no process but systemd's own
+// control process (a stop proved its cgroup empty and returned while the
+// ExecStopPost writes the exit record).
+func (f *Fleet) unitEnding(ctx context.Context, unit string) bool {
+	st, err := f.cfg.Units.Unit(ctx, unit)
+	if err != nil {
+		return false
+	}
+	_, ok := f.onlyControl(ctx, unit, st.ControlGroup)
+	return ok || !st.Running() && st.ActiveState != "deactivating" // ended meanwhile
 }
 
 // abandon marks a reserved record failed when the spawn could not even be

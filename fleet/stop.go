@@ -21,6 +21,11 @@ type StopResult struct {
 	// Survivors are processes still in the worker's cgroup after SIGKILL;
 	// non-empty means ErrCleanupIncomplete.
 	Survivors []units.Process
+	// Control is systemd's control process (the exit record's ExecStopPost)
+	// that was the only process left in the cgroup when it was proven
+	// empty of the worker's own; 0 when the cgroup was empty. It may still
+	// run when the stop returns, and is systemd's to end.
+	Control int
 	// Took is where the stop's time went.
 	Took StopTimings
 }
@@ -30,10 +35,12 @@ type StopTimings struct {
 	// Fence is reading the record and writing the registry's stop fence
 	// (the unit's stop timeout is read meanwhile).
 	Fence time.Duration
-	// End is from the first signal until the unit was inactive: the
-	// worker's own exit, systemd's stop and the exit record's ExecStopPost.
+	// End is from the first signal until the shim's exit (when it recorded
+	// its workload's end), else until the unit was inactive: the worker's
+	// own exit, systemd's stop and the exit record's ExecStopPost.
 	End time.Duration
-	// Proof is reading the cgroup, and killing what outlived the unit.
+	// Proof is reading the cgroup (and, when a process is left, the unit's
+	// control process), and killing what outlived the unit.
 	Proof time.Duration
 	// Record is writing the outcome to the registry (the unit is reset
 	// meanwhile).
@@ -68,10 +75,17 @@ func (f *Fleet) Stop(ctx context.Context, id string) (*StopResult, error) {
 
 // StopWith stops a worker of the caller and proves that nothing it started
 // survives: it sends SIGTERM to every process of the unit (SIGKILL at once
-// with opts.Kill), sends SIGKILL once the grace has passed, stops the unit
-// and waits for it to be inactive, reads the worker's cgroup, SIGKILLs
-// whatever is still there, reads it again, and resets the unit. Stopping
-// an ended worker only settles its record.
+// with opts.Kill), sends SIGKILL once the grace has passed, and stops the
+// unit. Once the shim has exited having recorded its workload's end in the
+// registry, a cgroup that holds no process, or none but the unit's control
+// process (systemd's ExecStopPost, which writes the exit record), is proven
+// empty of the worker's processes, and the stop ends there: the stop job
+// runs on in systemd, the ExecStopPost still writes the exit record, and
+// the unit is collected once inactive. Otherwise (a process of the worker
+// is left, or the shim recorded nothing: it was killed) it waits for the
+// unit to be inactive, reads the cgroup, SIGKILLs whatever is still there,
+// reads it again, and resets the unit; the exit record then says how the
+// shim ended. Stopping an ended worker only settles its record.
 func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*StopResult, error) {
 	began := time.Now()
 	if err := f.writable(); err != nil {
@@ -152,11 +166,13 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 			f.log.Warn("could not thaw the paused worker before stopping it", "id", w.ID, "err", err)
 		}
 	}
-	stopErr := f.endUnit(sctx, w, cgroup, opts, grace, unitTimeout)
-	res.Took.End, lap = time.Since(lap), time.Now()
+	end, stopErr := f.endUnit(sctx, w, cgroup, opts, grace, unitTimeout)
+	res.Took.End, lap = time.Since(lap)-end.proof, time.Now()
 	// Proof: read the cgroup the unit had; kill what is left.
 	var survivors []units.Process
-	if cgroup != "" {
+	if end.proven {
+		res.Control = end.control
+	} else if cgroup != "" {
 		pids, err := f.cfg.Cgroups.Procs(cgroup)
 		if err == nil && len(pids) > 0 {
 			rep, kerr := f.cfg.Cgroups.Kill(sctx, cgroup)
@@ -168,15 +184,23 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 			f.log.Warn("processes outlived the worker's stop; killed through its cgroup", "id", w.ID, "pids", pids)
 		}
 	}
-	res.Took.Proof, lap = time.Since(lap), time.Now()
+	res.Took.Proof, lap = time.Since(lap)+end.proof, time.Now()
 	// Resetting the unit and recording the outcome are independent: the
-	// reset's round trip to the manager overlaps the registry write.
+	// reset's round trip to the manager overlaps the registry write. A
+	// unit proven early is still ending (its ExecStopPost runs with the
+	// unit's result, which a reset would clear): CollectMode=
+	// inactive-or-failed unloads it once it is inactive or failed.
 	reset := make(chan struct{})
 	go func() {
 		defer close(reset)
-		_ = f.cfg.Units.ResetFailed(sctx, w.Unit)
+		if !end.proven {
+			_ = f.cfg.Units.ResetFailed(sctx, w.Unit)
+		}
 	}()
-	rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
+	rec, recErr := units.ExitRecord{}, errNoRecordNeeded // the shim recorded the end
+	if !end.proven {
+		rec, recErr = units.ReadExitRecord(f.exitRecordPath(w))
+	}
 	updated, err := f.cfg.Registry.Update(sctx, w.ID, w.RunID, func(r *Worker) error {
 		if recErr == nil && !r.HasExit {
 			applyExitRecord(r, rec)
@@ -211,11 +235,27 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 	return res, nil
 }
 
-// endUnit ends w's unit and waits until it is inactive: SIGTERM to every
-// process of the unit (SIGKILL at once with opts.Kill), SIGKILL if the
-// unit still runs once grace has passed, and the unit's stop job, which
-// is done once the unit is inactive (its exit record written). Every wait
-// is an event, not a poll.
+// errNoRecordNeeded: the exit record file is not read, the shim having
+// recorded its workload's end.
+var errNoRecordNeeded = errors.New("the shim recorded the end")
+
+// unitEnd is how endUnit saw the unit end.
+type unitEnd struct {
+	// proven: once the shim had exited, having recorded its workload's
+	// end, the cgroup held no process but control (provenEmpty); the stop
+	// job may still run.
+	proven  bool
+	control int
+	// proof is how long that proof took (part of endUnit's time).
+	proof time.Duration
+}
+
+// endUnit ends w's unit and waits until it is inactive, or until the
+// cgroup is proven empty of the worker's processes once its shim exited
+// (provenEmpty): SIGTERM to every process of the unit (SIGKILL at once
+// with opts.Kill), SIGKILL if the unit still runs once grace has passed,
+// and the unit's stop job, which is done once the unit is inactive (its
+// exit record written). Every wait is an event, not a poll.
 //
 // The grace is the caller's, and every signal is reported. Where the
 // unit's own stop timeout (unitTimeout, fixed when it started) is no
@@ -225,7 +265,11 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 // SIGKILL too early: the fleet sends SIGTERM itself (KillUnit), waits for
 // the main process on a pidfd, SIGKILLs at the grace, and only then starts
 // the job, whose timeout applies once the main process has ended.
-func (f *Fleet) endUnit(ctx context.Context, w *Worker, cgroup string, opts StopOptions, grace, unitTimeout time.Duration) error {
+//
+// The early end is taken only once the job was queued: it then runs on in
+// systemd, and only the wait for it is given up (go-systemd's job channel
+// is buffered, and the waiting StopUnit returns before endUnit does).
+func (f *Fleet) endUnit(ctx context.Context, w *Worker, cgroup string, opts StopOptions, grace, unitTimeout time.Duration) (unitEnd, error) {
 	step := func(sig string, d time.Duration) {
 		if opts.Progress != nil {
 			opts.Progress(StopStep{ID: w.ID, Signal: sig, Grace: d})
@@ -259,35 +303,100 @@ func (f *Fleet) endUnit(ctx context.Context, w *Worker, cgroup string, opts Stop
 			kill(grace)
 		}
 	}
+	// The shim's exit, watched on a pidfd while the job runs (at once
+	// where it exited already).
+	wctx, unwatch := context.WithCancel(ctx)
+	defer unwatch()
+	exited := make(chan struct{})
+	if w.MainPID > 0 && cgroup != "" {
+		go func() {
+			if f.cfg.Cgroups.WaitExit(wctx, w.MainPID, cgroup) == nil {
+				close(exited)
+			}
+		}()
+	}
 	// The job's queueing is reported from this goroutine, as every step is.
 	queued := make(chan struct{}, 1)
-	jctx := ctx
-	if jobTerm {
-		jctx = units.WithJobQueued(ctx, func() { queued <- struct{}{} })
-	}
+	jctx, giveUp := context.WithCancel(units.WithJobQueued(ctx, func() { queued <- struct{}{} }))
+	defer giveUp()
 	done := make(chan error, 1)
 	go func() { done <- f.cfg.Units.StopUnit(jctx, w.Unit) }()
 	escalate := time.NewTimer(time.Until(killAt))
 	defer escalate.Stop()
+	inSystemd, shimGone := false, false
 	for {
 		select {
 		case <-queued:
-			step("SIGTERM", grace)
-			escalate.Reset(grace) // the grace runs from the job's SIGTERM
+			inSystemd = true
+			if jobTerm {
+				step("SIGTERM", grace)
+				escalate.Reset(grace) // the grace runs from the job's SIGTERM
+			}
+		case <-exited:
+			exited, shimGone = nil, true
 		case err := <-done:
 			select {
 			case <-queued:
-				step("SIGTERM", grace)
+				if jobTerm {
+					step("SIGTERM", grace)
+				}
 			default:
 			}
 			if errors.Is(err, units.ErrUnitNotFound) {
-				return nil // ended and collected already
+				return unitEnd{}, nil // ended and collected already
 			}
-			return err
+			return unitEnd{}, err
 		case <-escalate.C:
 			kill(grace) // still running at the grace: the main process, or what outlived it
 		}
+		if inSystemd && shimGone {
+			shimGone = false // tried once: else the job's end decides
+			began := time.Now()
+			if control, ok := f.provenEmpty(ctx, w, cgroup); ok {
+				giveUp()
+				<-done
+				return unitEnd{proven: true, control: control, proof: time.Since(began)}, nil
+			}
+		}
 	}
+}
+
+// provenEmpty reports, once w's shim has exited, whether the stop may end
+// before the unit is inactive: the registry has the workload's end (the
+// shim recorded it: the exit record file is not needed) and the cgroup
+// holds nothing but systemd's own control process (onlyControl).
+func (f *Fleet) provenEmpty(ctx context.Context, w *Worker, cgroup string) (control int, ok bool) {
+	if cur, err := f.cfg.Registry.GetRun(ctx, w.ID, w.RunID); err != nil || !cur.HasExit {
+		return 0, false
+	}
+	return f.onlyControl(ctx, w.Unit, cgroup)
+}
+
+// onlyControl reports whether cgroup, the cgroup of unit, holds no
+// process, or one only, which the manager names as the unit's control
+// process (ControlPID): systemd forks it (the exit record's ExecStopPost)
+// itself once the main process has ended, and nothing of the worker's can
+// join a cgroup once none of its processes is left. control is that pid,
+// 0 for an empty cgroup. The cgroup is read before the manager is asked:
+// pids are allocated cyclically, so a worker's process that ended
+// meanwhile cannot have handed its number on to the control process
+// between the two reads.
+func (f *Fleet) onlyControl(ctx context.Context, unit, cgroup string) (control int, ok bool) {
+	if cgroup == "" {
+		return 0, false
+	}
+	pids, err := f.cfg.Cgroups.Procs(cgroup)
+	switch {
+	case err != nil || len(pids) > 1:
+		return 0, false
+	case len(pids) == 0:
+		return 0, true
+	}
+	pid, err := f.cfg.Units.ControlPID(ctx, unit)
+	if err != nil || pid != pids[0] {
+		return 0, false
+	}
+	return pid, true
 }
 
 // waitMainExit waits until the main process of w's unit has ended: on a

@@ -113,14 +113,35 @@ func Run(ctx context.Context, cfg Config) int {
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
 	}
 	end := w.wait()
+	stopping := stopFenced(ctx, s.regs, cfg.WorkerID, cfg.RunID)
+	if stopping {
+		// A stop's end is recorded, and told, by the stop: the session has
+		// nothing left to say, and its close (a round trip to the broker)
+		// overlaps recording the exit. s.close waits for it.
+		stopKept()
+		<-keeping
+		go s.Held.Close()
+	}
 	if !recorded {
 		recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, stops, log)
 	}
-	// An end the shim recorded itself is told from the worker's session
-	// while the shim still holds it (a stop's end is recorded, and told,
-	// by the stop).
-	deliverOwn(ctx, s, cfg.WorkerID, log)
+	if !stopping {
+		// An end the shim recorded itself is told from the worker's
+		// session while the shim still holds it.
+		deliverOwn(ctx, s, cfg.WorkerID, log)
+	}
 	return end.code
+}
+
+// stopFenced reports whether the worker's record has a stop's fence (the
+// stop writes it before its first signal).
+func stopFenced(ctx context.Context, regs *fleet.RegistryHandle, id, run string) bool {
+	reg, err := regs.Get(context.WithoutCancel(ctx))
+	if err != nil || reg == nil {
+		return false
+	}
+	w, err := reg.GetRun(context.WithoutCancel(ctx), id, run)
+	return err == nil && w.State == fleet.StateStopping
 }
 
 // indexLogTimes keeps the time index of the worker's log file, when it
@@ -292,8 +313,9 @@ func hold(ctx context.Context, cfg Config, log *slog.Logger) (*held, error) {
 	return s, nil
 }
 
-// close stops the holder, closes the session and then the registry, which
-// waits for its workers.json view.
+// close stops the holder, closes the session (or waits for a close begun
+// already: Held.Close runs once) and then the registry, which waits for
+// its workers.json view.
 func (s *held) close() {
 	s.Held.Close()
 	s.regs.Close()

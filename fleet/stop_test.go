@@ -1,0 +1,165 @@
+//go:build linux
+
+package fleet_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/units"
+)
+
+// A stop whose shim recorded its workload's end returns once the cgroup
+// holds nothing of the worker's, without waiting for the exit record's
+// ExecStopPost, which still runs and writes the record. The record file
+// is a FIFO here: its writer blocks until the test reads it, so a stop
+// that waited for the ExecStopPost would wait for its timeout and find
+// it killed, and the read below would hear nothing.
+func TestStopEndsBeforeTheExitRecordIsWritten(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("recorded", "sleep", "300")
+	record := filepath.Join(w.p.OrchestratorDir(), "exits", wk.ID+"-"+wk.RunID+".exit")
+	require.NoError(t, syscall.Mkfifo(record, 0o600))
+	t.Cleanup(func() { releaseFIFO(record) })
+	sleeper := processNamed(t, w, wk.ID, "sleep")
+
+	res, err := w.f.Stop(ctx, wk.ID)
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, res.Worker.State)
+	require.True(t, res.Worker.HasExit, "the shim recorded the end: %+v", res.Worker)
+	require.Equal(t, "killed", res.Worker.ExitCode)
+	require.Equal(t, int(syscall.SIGTERM), res.Worker.ExitStatus)
+	require.Empty(t, res.Survivors)
+	require.ErrorIs(t, syscall.Kill(sleeper, 0), syscall.ESRCH, "the workload is gone")
+	requireOnlyExitRecord(t, wk.ControlGroup)
+
+	got := make(chan string, 1)
+	go func() {
+		fh, err := os.Open(record) // blocks until the ExecStopPost opens it
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer fh.Close()
+		data, _ := io.ReadAll(fh)
+		got <- string(data)
+	}()
+	select {
+	case data := <-got:
+		require.Contains(t, data, "SERVICE_RESULT=")
+		require.Contains(t, data, "INVOCATION_ID="+wk.InvocationID+"\n", "the ExecStopPost of this run wrote it")
+	case <-time.After(20 * time.Second):
+		t.Fatal("no ExecStopPost wrote the exit record")
+	}
+	require.Eventually(t, func() bool {
+		st, err := w.m.Unit(ctx, wk.Unit)
+		return err == nil && st.Gone()
+	}, 20*time.Second, 20*time.Millisecond, "the unit is collected once its ExecStopPost ended")
+}
+
+// A process of the worker's that ignores SIGTERM keeps the cgroup from
+// being proven empty at the shim's exit: the stop waits for the unit,
+// SIGKILLs at the grace and proves the cgroup empty then.
+func TestStopKillsWhatOutlivesTheShim(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("stubborn", "sh", "-c", `(trap "" TERM; exec sleep 301) & exec sleep 300`)
+	stubborn := processNamed(t, w, wk.ID, "sleep", "301")
+	var steps []string
+	res, err := w.f.StopWith(ctx, wk.ID, fleet.StopOptions{Grace: time.Second, Progress: func(s fleet.StopStep) {
+		steps = append(steps, fmt.Sprintf("%s %s", s.Signal, s.Grace))
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"SIGTERM 1s", "SIGKILL 1s"}, steps)
+	require.Equal(t, fleet.StateStopped, res.Worker.State)
+	require.Zero(t, res.Control, "proven once the unit was inactive")
+	require.ErrorIs(t, syscall.Kill(stubborn, 0), syscall.ESRCH)
+	cg, err := units.OpenCgroups("/")
+	require.NoError(t, err)
+	left, err := cg.Procs(wk.ControlGroup)
+	require.NoError(t, err)
+	require.Empty(t, left)
+}
+
+// A shim killed outside a stop records nothing: the exit record its unit's
+// ExecStopPost wrote says how it ended.
+func TestAShimKilledUnseenLeavesItsEnd(t *testing.T) {
+	w := newWorld(t)
+	wk := w.spawn("killed", "sleep", "300")
+	require.NoError(t, syscall.Kill(wk.MainPID, syscall.SIGKILL)) // the shim this test's fleet started
+	require.Eventually(t, func() bool {
+		st, err := w.m.Unit(ctx, wk.Unit)
+		return err == nil && st.Gone()
+	}, 20*time.Second, 20*time.Millisecond)
+	ws, err := w.f.List(ctx, false)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	require.True(t, ws[0].HasExit, "%+v", ws[0])
+	require.Equal(t, "killed", ws[0].ExitCode)
+	require.Equal(t, int(syscall.SIGKILL), ws[0].ExitStatus)
+}
+
+// processNamed waits for the worker's process running name (with the
+// given arguments) and returns its pid.
+func processNamed(t *testing.T, w *world, id, name string, args ...string) int {
+	t.Helper()
+	want := "\x00" + strings.Join(args, "\x00")
+	pid := 0
+	require.Eventually(t, func() bool {
+		st, err := w.f.Status(ctx, id)
+		if err != nil {
+			return false
+		}
+		for _, p := range st.Processes {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+			argv := strings.TrimSuffix(string(cmdline), "\x00")
+			if p.Name == name && (len(args) == 0 || strings.HasSuffix(argv, want)) {
+				pid = p.PID
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "no %s %v in the worker", name, args)
+	return pid
+}
+
+// requireOnlyExitRecord: cgroup holds no process but the exit record's
+// ExecStopPost, which systemd may start there after a stop proved the
+// cgroup empty of the worker's processes.
+func requireOnlyExitRecord(t *testing.T, cgroup string) {
+	t.Helper()
+	cg, err := units.OpenCgroups("/")
+	require.NoError(t, err)
+	left, err := cg.Procs(cgroup)
+	require.NoError(t, err)
+	for _, pid := range left {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		comm, cerr := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		switch {
+		case err != nil || cerr != nil:
+			continue // it ended meanwhile
+		case len(cmdline) == 0:
+			// Exiting: its memory, and so its arguments, are gone.
+			require.Equal(t, "sh\n", string(comm), "pid %d is the worker's", pid)
+		default:
+			require.Contains(t, string(cmdline), "agent-fleet-exit-record", "pid %d is the worker's", pid)
+		}
+	}
+}
+
+// releaseFIFO lets a writer blocked on the FIFO at path go (it opens it
+// for reading without waiting) and removes it.
+func releaseFIFO(path string) {
+	if fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+		_ = syscall.Close(fd)
+	}
+	_ = os.Remove(path)
+}
