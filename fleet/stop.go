@@ -45,6 +45,10 @@ type StopTimings struct {
 	// Record is writing the outcome to the registry (the unit is reset
 	// meanwhile).
 	Record time.Duration
+	// Notice is delivering the ended notice to the worker's manager, when
+	// the fleet has a sender (at most endedDeliveryBudget; what is not
+	// delivered is owed, and sent later).
+	Notice time.Duration
 }
 
 // StopOptions tune how a stop ends a worker.
@@ -119,7 +123,7 @@ func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*Sto
 	}
 	res, err := f.stopUnit(ctx, w, opts, timeout)
 	if res != nil {
-		res.Took.Fence = time.Since(began) - res.Took.End - res.Took.Proof - res.Took.Record
+		res.Took.Fence = time.Since(began) - res.Took.End - res.Took.Proof - res.Took.Record - res.Took.Notice
 	}
 	return res, err
 }
@@ -224,7 +228,9 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 	f.noteWorktreeEnd(ctx, updated)
 	f.withWorktrees(ctx, updated)
 	res.Worker, res.Survivors = updated, survivors
+	lap = time.Now()
 	f.deliverEnded(sctx, updated)
+	res.Took.Notice = time.Since(lap)
 	switch {
 	case len(survivors) > 0:
 		return res, fmt.Errorf("stop %s: %w: %s survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, Plural(len(survivors), "process"), survivors)

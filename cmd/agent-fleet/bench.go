@@ -186,7 +186,7 @@ func newBenchSpawnCmd(f *factory.Factory, runF func(*benchSpawnOptions) error) *
 		Long: `Spawn N exec workers running "sleep 86400" one after another and stop them again,
 timing fleet.Spawn (until the worker shim signalled READY: the command was
 executed and the worker's intercom session registered) and fleet.Stop (until
-the unit is inactive and its cgroup proven empty). In the same run, on the same
+its cgroup is proven empty of the worker's processes). In the same run, on the same
 D-Bus connection, it starts and stops a bare transient unit (Type=exec, the
 same command) per worker, timed from the start call to its job done, and runs
 the worker shim N times outside systemd to measure the command's own start-up
@@ -194,8 +194,9 @@ the worker shim N times outside systemd to measure the command's own start-up
 command, READY). The four kinds take turns in a random order each round, and
 everything started runs until the stop phase, so each start meets the same
 units and sessions; the stops take turns too, beside a bare unit with a
-worker's exit record (the ExecStopPost every worker stop waits for), and
-each worker stop is split into its steps. It reports p50/p99 of each and
+worker's exit record (the ExecStopPost a worker's unit runs once its shim
+has ended) and the shim as a bare notify unit, and each worker stop is split
+into its steps. It reports p50/p99 of each and
 the ratios; the targets are a spawn within 1.3× of the bare unit plus that
 start-up, and a stop within 2.5× of the bare unit's stop. It also gives the
 one-at-a-time spawn rate and the p50 of the first and the last tenth of the

@@ -92,7 +92,7 @@ func TestDemo(t *testing.T) {
 	requireConversation(t, out, 3)
 	require.Contains(t, out, "demo-ping: done: 3 of 3 asks answered")
 	for _, id := range []string{demo.PongWorker, demo.PingWorker} {
-		require.Regexp(t, `Stopped `+id+` in \d+ms: state stopped, unit inactive\.\n\s+cgroup /\S+: 0 processes — verified empty\.`, out)
+		require.Regexp(t, `Stopped `+id+` in \d+ms: state stopped\.\n\s+cgroup /\S+: (0 processes — verified empty|nothing of the worker's — verified; systemd's exit-record process \(pid \d+\) is finishing)\.`, out)
 	}
 	require.Contains(t, out, "No unit of the run is left (3 checked by name).")
 	require.Contains(t, out, "Demo complete: everything the demo started is gone.")

@@ -104,7 +104,7 @@ func TestFederationWorkerOnAnotherHost(t *testing.T) {
 	// Without --host: A's registry does not know far-worker, B's
 	// published record does.
 	out = a.must(manager, "stop", "far-worker")
-	require.Contains(t, out, "its cgroup is empty", out)
+	require.Contains(t, out, "nothing of it is left in its cgroup", out)
 	procs, err = cg.Procs(onB.ControlGroup)
 	require.NoError(t, err)
 	require.Empty(t, procs, "nothing is left in %s", onB.ControlGroup)

@@ -75,7 +75,7 @@ func TestFleetCLI(t *testing.T) {
 
 	out, err = fleetCLI(t, dir, "stop", "cli-worker")
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "its cgroup is empty")
+	require.Contains(t, string(out), "nothing of it is left in its cgroup")
 	out, err = fleetCLI(t, dir, "logs", "cli-worker")
 	require.NoError(t, err, "%s", out)
 
@@ -251,7 +251,7 @@ func TestMCPFleetTool(t *testing.T) {
 	require.True(t, r.IsError)
 	r = call(map[string]any{"action": "stop", "id": "mcp-w"})
 	require.False(t, r.IsError, r.Text)
-	require.Equal(t, "Stopped mcp-w; its cgroup is empty.", r.Text)
+	require.Equal(t, "Stopped mcp-w; nothing of it is left in its cgroup.", r.Text)
 	r = call(map[string]any{"action": "spawn"})
 	require.True(t, r.IsError)
 	r = call(map[string]any{"action": "fly"})

@@ -356,7 +356,7 @@ func TestRealHarnessWorkersWithoutCredentials(t *testing.T) {
 	require.NotEmpty(t, w.status("real-codex").Turns.Session, "codex began a thread before the model call")
 
 	for _, id := range []string{"real-claude", "real-opencode", "real-codex"} {
-		require.Contains(t, w.must("stop", id), "its cgroup is empty")
+		require.Contains(t, w.must("stop", id), "nothing of it is left in its cgroup")
 		require.Equal(t, "stopped", w.status(id).Worker.State)
 	}
 }

@@ -318,5 +318,5 @@ func TestRealClaudeWorkerBudget(t *testing.T) {
 	require.Contains(t, w.must("renew", "cb", "--budget-tokens", "1M"), "Budget: 1M tokens")
 	w.received("cb", "There are 2 directories.")
 	waitScript(t, model)
-	require.Contains(t, w.must("stop", "cb"), "its cgroup is empty")
+	require.Contains(t, w.must("stop", "cb"), "nothing of it is left in its cgroup")
 }

@@ -265,7 +265,7 @@ func TestRealCodexWorkerTalksToItsManager(t *testing.T) {
 		require.NotEqual(t, "Told boss.", m.Text, "a turn that told the manager is not reported again")
 		require.NotEqual(t, "Answered boss.", m.Text, "the ask was answered by the tool")
 	}
-	require.Contains(t, w.must("stop", "cx-w"), "its cgroup is empty")
+	require.Contains(t, w.must("stop", "cx-w"), "nothing of it is left in its cgroup")
 }
 
 // Permissions: a read-only codex worker's model runs a command that
@@ -311,6 +311,6 @@ func TestRealCodexWorkerSandbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "written\n", string(data))
 	for _, id := range []string{"cx-ro", "cx-rw"} {
-		require.Contains(t, w.must("stop", id), "its cgroup is empty")
+		require.Contains(t, w.must("stop", id), "nothing of it is left in its cgroup")
 	}
 }

@@ -55,5 +55,5 @@ func TestRealClaudeAsksCodexCoworker(t *testing.T) {
 	// The coworker's turn ends as every turn does: its final answer
 	// reaches the manager (the ask itself was answered by the tool).
 	w.received("cx", "Answered cl.")
-	require.Contains(t, w.must("stop", "cl", "cx"), "cgroup is empty")
+	require.Contains(t, w.must("stop", "cl", "cx"), "left in its cgroup")
 }

@@ -223,7 +223,7 @@ func TestRealOpencodeWorker(t *testing.T) {
 	<-s.Done()
 	st := w.status("oc-w")
 	require.True(t, strings.HasPrefix(st.Turns.Session, "ses_"), "the conversation OpenCode named: %+v", st.Turns)
-	require.Contains(t, w.must("stop", "oc-w"), "its cgroup is empty")
+	require.Contains(t, w.must("stop", "oc-w"), "nothing of it is left in its cgroup")
 	for _, m := range w.boss.messages() {
 		require.NotContains(t, m.Text, "failed", "no turn failed: %s", m.Text)
 	}
@@ -245,5 +245,5 @@ func TestRealOpencodeWorker(t *testing.T) {
 	for _, f := range []string{"notes.txt", "ran.txt"} {
 		require.NoFileExists(t, filepath.Join(cwd, f))
 	}
-	require.Contains(t, w.must("stop", "oc-ro"), "its cgroup is empty")
+	require.Contains(t, w.must("stop", "oc-ro"), "nothing of it is left in its cgroup")
 }

@@ -207,7 +207,7 @@ func TestRealPiWorker(t *testing.T) {
 	require.NotContains(t, out, "Answered the ask.")
 	<-s.Done()
 	require.True(t, strings.HasPrefix(w.status("pi-w").Turns.Session, "agent-fleet-pi-w-"))
-	require.Contains(t, w.must("stop", "pi-w"), "its cgroup is empty")
+	require.Contains(t, w.must("stop", "pi-w"), "nothing of it is left in its cgroup")
 	for _, m := range w.boss.messages() {
 		require.NotContains(t, m.Text, "failed", "no turn failed: %s", m.Text)
 	}
@@ -229,5 +229,5 @@ func TestRealPiWorker(t *testing.T) {
 	for _, f := range []string{"notes.txt", "ran.txt"} {
 		require.NoFileExists(t, filepath.Join(cwd, f))
 	}
-	require.Contains(t, w.must("stop", "pi-ro"), "its cgroup is empty")
+	require.Contains(t, w.must("stop", "pi-ro"), "nothing of it is left in its cgroup")
 }

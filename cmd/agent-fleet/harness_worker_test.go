@@ -281,7 +281,7 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 	require.Equal(t, "turn-running", st.Worker.StateReason)
 	require.Contains(t, w.must("list"), "running (turn running)")
 	out := w.must("stop", "cw")
-	require.Contains(t, out, "its cgroup is empty")
+	require.Contains(t, out, "nothing of it is left in its cgroup")
 	for _, pid := range pids {
 		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "pid %d of the turn survived", pid)
 	}
@@ -348,7 +348,7 @@ func TestHarnessWorkerKinds(t *testing.T) {
 			} else {
 				require.InDelta(t, 3*standInCost, *u.CostUSD, 1e-9)
 			}
-			require.Contains(t, w.must("stop", id), "its cgroup is empty")
+			require.Contains(t, w.must("stop", id), "nothing of it is left in its cgroup")
 		}()
 	}
 	// A failed turn in each format is a reported failure.

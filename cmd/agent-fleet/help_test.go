@@ -87,9 +87,9 @@ func TestFleetTextsArePluralCorrect(t *testing.T) {
 		{output.DeletedReport{Deleted: 1}, "Pruned 1 ended record."},
 		{output.DeletedReport{Deleted: 0}, "Pruned 0 ended records."},
 		{output.StopReport{Res: &fleet.StopResult{Worker: &fleet.Worker{ID: "w1"}, Killed: []int{7}}},
-			"Stopped w1; 1 process outlived the stop and was killed; its cgroup is empty."},
+			"Stopped w1; 1 process outlived the stop and was killed; nothing of it is left in its cgroup."},
 		{output.StopReport{Res: &fleet.StopResult{Worker: &fleet.Worker{ID: "w1"}, Killed: []int{7, 8}}},
-			"Stopped w1; 2 processes outlived the stop and were killed; its cgroup is empty."},
+			"Stopped w1; 2 processes outlived the stop and were killed; nothing of it is left in its cgroup."},
 	} {
 		require.Equal(t, c.want, c.r.Text(output.CLI))
 	}

@@ -114,7 +114,7 @@ func TestPauseFreezesABusyLoop(t *testing.T) {
 	require.NoError(t, err)
 	out, err = fleetCLI(t, dir, "stop", "busy")
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "its cgroup is empty")
+	require.Contains(t, string(out), "nothing of it is left in its cgroup")
 	_, err = fleetCLI(t, dir, "pause", "busy")
 	requireExit(t, err, exitConflict)
 }

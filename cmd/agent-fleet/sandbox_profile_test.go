@@ -170,5 +170,5 @@ func TestSandboxProfilesOnTheUserManager(t *testing.T) {
 	}
 	out, err = run("stop", "sbx-ws", "sbx-ro")
 	require.NoError(t, err, "%s", out)
-	require.Equal(t, 2, strings.Count(string(out), "its cgroup is empty"), "%s", out)
+	require.Equal(t, 2, strings.Count(string(out), "nothing of it is left in its cgroup"), "%s", out)
 }

@@ -31,11 +31,14 @@ func newStopCmd(f *factory.Factory, runF func(*stopOptions) error) *cobra.Comman
 		Use:   "stop ID... | --all",
 		Short: "Stop workers and prove that nothing they started survives",
 		Long: `Stop each worker: SIGTERM to every process of its unit, SIGKILL to the whole
-cgroup once --timeout has passed (10s by default; --kill: at once), wait
-until the unit is inactive, read its cgroup, SIGKILL anything left, and read
-it again: a stop succeeds only when the cgroup is empty. Processes that
-could not be killed are reported (exit 1). On a terminal, each signal is
-shown on stderr as it is sent.
+cgroup once --timeout has passed (10s by default; --kill: at once), and
+prove that nothing of the worker's is left in its cgroup: once the worker's
+shim has exited having recorded how its command ended, the cgroup must hold
+no process but systemd's own, which writes the exit record; otherwise wait
+until the unit is inactive, SIGKILL anything left in the cgroup, and read it
+again. A stop succeeds only when that proof holds. Processes that could not
+be killed are reported (exit 1). On a terminal, each signal is shown on
+stderr as it is sent.
 
 Several ids (or --all: every live worker of yours) are stopped at once and
 each is reported on stdout, a failed one with its reason; stderr then only

@@ -72,7 +72,7 @@ func TestStopSeveralAllAndKill(t *testing.T) {
 	// reaches the unit as SIGKILL.
 	stdout, _, err = run("operator-me", "stop", "--all", "--kill")
 	require.NoError(t, err, stdout)
-	require.Equal(t, "Stopped st-c; its cgroup is empty.\nStopped st-d; its cgroup is empty.\n", stdout)
+	require.Equal(t, "Stopped st-c; nothing of it is left in its cgroup.\nStopped st-d; nothing of it is left in its cgroup.\n", stdout)
 	for _, id := range []string{"st-c", "st-d"} {
 		stdout, _, err = run("operator-me", "status", id, "--json")
 		require.NoError(t, err, stdout)
@@ -98,7 +98,7 @@ func TestStopSeveralAllAndKill(t *testing.T) {
 	call := mcptest.Caller(t, mcptest.Connect(t, mcpserver.New(nil, mcpserver.Options{Fleet: f, Caller: "operator-other"})))
 	r := call("agent_fleet", map[string]any{"action": "stop", "ids": []any{"st-theirs", "st-a"}, "timeout": "3s"})
 	require.True(t, r.IsError, "st-a is not operator-other's: %s", r.Text)
-	require.Regexp(t, `^Stopped st-theirs; its cgroup is empty\.\nNot stopped: stop st-a: .*\n1 of 2 workers not stopped\.$`, r.Text,
+	require.Regexp(t, `^Stopped st-theirs; nothing of it is left in its cgroup\.\nNot stopped: stop st-a: .*\n1 of 2 workers not stopped\.$`, r.Text,
 		"a line per worker, then the count")
 	require.Equal(t, "1 of 2 workers not stopped", r.Structured["error"])
 	stops := r.Structured["result"].(map[string]any)["stops"].([]any)

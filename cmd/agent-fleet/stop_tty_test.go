@@ -81,7 +81,7 @@ func TestStopShowsItsSignalsOnATerminal(t *testing.T) {
 	for _, id := range ids {
 		require.Contains(t, text, id+": SIGTERM sent; SIGKILL in 2 s")
 		require.Contains(t, text, id+": still running 2 s after SIGTERM; SIGKILL sent")
-		require.Contains(t, stdout.String(), "Stopped "+id+"; its cgroup is empty.")
+		require.Contains(t, stdout.String(), "Stopped "+id+"; nothing of it is left in its cgroup.")
 		require.NotContains(t, stdout.String(), "SIGTERM", "progress goes to the terminal on stderr, not stdout")
 
 		out, err := fleetAs(t, dir, "agent-tty", nil, "status", id, "--json").Output()

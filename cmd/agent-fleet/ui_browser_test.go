@@ -313,7 +313,7 @@ func TestUIBrowser(t *testing.T) {
 	waitFor(t, ctx, "the stop's outcome", `document.querySelector('#toast').dataset.done === "1" && !document.querySelector('#toast').textContent.startsWith("Resumed")`)
 	toast, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#toast")))
 	require.NoError(t, err)
-	require.Contains(t, toast, "its cgroup is empty")
+	require.Contains(t, toast, "nothing of it is left in its cgroup")
 	waitFor(t, ctx, "stopped on the page", `document.querySelector('#w-state').dataset.state === "stopped"`)
 	waitFor(t, ctx, "the log's end", textIncludes("#log-end", "the worker ended: stopped"))
 

@@ -130,7 +130,7 @@ func TestFleetVerbsInProcess(t *testing.T) {
 
 	out, err = cli("stop", "w1")
 	require.NoError(t, err, out)
-	require.Equal(t, "Stopped w1; its cgroup is empty.\n", out)
+	require.Equal(t, "Stopped w1; nothing of it is left in its cgroup.\n", out)
 	out, err = cli("forget", "w1")
 	require.Equal(t, exitUsage, exitCode(err), out)
 	out, err = cli("forget", "w1", "--acknowledge", "--json")

@@ -99,6 +99,7 @@ type SpawnResult struct {
 		End    Latency `json:"end"`
 		Proof  Latency `json:"proof"`
 		Record Latency `json:"record"`
+		Notice Latency `json:"notice"`
 	} `json:"stopSteps"`
 	Ratios struct {
 		SpawnToBare            Ratio `json:"spawnToBare"`
@@ -106,6 +107,7 @@ type SpawnResult struct {
 		SpawnToShimUnit        Ratio `json:"spawnToShimUnit"`
 		StopToBare             Ratio `json:"stopToBare"`
 		StopToRecordUnit       Ratio `json:"stopToRecordUnit"`
+		StopToShimUnit         Ratio `json:"stopToShimUnit"`
 	} `json:"ratios"`
 	Target struct {
 		SpawnToBarePlusStartup float64 `json:"spawnToBarePlusStartup"`
@@ -136,8 +138,8 @@ var benchIncludes = map[string]string{
 	"spawn":       "fleet.Spawn: running-unit check and user manager environment read (concurrent D-Bus calls), registry reserve, transient Type=notify unit start until the shim's READY (exec of agent-fleet, intercom registration, session holder, exec of the command), registry update",
 	"bareStart":   "units.StartService of a Type=exec transient unit running the same command, on the same D-Bus connection: start call until the start job is done (systemd forked and executed the command)",
 	"shimStartup": "the worker shim started by this process outside systemd, from fork/exec until READY=1 on a notify socket: the command's own start-up under agent-fleet (it runs on, holding its session, until the stop phase)",
-	"stop":        "fleet.Stop: registry stop fence (the unit's stop timeout read meanwhile), stop job (SIGTERM to the cgroup) until the unit is inactive (the shim's exit record in the registry, the ExecStopPost exit record), cgroup read (and SIGKILL of survivors), registry update (reset-failed meanwhile)",
-	"stopSteps":   "the worker stops step by step: fence (record read, stop fence), end (first signal until the unit is inactive), proof (cgroup read), record (outcome written, unit reset)",
+	"stop":        "fleet.Stop: registry stop fence (the unit's stop timeout read meanwhile), stop job (SIGTERM to the cgroup) until the shim has exited having recorded the end in the registry and the cgroup holds nothing but the exit record's ExecStopPost (else until the unit is inactive), cgroup proof (and SIGKILL of survivors), registry update, the ended notice to the manager's session",
+	"stopSteps":   "the worker stops step by step: fence (record read, stop fence), end (first signal until the shim's exit, or the unit's end), proof (registry and cgroup read, the unit's control process; SIGKILL of survivors), record (outcome written; a unit that ended the slow way is reset meanwhile), notice (ended notice delivered)",
 	"bareStop":    "units.StopUnit of the bare unit until its stop job is done",
 	"recordUnit":  "the bare unit with a worker's exit record (ExecStopPost: /bin/sh in the unit's cgroup), stopped until its job is done: systemd's own part of a worker stop",
 	"shimUnit":    "the worker shim (running the same command) as a bare Type=notify transient unit on the same connection: systemd plus the shim's start-up until READY, and its stop, without fleet's registry and environment work",
@@ -271,7 +273,7 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	// units and sessions; operations run back to back (pausing between them
 	// lets the CPUs idle, and waking them costs more than the operation).
 	var spawnT, stopT, bareStartT, bareStopT, shimT, shimUnitStartT, shimUnitStopT, recordStopT []time.Duration
-	var fenceT, endT, proofT, recordT []time.Duration
+	var fenceT, endT, proofT, recordT, noticeT []time.Duration
 	timed := func(into *[]time.Duration, op func() error) error {
 		began := time.Now()
 		if err := op(); err != nil {
@@ -338,6 +340,7 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 				if err == nil {
 					fenceT, endT = append(fenceT, r.Took.Fence), append(endT, r.Took.End)
 					proofT, recordT = append(proofT, r.Took.Proof), append(recordT, r.Took.Record)
+					noticeT = append(noticeT, r.Took.Notice)
 				}
 				return err
 			}},
@@ -360,8 +363,10 @@ func RunSpawn(ctx context.Context, f *factory.Factory, opts *SpawnOptions) (err 
 	res.RecordUnitStop = summarize(recordStopT)
 	res.StopSteps.Fence, res.StopSteps.End = summarize(fenceT), summarize(endT)
 	res.StopSteps.Proof, res.StopSteps.Record = summarize(proofT), summarize(recordT)
+	res.StopSteps.Notice = summarize(noticeT)
 	res.Ratios.StopToBare = Ratio{res.Stop.P50Ms / res.BareStop.P50Ms, res.Stop.P99Ms / res.BareStop.P99Ms}
 	res.Ratios.StopToRecordUnit = Ratio{res.Stop.P50Ms / res.RecordUnitStop.P50Ms, res.Stop.P99Ms / res.RecordUnitStop.P99Ms}
+	res.Ratios.StopToShimUnit = Ratio{res.Stop.P50Ms / res.ShimUnitStop.P50Ms, res.Stop.P99Ms / res.ShimUnitStop.P99Ms}
 	res.Target.StopToBare = StopTarget
 	res.Target.StopMetAtP50 = res.Ratios.StopToBare.P50 <= StopTarget
 	if res.Spawn.MeanMs > 0 {
@@ -426,11 +431,13 @@ func printBenchSpawn(out io.Writer, r *SpawnResult) {
 	row("shim as a bare notify unit, stop", r.ShimUnitStop)
 	row("worker stop until cgroup proven empty", r.Stop)
 	row("  fence", r.StopSteps.Fence)
-	row("  signal until inactive", r.StopSteps.End)
+	row("  signal until the shim's end", r.StopSteps.End)
 	row("  cgroup proof", r.StopSteps.Proof)
 	row("  outcome recorded", r.StopSteps.Record)
+	row("  ended notice delivered", r.StopSteps.Notice)
 	times("stop / bare", r.Ratios.StopToBare)
 	times("stop / bare with an exit record", r.Ratios.StopToRecordUnit)
+	times("stop / shim unit", r.Ratios.StopToShimUnit)
 	tw.Flush()
 	verdict := func(ok bool) string {
 		if ok {

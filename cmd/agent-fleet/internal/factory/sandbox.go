@@ -355,18 +355,25 @@ func (sb *Sandbox) StopWorkers(ctx context.Context, say func(format string, args
 			cgroup = w.ControlGroup
 		}
 		pids, perr := cg.Procs(cgroup)
+		// A stop may return while systemd's own control process (the exit
+		// record's ExecStopPost) still runs in the cgroup (fleet.StopResult).
+		onlyControl := len(pids) == 1 && pids[0] == res.Control
 		switch {
 		case perr != nil:
 			errs = append(errs, fmt.Errorf("read the cgroup of %s: %w", w.ID, perr))
-		case len(pids) > 0:
+		case len(pids) > 0 && !onlyControl:
 			errs = append(errs, fmt.Errorf("%s: processes are still in %s: %v", w.ID, cgroup, pids))
 		case !res.AlreadyEnded:
 			killed := ""
 			if len(res.Killed) > 0 {
 				killed = fmt.Sprintf("; processes %v outlived the unit's stop and were killed through the cgroup", res.Killed)
 			}
-			say("Stopped %s in %s: state %s, unit inactive%s.", w.ID, took, res.Worker.State, killed)
-			say("  cgroup %s: 0 processes — verified empty.", cgroup)
+			say("Stopped %s in %s: state %s%s.", w.ID, took, res.Worker.State, killed)
+			if onlyControl {
+				say("  cgroup %s: nothing of the worker's — verified; systemd's exit-record process (pid %d) is finishing.", cgroup, res.Control)
+			} else {
+				say("  cgroup %s: 0 processes — verified empty.", cgroup)
+			}
 		}
 	}
 	return errors.Join(errs...)

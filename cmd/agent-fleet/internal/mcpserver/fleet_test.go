@@ -39,7 +39,7 @@ func TestAgentFleetOnTheFake(t *testing.T) {
 
 	r = fleet(map[string]any{"action": "stop", "id": "w1"})
 	require.False(t, r.IsError, r.Text)
-	require.Equal(t, "Stopped w1; its cgroup is empty.", r.Text)
+	require.Equal(t, "Stopped w1; nothing of it is left in its cgroup.", r.Text)
 	require.Contains(t, r.Structured, "killed", "what stop had to kill, as the CLI's --json says")
 	require.Contains(t, r.Structured, "survivors")
 	require.Equal(t, false, r.Structured["alreadyEnded"])

@@ -317,10 +317,10 @@ func (r StopReport) Text(Surface) string {
 	case r.Res.AlreadyEnded:
 		return fmt.Sprintf("Worker %s had already ended (%s).", w.ID, w.State)
 	case len(r.Res.Killed) > 0:
-		return fmt.Sprintf("Stopped %s; %s outlived the stop and %s killed; its cgroup is empty.", w.ID,
+		return fmt.Sprintf("Stopped %s; %s outlived the stop and %s killed; nothing of it is left in its cgroup.", w.ID,
 			plural(len(r.Res.Killed), "process"), wasWere(len(r.Res.Killed)))
 	default:
-		return fmt.Sprintf("Stopped %s; its cgroup is empty.", w.ID)
+		return fmt.Sprintf("Stopped %s; nothing of it is left in its cgroup.", w.ID)
 	}
 }
 

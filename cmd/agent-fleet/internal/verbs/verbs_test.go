@@ -101,7 +101,7 @@ func TestVerbsOnTheFake(t *testing.T) {
 	stop := rep.JSON().(output.Stop)
 	require.Equal(t, "stopped", stop.Worker.State)
 	require.False(t, stop.AlreadyEnded)
-	require.Equal(t, "Stopped w1; its cgroup is empty.", rep.Text(output.CLI))
+	require.Equal(t, "Stopped w1; nothing of it is left in its cgroup.", rep.Text(output.CLI))
 	require.Equal(t, rep.Text(output.CLI), rep.Text(output.Tool))
 	rep = must(t, fe, Args{Action: "stop", ID: "w1"})
 	require.Equal(t, "Worker w1 had already ended (stopped).", rep.Text(output.CLI), "stop is safe twice")
