@@ -284,20 +284,9 @@ func (s *Systemd) StopUnit(ctx context.Context, name string) error {
 
 // StopTimeout implements Manager: one property read.
 func (s *Systemd) StopTimeout(ctx context.Context, name string) (time.Duration, error) {
-	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
-	defer cancel()
-	var v dbus.Variant
-	_, err := s.call(ctx, "read the stop timeout of "+name, func(c *conn) error {
-		obj := c.sys.Object("org.freedesktop.systemd1", dbus.ObjectPath("/org/freedesktop/systemd1/unit/"+sdbus.PathBusEscape(name)))
-		return obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0,
-			"org.freedesktop.systemd1.Service", "TimeoutStopUSec").Store(&v)
-	})
+	us, err := serviceProperty[uint64](ctx, s, name, "TimeoutStopUSec", "read the stop timeout of "+name)
 	if err != nil {
 		return 0, err
-	}
-	us, ok := v.Value().(uint64)
-	if !ok {
-		return 0, fmt.Errorf("read the stop timeout of %s: TimeoutStopUSec is %T", name, v.Value())
 	}
 	if us > uint64(NoTimeout/time.Microsecond) {
 		return NoTimeout, nil
@@ -307,22 +296,30 @@ func (s *Systemd) StopTimeout(ctx context.Context, name string) (time.Duration, 
 
 // ControlPID implements Manager: one property read.
 func (s *Systemd) ControlPID(ctx context.Context, name string) (int, error) {
+	pid, err := serviceProperty[uint32](ctx, s, name, "ControlPID", "read the control process of "+name)
+	return int(pid), err
+}
+
+// serviceProperty reads one org.freedesktop.systemd1.Service property of
+// unit name, of D-Bus type T; what names the read in its errors.
+func serviceProperty[T any](ctx context.Context, s *Systemd, name, prop, what string) (T, error) {
 	ctx, cancel := withDefaultDeadline(ctx, s.opts.timeout())
 	defer cancel()
 	var v dbus.Variant
-	_, err := s.call(ctx, "read the control process of "+name, func(c *conn) error {
+	var zero T
+	_, err := s.call(ctx, what, func(c *conn) error {
 		obj := c.sys.Object("org.freedesktop.systemd1", dbus.ObjectPath("/org/freedesktop/systemd1/unit/"+sdbus.PathBusEscape(name)))
 		return obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0,
-			"org.freedesktop.systemd1.Service", "ControlPID").Store(&v)
+			"org.freedesktop.systemd1.Service", prop).Store(&v)
 	})
 	if err != nil {
-		return 0, err
+		return zero, err
 	}
-	pid, ok := v.Value().(uint32)
+	got, ok := v.Value().(T)
 	if !ok {
-		return 0, fmt.Errorf("read the control process of %s: ControlPID is %T", name, v.Value())
+		return zero, fmt.Errorf("%s: %s is %T", what, prop, v.Value())
 	}
-	return int(pid), nil
+	return got, nil
 }
 
 // ResetFailed implements Manager.
