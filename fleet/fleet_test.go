@@ -191,7 +191,7 @@ func TestDescendantsAreGoneAfterStop(t *testing.T) {
 	res, err := w.f.Stop(ctx, "escapers")
 	require.NoError(t, err)
 	require.Empty(t, res.Survivors)
-	requireOnlyExitRecord(t, wk.ControlGroup) // proven from the cgroup
+	unitstest.RequireOnlyExitRecord(t, wk.ControlGroup) // proven from the cgroup
 	for _, pid := range pids {
 		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "pid %d is gone", pid)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/units"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
 // reportToManager runs inside a worker: it asks the worker's shim who
@@ -209,11 +210,27 @@ func TestAdoptionMovesAWorkerToANewManager(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.StateStopped, res.Worker.State)
 	require.Empty(t, res.Survivors)
-	u, err := w.m.Unit(ctx, wk.Unit)
-	require.NoError(t, err)
-	require.True(t, u.Gone())
-	_, err = os.Stat(filepath.Join("/sys/fs/cgroup", wk.ControlGroup))
-	require.True(t, os.IsNotExist(err) || wk.ControlGroup == "", "the worker's cgroup is gone")
+	unitstest.RequireOnlyExitRecord(t, wk.ControlGroup)
+	// The stop proved the cgroup empty of the worker's processes; systemd
+	// collects the unit and removes its cgroup once the exit record's
+	// ExecStopPost has ended.
+	requireCollected(t, w.m, wk)
+}
+
+// requireCollected waits until systemd has collected the unit of a
+// stopped worker and removed its cgroup: a stop ends once the cgroup holds
+// nothing of the worker's, and the unit ends with the exit record's
+// ExecStopPost.
+func requireCollected(t *testing.T, m units.Manager, wk *fleet.Worker) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		u, err := m.Unit(ctx, wk.Unit)
+		if err != nil || !u.Gone() {
+			return false
+		}
+		_, err = os.Stat(filepath.Join("/sys/fs/cgroup", wk.ControlGroup))
+		return os.IsNotExist(err) || wk.ControlGroup == ""
+	}, 20*time.Second, 20*time.Millisecond, "the unit of %s is collected and its cgroup removed", wk.ID)
 }
 
 func TestAdoptForceAndOrphans(t *testing.T) {
@@ -326,9 +343,7 @@ func TestLeaseFollowsVerifiedActivity(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.StateStopped, rec.State)
 	require.Equal(t, "lease-expired", rec.StopReason)
-	u, err := w.m.Unit(ctx, wk.Unit)
-	require.NoError(t, err)
-	require.True(t, u.Gone(), "stopped with verified cleanup and collected")
+	requireCollected(t, w.m, wk)
 }
 
 func TestCheckpointIsDeliveredToTheWorker(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/units"
+	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
 // A stop whose shim recorded its workload's end returns once the cgroup
@@ -40,7 +41,7 @@ func TestStopEndsBeforeTheExitRecordIsWritten(t *testing.T) {
 	require.Equal(t, int(syscall.SIGTERM), res.Worker.ExitStatus)
 	require.Empty(t, res.Survivors)
 	require.ErrorIs(t, syscall.Kill(sleeper, 0), syscall.ESRCH, "the workload is gone")
-	requireOnlyExitRecord(t, wk.ControlGroup)
+	unitstest.RequireOnlyExitRecord(t, wk.ControlGroup)
 
 	got := make(chan string, 1)
 	go func() {
@@ -129,30 +130,6 @@ func processNamed(t *testing.T, w *world, id, name string, args ...string) int {
 		return false
 	}, 10*time.Second, 20*time.Millisecond, "no %s %v in the worker", name, args)
 	return pid
-}
-
-// requireOnlyExitRecord: cgroup holds no process but the exit record's
-// ExecStopPost, which systemd may start there after a stop proved the
-// cgroup empty of the worker's processes.
-func requireOnlyExitRecord(t *testing.T, cgroup string) {
-	t.Helper()
-	cg, err := units.OpenCgroups("/")
-	require.NoError(t, err)
-	left, err := cg.Procs(cgroup)
-	require.NoError(t, err)
-	for _, pid := range left {
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		comm, cerr := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil || cerr != nil {
-			continue // it ended meanwhile
-		}
-		// systemd names a child "(sh)" between its fork and the exec of
-		// /bin/sh; an exiting one has no arguments left.
-		name := strings.TrimSpace(string(comm))
-		ok := strings.Contains(string(cmdline), "agent-fleet-exit-record") ||
-			(name == "(sh)" || name == "sh") && !strings.Contains(string(cmdline), "sleep")
-		require.True(t, ok, "pid %d (%s, %q) is the worker's", pid, name, cmdline)
-	}
 }
 
 // releaseFIFO lets a writer blocked on the FIFO at path go (it opens it

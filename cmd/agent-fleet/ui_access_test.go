@@ -79,7 +79,7 @@ func TestUIRefusesOthers(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, request(t, "GET", srv.Base+"/", nil).StatusCode)
 	require.Equal(t, http.StatusUnauthorized, request(t, "GET", srv.Base+"/api/state", map[string]string{"Authorization": "Bearer " + strings.Repeat("0", 64)}).StatusCode)
 	require.Equal(t, http.StatusUnauthorized, request(t, "GET", srv.Base+"/?token=wrong", nil).StatusCode)
-	require.Equal(t, http.StatusUnauthorized, request(t, "GET", srv.Base+"/api/state", map[string]string{"Cookie": "agent-fleet-ui-" + port + "=" + srv.Token[:63] + "0"}).StatusCode)
+	require.Equal(t, http.StatusUnauthorized, request(t, "GET", srv.Base+"/api/state", map[string]string{"Cookie": "agent-fleet-ui-" + port + "=" + wrongLast(srv.Token)}).StatusCode)
 	require.Equal(t, http.StatusOK, request(t, "GET", srv.Base+"/api/state", bearer).StatusCode)
 
 	// The token in the URL once: it becomes the cookie and leaves the URL.
@@ -144,4 +144,14 @@ func TestUIRefusesOthers(t *testing.T) {
 	out, err = as(t, dir, "operator-test", "ui", "--no-open", "--listen", "0.0.0.0:0").CombinedOutput()
 	requireExit(t, err, exitUsage)
 	require.Contains(t, string(out), "loopback only")
+}
+
+// wrongLast is token with its last character changed: a token one
+// character off, whatever its last character was.
+func wrongLast(token string) string {
+	last := byte('0')
+	if token[len(token)-1] == last {
+		last = '1'
+	}
+	return token[:len(token)-1] + string(last)
 }

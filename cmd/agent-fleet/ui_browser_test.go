@@ -23,7 +23,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
-	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
@@ -318,11 +317,7 @@ func TestUIBrowser(t *testing.T) {
 	waitFor(t, ctx, "the log's end", textIncludes("#log-end", "the worker ended: stopped"))
 
 	// What the page said is what the kernel says: nothing is left.
-	cg, err := units.OpenCgroups("")
-	require.NoError(t, err)
-	pids, err := cg.Procs(w1.ControlGroup)
-	require.NoError(t, err)
-	require.Empty(t, pids, "processes left in %s", w1.ControlGroup)
+	unitstest.RequireOnlyExitRecord(t, w1.ControlGroup)
 	if w1.MainPID > 0 {
 		require.ErrorIs(t, syscall.Kill(w1.MainPID, 0), syscall.ESRCH, "the worker's main process is gone")
 	}

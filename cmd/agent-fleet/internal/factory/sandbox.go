@@ -354,10 +354,8 @@ func (sb *Sandbox) StopWorkers(ctx context.Context, say func(format string, args
 		if cgroup == "" {
 			cgroup = w.ControlGroup
 		}
-		pids, perr := cg.Procs(cgroup)
-		// A stop may return while systemd's own control process (the exit
-		// record's ExecStopPost) still runs in the cgroup (fleet.StopResult).
-		onlyControl := len(pids) == 1 && pids[0] == res.Control
+		pids, control, perr := sb.leftovers(ctx, cg, w.Unit, cgroup, res.Control)
+		onlyControl := control != 0
 		switch {
 		case perr != nil:
 			errs = append(errs, fmt.Errorf("read the cgroup of %s: %w", w.ID, perr))
@@ -370,13 +368,42 @@ func (sb *Sandbox) StopWorkers(ctx context.Context, say func(format string, args
 			}
 			say("Stopped %s in %s: state %s%s.", w.ID, took, res.Worker.State, killed)
 			if onlyControl {
-				say("  cgroup %s: nothing of the worker's — verified; systemd's exit-record process (pid %d) is finishing.", cgroup, res.Control)
+				say("  cgroup %s: nothing of the worker's — verified; systemd's exit-record process (pid %d) is finishing.", cgroup, control)
 			} else {
 				say("  cgroup %s: 0 processes — verified empty.", cgroup)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// leftovers reads a stopped unit's cgroup. A stop may return while
+// systemd's own control process (the exit record's ExecStopPost) runs
+// there (fleet.StopResult.Control), or before systemd forked it: control
+// is that process when it is all the cgroup holds (0 otherwise), as the
+// stop named it or the manager names it now. The cgroup is read again
+// when the manager names none, for the control process may have ended
+// between the two reads.
+func (sb *Sandbox) leftovers(ctx context.Context, cg *units.Cgroups, unit, cgroup string, known int) (pids []int, control int, err error) {
+	for range 2 {
+		if pids, err = cg.Procs(cgroup); err != nil || len(pids) != 1 {
+			return pids, 0, err
+		}
+		if pids[0] == known {
+			return pids, known, nil
+		}
+		if sb.units == nil {
+			return pids, 0, nil
+		}
+		pid, err := sb.units.ControlPID(ctx, unit)
+		if err != nil {
+			return pids, 0, nil
+		}
+		if pid == pids[0] {
+			return pids, pid, nil
+		}
+	}
+	return pids, 0, nil
 }
 
 // Close stops what the run started — its workers, its bare units, its
