@@ -51,6 +51,11 @@ type Config struct {
 	// History, when set, records the worker session's messages and
 	// receipts.
 	History intercom.Recorder
+	// Settled, when set, runs once after READY, once the registry is
+	// open, off every stop's path: the CLI trims the process's resident
+	// set there, which a stop would otherwise pay for as the exit's
+	// unmapping.
+	Settled func()
 }
 
 // Exit statuses of the shim itself, when the workload never ran.

@@ -108,6 +108,9 @@ func Run(ctx context.Context, cfg Config) int {
 			// What earlier runs of this id left owed: their sender,
 			// a short registration of this id, cannot while we hold it.
 			deliverOwn(ctx, s, cfg.WorkerID, log)
+			if cfg.Settled != nil {
+				cfg.Settled()
+			}
 		}()
 	case !errors.Is(err, errStopped):
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
