@@ -337,7 +337,7 @@ func (f *Fleet) expire(ctx context.Context, w *Worker) (bool, string) {
 	if skipped {
 		return false, "renewed or paused before it expired"
 	}
-	if _, err := f.stopUnit(ctx, marked, StopOptions{}, f.readStopTimeout(ctx, marked.Unit)); err != nil {
+	if _, err := f.stopUnit(ctx, marked, StopOptions{}, f.stopTimeout(ctx, marked)); err != nil {
 		return false, err.Error()
 	}
 	f.log.Info("worker stopped: lease expired", "id", w.ID, "manager", w.Manager)

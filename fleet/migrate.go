@@ -29,7 +29,7 @@ import (
 // RegistrySchemaVersion is the newest registry schema this build knows. The
 // file records its own in PRAGMA user_version; a file with a larger number is
 // refused with ErrSchemaNewer before anything is written to it.
-const RegistrySchemaVersion = 8
+const RegistrySchemaVersion = 9
 
 // migrations[i] takes a registry from schema version i to i+1. Append only:
 // never edit a migration that has shipped. Each runs inside the one
@@ -273,6 +273,14 @@ var migrations = [][]string{
 			FOREIGN KEY (id, run_id) REFERENCES runs (id, run_id)
 		) STRICT, WITHOUT ROWID`,
 		`CREATE INDEX deferred_messages_from ON deferred_messages (from_id, queued_at_ms)`,
+	},
+
+	// 8 → 9: the unit's stop timeout, as spawn set it.
+	{
+		// TimeoutStopSec= of the worker's unit in ms (0 = not recorded: a
+		// record from before, or one recovered from a unit), so that a stop
+		// need not ask the user manager before its first signal.
+		`ALTER TABLE workers ADD COLUMN stop_timeout_ms INTEGER NOT NULL DEFAULT 0`,
 	},
 }
 
@@ -537,7 +545,7 @@ const workerColumns = `id, run_id, generation, kind, role, task, cwd, command, e
 	budget_usd, budget_tokens, usage_turns, usage_input_tokens, usage_output_tokens,
 	usage_cache_read_tokens, usage_cache_write_tokens, usage_cost_usd, usage_unpriced_turns, usage_model,
 	paused_until_ms, memory_max, cpu_quota_percent, tasks_max, frozen_at_ms, profile, profile_degraded,
-	permission_wait_ms, needs_input`
+	permission_wait_ms, needs_input, stop_timeout_ms`
 
 // identityColumns is how many leading columns of workerColumns are the
 // identity (id, run_id, generation) that UPDATE never sets.
@@ -578,7 +586,7 @@ func workerArgs(w *Worker) []any {
 		toMS(w.PausedUntil), int64(w.Limits.MemoryMax), int64(w.Limits.CPUQuotaPercent), int64(w.Limits.TasksMax),
 		toMS(w.FrozenAt),
 		string(w.Profile), w.ProfileDegraded,
-		w.PermissionWait.Milliseconds(), w.NeedsInput,
+		w.PermissionWait.Milliseconds(), w.NeedsInput, w.StopTimeout.Milliseconds(),
 	}
 }
 
@@ -598,7 +606,7 @@ type rawWorker struct {
 	budgetUSD, costUSD                                           float64
 	budgetTokens, turns, input, output, cacheRead, cacheWrite    int64
 	unpriced, pausedUntil, permissionWait                        int64
-	memoryMax, cpuQuota, tasksMax, frozenAt                      int64
+	memoryMax, cpuQuota, tasksMax, frozenAt, stopTimeout         int64
 	usageModel, profile, profileDegraded, needsInput             string
 }
 
@@ -614,7 +622,7 @@ func (x *rawWorker) dest() []any {
 		&x.budgetUSD, &x.budgetTokens, &x.turns, &x.input, &x.output,
 		&x.cacheRead, &x.cacheWrite, &x.costUSD, &x.unpriced, &x.usageModel,
 		&x.pausedUntil, &x.memoryMax, &x.cpuQuota, &x.tasksMax, &x.frozenAt, &x.profile, &x.profileDegraded,
-		&x.permissionWait, &x.needsInput,
+		&x.permissionWait, &x.needsInput, &x.stopTimeout,
 	}
 }
 
@@ -655,6 +663,7 @@ func (x *rawWorker) worker() (*Worker, error) {
 		Profile:  Profile(x.profile), ProfileDegraded: x.profileDegraded,
 		PermissionWait: time.Duration(x.permissionWait) * time.Millisecond,
 		NeedsInput:     x.needsInput,
+		StopTimeout:    time.Duration(x.stopTimeout) * time.Millisecond,
 	}, nil
 }
 

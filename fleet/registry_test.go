@@ -161,6 +161,7 @@ func fullWorker() *Worker {
 		Profile:     ProfileWorkspace, ProfileDegraded: "not enforced here: InaccessiblePaths (x)",
 		PermissionWait: 90*time.Second + 400*time.Microsecond,
 		NeedsInput:     "permission to run `npm install` — 許可",
+		StopTimeout:    12*time.Second + 300*time.Microsecond,
 	}
 }
 
@@ -184,6 +185,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	want := in.Clone()
 	want.LeaseDuration = 90*time.Minute + time.Millisecond
 	want.PermissionWait = 90 * time.Second
+	want.StopTimeout = 12 * time.Second
 	for _, p := range []*time.Time{&want.LeaseDeadline, &want.LastActivity, &want.CheckpointSentAt,
 		&want.GraceDeadline, &want.CreatedAt, &want.UpdatedAt, &want.ReadyAt, &want.StopRequestedAt, &want.EndedAt, &want.PausedUntil, &want.FrozenAt} {
 		*p = ms(*p)

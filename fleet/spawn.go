@@ -189,6 +189,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		Model: req.Model, Effort: req.Effort, Permission: req.Permission,
 		Manager: f.cfg.Caller, FirstManager: f.cfg.Caller, LeaseDuration: f.leaseFor(req.Lease),
 		Budget: req.Budget.apply(Budget{}), Limits: req.Limits, Profile: profile, ProfileDegraded: degraded, PermissionWait: req.PermissionWait,
+		StopTimeout: f.cfg.StopTimeout,
 	}
 	for _, kv := range extra {
 		k, _, _ := strings.Cut(kv, "=")
@@ -274,7 +275,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		Env:              env,
 		Type:             units.ServiceNotify,
 		StartTimeout:     f.cfg.StartTimeout,
-		StopTimeout:      f.cfg.StopTimeout,
+		StopTimeout:      w.StopTimeout,
 		MaxRuntime:       req.MaxRuntime,
 		LogFile:          w.LogPath,
 		ExitRecord:       f.exitRecordPath(w),

@@ -33,7 +33,7 @@ type StopResult struct {
 // StopTimings is where a stop's time went, step by step.
 type StopTimings struct {
 	// Fence is reading the record and writing the registry's stop fence
-	// (the unit's stop timeout is read meanwhile).
+	// (and the unit's stop timeout, where its spawn did not record it).
 	Fence time.Duration
 	// End is from the first signal until the shim's exit (when it recorded
 	// its workload's end), else until the unit was inactive: the worker's
@@ -107,8 +107,8 @@ func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*Sto
 		return &StopResult{Worker: w, AlreadyEnded: true}, nil
 	}
 	// The unit's own stop timeout decides who sends the SIGTERM (endUnit):
-	// read it while the fence is written.
-	timeout := f.readStopTimeout(ctx, w.Unit)
+	// where it is not recorded, read it while the fence is written.
+	timeout := f.stopTimeout(ctx, w)
 	// The durable stop fence: from here on, a unit of this incarnation that
 	// is found running is stopped, never revived (reconcile).
 	w, err = f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
@@ -128,13 +128,18 @@ func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*Sto
 	return res, err
 }
 
-// readStopTimeout reads the stop timeout of unit on a goroutine of its
-// own, to overlap what the stop does first; the channel gets it, or 0 when
-// it could not be read.
-func (f *Fleet) readStopTimeout(ctx context.Context, unit string) <-chan time.Duration {
+// stopTimeout is the stop timeout of w's unit: as its spawn recorded it,
+// or else read from the user manager on a goroutine of its own, to overlap
+// what the stop does first; the channel gets it, or 0 when it could not be
+// read.
+func (f *Fleet) stopTimeout(ctx context.Context, w *Worker) <-chan time.Duration {
 	ch := make(chan time.Duration, 1)
+	if w.StopTimeout > 0 {
+		ch <- w.StopTimeout
+		return ch
+	}
 	go func() {
-		d, err := f.cfg.Units.StopTimeout(ctx, unit)
+		d, err := f.cfg.Units.StopTimeout(ctx, w.Unit)
 		if err != nil {
 			d = 0
 		}
@@ -144,7 +149,7 @@ func (f *Fleet) readStopTimeout(ctx context.Context, unit string) <-chan time.Du
 }
 
 // stopUnit stops the unit of w (already marked stopping) and proves the
-// cleanup. timeout gets the unit's own stop timeout (readStopTimeout).
+// cleanup. timeout gets the unit's own stop timeout (stopTimeout).
 func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeout <-chan time.Duration) (*StopResult, error) {
 	res := &StopResult{}
 	grace := opts.Grace

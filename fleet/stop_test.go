@@ -3,11 +3,13 @@
 package fleet_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -139,4 +141,44 @@ func releaseFIFO(path string) {
 		_ = syscall.Close(fd)
 	}
 	_ = os.Remove(path)
+}
+
+// stopTimeoutReads counts the user manager reads of a unit's stop timeout.
+type stopTimeoutReads struct {
+	units.Manager
+	n atomic.Int32
+}
+
+func (r *stopTimeoutReads) StopTimeout(ctx context.Context, name string) (time.Duration, error) {
+	r.n.Add(1)
+	return r.Manager.StopTimeout(ctx, name)
+}
+
+// Spawn records the stop timeout it gives the unit, so that a stop's fence
+// need not ask the user manager for it; a record without one (from schema
+// 8, or recovered from a unit) is stopped as before, with the unit's read.
+func TestStopUsesTheRecordedStopTimeout(t *testing.T) {
+	reads := &stopTimeoutReads{}
+	w := newWorld(t, func(c *fleet.Config) { reads.Manager, c.Units = c.Units, reads })
+	wk := w.spawn("recorded", "sleep", "300")
+	require.Equal(t, 3*time.Second, wk.StopTimeout)
+	onUnit, err := w.m.StopTimeout(ctx, wk.Unit)
+	require.NoError(t, err)
+	require.Equal(t, wk.StopTimeout, onUnit, "what the unit has")
+	rec, err := w.reg.Get(ctx, "recorded")
+	require.NoError(t, err)
+	require.Equal(t, wk.StopTimeout, rec.StopTimeout, "what the registry keeps")
+	res, err := w.f.Stop(ctx, "recorded")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, res.Worker.State)
+	require.Zero(t, reads.n.Load(), "the stop asked the manager for a timeout it had")
+
+	old := w.spawn("unrecorded", "sleep", "300")
+	_, err = w.reg.Update(ctx, old.ID, old.RunID, func(r *fleet.Worker) error { r.StopTimeout = 0; return nil })
+	require.NoError(t, err)
+	res, err = w.f.Stop(ctx, "unrecorded")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, res.Worker.State)
+	require.Empty(t, res.Survivors)
+	require.EqualValues(t, 1, reads.n.Load(), "read from the unit")
 }

@@ -150,6 +150,10 @@ type Worker struct {
 	// "" when nothing.
 	PermissionWait time.Duration
 	NeedsInput     string
+	// StopTimeout is the unit's TimeoutStopSec= as spawn set it (0: not
+	// recorded, for a record from before schema 9 or one recovered from a
+	// unit; a stop then reads it from the user manager).
+	StopTimeout time.Duration
 }
 
 // Limits are a worker unit's resource limits (units.Limits), and
