@@ -193,7 +193,7 @@ func TestDescendantsAreGoneAfterStop(t *testing.T) {
 	require.Empty(t, res.Survivors)
 	unitstest.RequireOnlyExitRecord(t, wk.ControlGroup) // proven from the cgroup
 	for _, pid := range pids {
-		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "pid %d is gone", pid)
+		unitstest.RequireEnded(t, pid)
 	}
 }
 

@@ -42,7 +42,7 @@ func TestStopEndsBeforeTheExitRecordIsWritten(t *testing.T) {
 	require.Equal(t, "killed", res.Worker.ExitCode)
 	require.Equal(t, int(syscall.SIGTERM), res.Worker.ExitStatus)
 	require.Empty(t, res.Survivors)
-	require.ErrorIs(t, syscall.Kill(sleeper, 0), syscall.ESRCH, "the workload is gone")
+	unitstest.RequireEnded(t, sleeper, "the workload")
 	unitstest.RequireOnlyExitRecord(t, wk.ControlGroup)
 
 	got := make(chan string, 1)
@@ -84,7 +84,7 @@ func TestStopKillsWhatOutlivesTheShim(t *testing.T) {
 	require.Equal(t, []string{"SIGTERM 1s", "SIGKILL 1s"}, steps)
 	require.Equal(t, fleet.StateStopped, res.Worker.State)
 	require.Zero(t, res.Control, "proven once the unit was inactive")
-	require.ErrorIs(t, syscall.Kill(stubborn, 0), syscall.ESRCH)
+	unitstest.RequireEnded(t, stubborn)
 	cg, err := units.OpenCgroups("/")
 	require.NoError(t, err)
 	left, err := cg.Procs(wk.ControlGroup)

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -283,11 +282,14 @@ func TestHarnessWorkerWakeLoop(t *testing.T) {
 	out := w.must("stop", "cw")
 	require.Contains(t, out, "nothing of it is left in its cgroup")
 	for _, pid := range pids {
-		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "pid %d of the turn survived", pid)
+		unitstest.RequireEnded(t, pid, "a process of the turn")
 	}
 	st = w.status("cw")
 	require.Equal(t, "stopped", st.Worker.State)
-	require.Equal(t, "not-loaded", st.UnitActive)
+	// The unit goes once the exit record's ExecStopPost, which may run on
+	// after the stop, has ended.
+	require.Eventually(t, func() bool { return w.status("cw").UnitActive == "not-loaded" }, 20*time.Second, 50*time.Millisecond,
+		"the unit is collected")
 	for _, m := range w.boss.messages() {
 		require.NotContains(t, m.Text, "turn 7 of worker cw", "a stopped turn is not reported as failed")
 	}

@@ -319,7 +319,7 @@ func TestUIBrowser(t *testing.T) {
 	// What the page said is what the kernel says: nothing is left.
 	unitstest.RequireOnlyExitRecord(t, w1.ControlGroup)
 	if w1.MainPID > 0 {
-		require.ErrorIs(t, syscall.Kill(w1.MainPID, 0), syscall.ESRCH, "the worker's main process is gone")
+		unitstest.RequireEnded(t, w1.MainPID, "the worker's main process")
 	}
 	out, err = fleetCLI(t, dir, "status", "ui-w1", "--json")
 	require.NoError(t, err, "%s", out)
