@@ -231,19 +231,14 @@ func (r *Registry) execOne(ctx context.Context, q string, args ...any) (bool, er
 }
 
 // claimNotice takes id+run's owed notice for one delivery attempt, unless
-// another deliverer holds it.
-func (r *Registry) claimNotice(ctx context.Context, id, run string, now time.Time) (bool, error) {
-	return r.execOne(ctx, `UPDATE ended_notices SET claimed_until_ms = ? WHERE id = ? AND run_id = ? AND sent_at_ms = 0 AND claimed_until_ms < ?`,
-		toMS(now.Add(noticeClaim)), id, run, toMS(now))
-}
-
-// composeNotice stores the notice's text and control unless an earlier
-// attempt did, and returns the notice as stored.
-func (r *Registry) composeNotice(ctx context.Context, id, run, text string, control []byte) (*EndedNotice, error) {
-	if _, err := r.execOne(ctx, `UPDATE ended_notices SET text = ?, control = ? WHERE id = ? AND run_id = ? AND text = ''`, text, string(control), id, run); err != nil {
-		return nil, err
-	}
-	return r.EndedNotice(ctx, id, run)
+// another deliverer holds it, and in the same write stores text and
+// control unless an earlier attempt did ("" stores nothing): one write for
+// both, on the way of every stop.
+func (r *Registry) claimNotice(ctx context.Context, id, run string, now time.Time, text string, control []byte) (bool, error) {
+	return r.execOne(ctx, `UPDATE ended_notices SET claimed_until_ms = ?,
+		text = CASE WHEN text = '' THEN ? ELSE text END, control = CASE WHEN text = '' THEN ? ELSE control END
+		WHERE id = ? AND run_id = ? AND sent_at_ms = 0 AND claimed_until_ms < ?`,
+		toMS(now.Add(noticeClaim)), text, string(control), id, run, toMS(now))
 }
 
 // noticeOutcome records an attempt: sent (the manager has it, or it was

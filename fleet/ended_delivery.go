@@ -91,17 +91,27 @@ func DeliverEnded(ctx context.Context, reg *Registry, f NoticeFilter, send Notic
 }
 
 func deliverNotice(ctx context.Context, reg *Registry, n *EndedNotice, send NoticeSender) (bool, error) {
-	claimed, err := reg.claimNotice(ctx, n.ID, n.RunID, time.Now())
+	// A notice is composed once, by the first attempt, and sent verbatim
+	// ever after: composed before the claim (reads only), it is stored by
+	// the claim's write unless another attempt stored it first.
+	var text string
+	var control []byte
+	var composeErr error
+	if n.Text == "" {
+		text, control, composeErr = composeOwed(ctx, reg, n)
+	}
+	claimed, err := reg.claimNotice(ctx, n.ID, n.RunID, time.Now(), text, control)
 	if err != nil || !claimed {
 		return false, err
 	}
+	if composeErr != nil {
+		_ = reg.noticeOutcome(context.WithoutCancel(ctx), n.ID, n.RunID, false, composeErr.Error(), time.Now())
+		return false, composeErr
+	}
 	if n.Text == "" {
-		composed, err := composeOwed(ctx, reg, n)
-		if err != nil {
-			_ = reg.noticeOutcome(context.WithoutCancel(ctx), n.ID, n.RunID, false, err.Error(), time.Now())
+		if n, err = reg.EndedNotice(ctx, n.ID, n.RunID); err != nil {
 			return false, err
 		}
-		n = composed
 	}
 	res, err := send(ctx, n)
 	now := time.Now()
@@ -120,9 +130,8 @@ func deliverNotice(ctx context.Context, reg *Registry, n *EndedNotice, send Noti
 }
 
 // composeOwed composes n's text and control from its worker's record and
-// log, stores them unless an earlier attempt did, and returns the notice
-// as stored.
-func composeOwed(ctx context.Context, reg *Registry, n *EndedNotice) (*EndedNotice, error) {
+// log.
+func composeOwed(ctx context.Context, reg *Registry, n *EndedNotice) (text string, control []byte, err error) {
 	w, err := reg.GetRun(ctx, n.ID, n.RunID)
 	var e Ended
 	switch {
@@ -131,19 +140,19 @@ func composeOwed(ctx context.Context, reg *Registry, n *EndedNotice) (*EndedNoti
 		e = Ended{ID: n.ID, RunID: n.RunID, Kind: "exec", Manager: n.Manager, How: "ended", State: "forgotten",
 			StartedAt: stamp(n.CreatedAt), EndedAt: stamp(n.CreatedAt), LogTail: []string{}}
 	case err != nil:
-		return nil, err
+		return "", nil, err
 	default:
 		e = EndedOf(w, workerLogTail(ctx, w, endedLogLines))
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	control, err := json.Marshal(wire.Control{Type: EndedControlType, Version: EndedControlVersion, Data: data})
+	control, err = json.Marshal(wire.Control{Type: EndedControlType, Version: EndedControlVersion, Data: data})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return reg.composeNotice(ctx, n.ID, n.RunID, e.Text(), control)
+	return e.Text(), control, nil
 }
 
 // workerLogTail is the last n lines of w's log (none when it cannot be

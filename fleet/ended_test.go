@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -161,4 +162,33 @@ func TestEndedNoticeIsNoActivity(t *testing.T) {
 	for from := range seen {
 		require.NotEqual(t, "w1", from, "an ended notice was taken for activity")
 	}
+}
+
+// A notice's text is stored by the first claim that brings one: a
+// deliverer that read the notice before another composed it keeps the
+// first text; a held claim keeps a second deliverer out.
+func TestNoticeClaimStoresTheFirstText(t *testing.T) {
+	ctx := context.Background()
+	reg := openTestRegistry(t, registryPath(t), newTestClock())
+	w := &Worker{ID: "w1", Kind: "exec", Manager: "boss"}
+	require.NoError(t, reg.Reserve(ctx, w))
+	_, err := reg.Update(ctx, w.ID, w.RunID, func(r *Worker) error { r.State = StateStopped; return nil })
+	require.NoError(t, err)
+
+	now := time.Now()
+	claimed, err := reg.claimNotice(ctx, "w1", w.RunID, now, "first", []byte(`{"n":1}`))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	claimed, err = reg.claimNotice(ctx, "w1", w.RunID, now, "second", []byte(`{"n":2}`))
+	require.NoError(t, err)
+	require.False(t, claimed, "held by the first deliverer")
+	require.NoError(t, reg.noticeOutcome(ctx, "w1", w.RunID, false, "manager away", now))
+
+	claimed, err = reg.claimNotice(ctx, "w1", w.RunID, now, "second", []byte(`{"n":2}`))
+	require.NoError(t, err)
+	require.True(t, claimed, "released by its outcome")
+	got, err := reg.EndedNotice(ctx, "w1", w.RunID)
+	require.NoError(t, err)
+	require.Equal(t, "first", got.Text)
+	require.JSONEq(t, `{"n":1}`, string(got.Control))
 }
