@@ -559,14 +559,25 @@ func (f *Fleet) refuseRunningUnit(ctx context.Context, id string) error {
 
 // unitEnding: the deactivating unit holds no process but systemd's own
 // control process (a stop proved its cgroup empty and returned while the
-// ExecStopPost writes the exit record).
+// ExecStopPost writes the exit record), or has ended since it was listed.
+// The control process may end between the reads of the cgroup and of the
+// manager's ControlPID: the unit is read once more, and is ended by then.
 func (f *Fleet) unitEnding(ctx context.Context, unit string) bool {
-	st, err := f.cfg.Units.Unit(ctx, unit)
-	if err != nil {
-		return false
+	for range 2 {
+		st, err := f.cfg.Units.Unit(ctx, unit)
+		switch {
+		case errors.Is(err, units.ErrUnitNotFound):
+			return true // collected meanwhile
+		case err != nil:
+			return false
+		case st.Gone() || !st.Running() && st.ActiveState != "deactivating":
+			return true // ended meanwhile
+		}
+		if _, ok := f.onlyControl(ctx, unit, st.ControlGroup); ok {
+			return true
+		}
 	}
-	_, ok := f.onlyControl(ctx, unit, st.ControlGroup)
-	return ok || !st.Running() && st.ActiveState != "deactivating" // ended meanwhile
+	return false
 }
 
 // abandon marks a reserved record failed when the spawn could not even be
