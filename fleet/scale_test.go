@@ -4,6 +4,7 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -77,11 +78,12 @@ func TestListReadsTheUnitsOnce(t *testing.T) {
 		ws = append(ws, w.spawn(fmt.Sprintf("n%d", i), "sleep", "300"))
 	}
 	// Its unit ends behind the fleet's back, its shim killed before it can
-	// record the end.
+	// record the end; the unit has ended once its exit record's
+	// ExecStopPost has (deactivating is still ending).
 	require.NoError(t, w.m.KillUnit(ctx, ws[3].Unit, syscall.SIGKILL))
 	require.Eventually(t, func() bool {
 		st, err := w.m.Unit(ctx, ws[3].Unit)
-		return err == nil && !st.Running()
+		return errors.Is(err, units.ErrUnitNotFound) || err == nil && !st.Running() && st.ActiveState != "deactivating"
 	}, 10*time.Second, 20*time.Millisecond)
 
 	cu.counted()
