@@ -630,7 +630,7 @@ func (b *fleetBench) teardown(ctx context.Context) error {
 		return fmt.Errorf("bench fleet: %d of %d workers not stopped: %w", len(errs), len(ids), errors.Join(errs...))
 	}
 	if b.res != nil {
-		if n, err := b.sb.CountUnits(ctx, b.res.UnitPatterns...); err != nil || n > 0 {
+		if n, err := b.sb.UnitsLeft(ctx, b.res.UnitPatterns...); err != nil || n > 0 {
 			return fmt.Errorf("bench fleet: %d units of the run left after the teardown (%v)", n, err)
 		}
 	}

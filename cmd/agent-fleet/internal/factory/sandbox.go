@@ -257,6 +257,29 @@ func (sb *Sandbox) CountUnits(ctx context.Context, patterns ...string) (int, err
 	return len(list), err
 }
 
+// unitsEndWithin bounds the wait for stopped units to be collected: a
+// stop returns while systemd still writes a worker's exit record (its
+// ExecStopPost), and only then unloads the unit.
+const unitsEndWithin = 15 * time.Second
+
+// UnitsLeft is how many loaded units match the glob patterns once those
+// still ending have had unitsEndWithin to be collected: ListUnits calls on
+// the sandbox's own connection, every 20 ms while any is left.
+func (sb *Sandbox) UnitsLeft(ctx context.Context, patterns ...string) (int, error) {
+	deadline := time.Now().Add(unitsEndWithin)
+	for {
+		n, err := sb.CountUnits(ctx, patterns...)
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // ManagerPID is the pid of the user manager in use (0 when unknown).
 func (sb *Sandbox) ManagerPID(ctx context.Context) int {
 	if sb.Private != nil {
@@ -457,12 +480,23 @@ func (sb *Sandbox) Close(ctx context.Context) []string {
 		for name := range sb.bare {
 			names = append(names, name)
 		}
+		// A unit stopped just now may still be writing its exit record,
+		// or be about to be unloaded.
+		deadline := time.Now().Add(unitsEndWithin)
 		for _, name := range names {
-			st, err := sb.units.Unit(ctx, name)
-			if err != nil {
-				errs = append(errs, err)
-			} else if !st.Gone() {
-				left = append(left, name+" ("+st.ActiveState+")")
+			for {
+				st, err := sb.units.Unit(ctx, name)
+				switch {
+				case err != nil:
+					errs = append(errs, err)
+				case st.Gone():
+				case time.Now().Before(deadline) && ctx.Err() == nil:
+					time.Sleep(20 * time.Millisecond)
+					continue
+				default:
+					left = append(left, name+" ("+st.ActiveState+")")
+				}
+				break
 			}
 		}
 		if len(left) > 0 {
