@@ -600,6 +600,15 @@ func ProcessStartTime(pid int) string {
 	return fields[19]
 }
 
+// ProcessState is field 3 of /proc/<pid>/stat, the process's state ("R",
+// "S", "Z" for a zombie, …), "" if it cannot be read (the process is gone).
+func ProcessState(pid int) string {
+	if fields := procStat(pid); len(fields) > 0 {
+		return fields[0]
+	}
+	return ""
+}
+
 // procStat is /proc/<pid>/stat's fields after the command name (which may
 // hold spaces and parentheses): state first; nil when unreadable.
 func procStat(pid int) []string {

@@ -39,6 +39,9 @@ func (m *PrivateManager) Stop() error { return nil }
 // ProcessStartTime returns "" off Linux.
 func ProcessStartTime(pid int) string { return "" }
 
+// ProcessState returns "" off Linux.
+func ProcessState(pid int) string { return "" }
+
 // Record returns ErrUnsupported off Linux.
 func (m *PrivateManager) Record() error { return ErrUnsupported }
 

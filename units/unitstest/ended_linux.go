@@ -1,7 +1,6 @@
 package unitstest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,38 +8,46 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // RequireEnded fails t unless pid is no live process: gone, or a zombie,
 // which has exited and waits for its parent to reap it. A stop proves a
 // cgroup empty, where an exited process is no longer listed, and may return
 // before the user manager (the parent of a worker's orphans) has reaped it.
+// msgAndArgs is testify's: a format and its arguments.
 func RequireEnded(t testing.TB, pid int, msgAndArgs ...any) {
 	t.Helper()
 	ended, state, err := processEnded(pid)
 	require.NoError(t, err)
-	require.True(t, ended, append([]any{"pid %d is alive (state %c): ", pid, state}, msgAndArgs...)...)
+	if !ended {
+		msg := fmt.Sprintf("pid %d is alive (state %s)", pid, state)
+		if len(msgAndArgs) > 0 {
+			if format, ok := msgAndArgs[0].(string); ok {
+				msg += ": " + fmt.Sprintf(format, msgAndArgs[1:]...)
+			}
+		}
+		require.Fail(t, msg)
+	}
 }
 
 // processEnded reports whether pid is gone or a zombie, and its state
-// letter from /proc (0 when gone).
-func processEnded(pid int) (bool, byte, error) {
+// from /proc (units.ProcessState; "" when gone).
+func processEnded(pid int) (bool, string, error) {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true, 0, nil
+		return true, "", nil
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if errors.Is(err, os.ErrNotExist) {
-		return true, 0, nil
+	switch state := units.ProcessState(pid); state {
+	case "Z", "X":
+		return true, state, nil
+	case "":
+		// Unreadable: gone since the kill, or not ours to read.
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+			return true, "", nil
+		}
+		return false, "", fmt.Errorf("/proc/%d/stat: unreadable", pid)
+	default:
+		return false, state, nil
 	}
-	if err != nil {
-		return false, 0, err
-	}
-	// The state follows the command name in parentheses, which may itself
-	// hold spaces and parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return false, 0, fmt.Errorf("/proc/%d/stat: no state in %q", pid, stat)
-	}
-	state := stat[i+2]
-	return state == 'Z' || state == 'X', state, nil
 }

@@ -16,17 +16,17 @@ func TestProcessEnded(t *testing.T) {
 	pid := cmd.Process.Pid
 	ended, state, err := processEnded(pid)
 	require.NoError(t, err)
-	require.False(t, ended, "state %c", state)
+	require.False(t, ended, "state %s", state)
 
 	require.NoError(t, cmd.Process.Kill())
 	require.Eventually(t, func() bool {
 		ended, state, err = processEnded(pid)
 		return err == nil && ended
 	}, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, byte('Z'), state, "not reaped yet: a zombie")
+	require.Equal(t, "Z", state, "not reaped yet: a zombie")
 	_ = cmd.Wait()
 	ended, state, err = processEnded(pid)
 	require.NoError(t, err)
 	require.True(t, ended)
-	require.Zero(t, state, "reaped: gone")
+	require.Empty(t, state, "reaped: gone")
 }
