@@ -265,16 +265,24 @@ const unitsEndWithin = 15 * time.Second
 // UnitsLeft is how many loaded units match the glob patterns once those
 // still ending have had unitsEndWithin to be collected: ListUnits calls on
 // the sandbox's own connection, every 20 ms while any is left.
-func (sb *Sandbox) UnitsLeft(ctx context.Context, patterns ...string) (int, error) {
-	deadline := time.Now().Add(unitsEndWithin)
-	for {
-		n, err := sb.CountUnits(ctx, patterns...)
-		if err != nil || n == 0 || time.Now().After(deadline) {
-			return n, err
-		}
+func (sb *Sandbox) UnitsLeft(ctx context.Context, patterns ...string) (n int, err error) {
+	untilCollected(ctx, time.Now().Add(unitsEndWithin), func() bool {
+		n, err = sb.CountUnits(ctx, patterns...)
+		return err != nil || n == 0
+	})
+	if err == nil && n > 0 {
+		err = ctx.Err()
+	}
+	return n, err
+}
+
+// untilCollected calls done every 20 ms until it says true, the deadline
+// has passed or ctx ends.
+func untilCollected(ctx context.Context, deadline time.Time, done func() bool) {
+	for !done() && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return n, ctx.Err()
+			return
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -484,19 +492,17 @@ func (sb *Sandbox) Close(ctx context.Context) []string {
 		// or be about to be unloaded.
 		deadline := time.Now().Add(unitsEndWithin)
 		for _, name := range names {
-			for {
-				st, err := sb.units.Unit(ctx, name)
-				switch {
-				case err != nil:
-					errs = append(errs, err)
-				case st.Gone():
-				case time.Now().Before(deadline) && ctx.Err() == nil:
-					time.Sleep(20 * time.Millisecond)
-					continue
-				default:
-					left = append(left, name+" ("+st.ActiveState+")")
-				}
-				break
+			var st units.UnitState
+			var err error
+			untilCollected(ctx, deadline, func() bool {
+				st, err = sb.units.Unit(ctx, name)
+				return err != nil || st.Gone()
+			})
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case !st.Gone():
+				left = append(left, name+" ("+st.ActiveState+")")
 			}
 		}
 		if len(left) > 0 {
