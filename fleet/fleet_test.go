@@ -112,6 +112,22 @@ func (w *world) fleet(caller string, tweak ...func(*fleet.Config)) *fleet.Fleet 
 	return f
 }
 
+// requireCollected waits until systemd has collected the unit of a
+// stopped worker and removed its cgroup: a stop ends once the cgroup holds
+// nothing of the worker's, and the unit ends with the exit record's
+// ExecStopPost.
+func requireCollected(t *testing.T, m units.Manager, wk *fleet.Worker) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		u, err := m.Unit(ctx, wk.Unit)
+		if err != nil || !u.Gone() {
+			return false
+		}
+		_, err = os.Stat(filepath.Join("/sys/fs/cgroup", wk.ControlGroup))
+		return os.IsNotExist(err) || wk.ControlGroup == ""
+	}, 20*time.Second, 20*time.Millisecond, "the unit of %s is collected and its cgroup removed", wk.ID)
+}
+
 func (w *world) spawn(id string, cmd ...string) *fleet.Worker {
 	w.t.Helper()
 	wk, err := w.f.Spawn(context.Background(), fleet.SpawnRequest{ID: id, Command: cmd})
@@ -148,10 +164,7 @@ func TestSpawnStatusStop(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.StateStopped, res.Worker.State)
 	require.Empty(t, res.Survivors)
-	require.Eventually(t, func() bool {
-		u, err := w.m.Unit(ctx, wk.Unit)
-		return err == nil && u.Gone()
-	}, 20*time.Second, 20*time.Millisecond, "collected once its exit record is written, not left failed")
+	requireCollected(t, w.m, wk) // once its exit record is written, not left failed
 	res, err = w.f.Stop(ctx, "w1")
 	require.NoError(t, err, "stop is safe twice")
 	require.True(t, res.AlreadyEnded)

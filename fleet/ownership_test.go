@@ -217,22 +217,6 @@ func TestAdoptionMovesAWorkerToANewManager(t *testing.T) {
 	requireCollected(t, w.m, wk)
 }
 
-// requireCollected waits until systemd has collected the unit of a
-// stopped worker and removed its cgroup: a stop ends once the cgroup holds
-// nothing of the worker's, and the unit ends with the exit record's
-// ExecStopPost.
-func requireCollected(t *testing.T, m units.Manager, wk *fleet.Worker) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		u, err := m.Unit(ctx, wk.Unit)
-		if err != nil || !u.Gone() {
-			return false
-		}
-		_, err = os.Stat(filepath.Join("/sys/fs/cgroup", wk.ControlGroup))
-		return os.IsNotExist(err) || wk.ControlGroup == ""
-	}, 20*time.Second, 20*time.Millisecond, "the unit of %s is collected and its cgroup removed", wk.ID)
-}
-
 func TestAdoptForceAndOrphans(t *testing.T) {
 	c := newClock()
 	w := newWorld(t, withClock(c))

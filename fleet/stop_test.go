@@ -63,10 +63,7 @@ func TestStopEndsBeforeTheExitRecordIsWritten(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no ExecStopPost wrote the exit record")
 	}
-	require.Eventually(t, func() bool {
-		st, err := w.m.Unit(ctx, wk.Unit)
-		return err == nil && st.Gone()
-	}, 20*time.Second, 20*time.Millisecond, "the unit is collected once its ExecStopPost ended")
+	requireCollected(t, w.m, wk) // once its ExecStopPost ended
 }
 
 // A process of the worker's that ignores SIGTERM keeps the cgroup from
@@ -98,10 +95,7 @@ func TestAShimKilledUnseenLeavesItsEnd(t *testing.T) {
 	w := newWorld(t)
 	wk := w.spawn("killed", "sleep", "300")
 	require.NoError(t, syscall.Kill(wk.MainPID, syscall.SIGKILL)) // the shim this test's fleet started
-	require.Eventually(t, func() bool {
-		st, err := w.m.Unit(ctx, wk.Unit)
-		return err == nil && st.Gone()
-	}, 20*time.Second, 20*time.Millisecond)
+	requireCollected(t, w.m, wk)
 	ws, err := w.f.List(ctx, false)
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
