@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/units"
@@ -94,6 +95,13 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 		name := UnitName(conformancePrefix)
 		_, err := start(t, m, units.ServiceSpec{Name: name, Argv: []string{sleep, "300"}, StopPost: []string{sleep, "301"}})
 		require.NoError(t, err)
+		// Runs before Cleanup's stop job, which would wait out the
+		// ExecStopPost's sleep if an assertion below failed first.
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = m.KillUnit(ctx, name, syscall.SIGKILL)
+		})
 		pid, err := m.ControlPID(ctx, name)
 		require.NoError(t, err)
 		require.Zero(t, pid, "none while the main process runs")
@@ -110,9 +118,13 @@ func RunConformance(t *testing.T, newManager func(t *testing.T) units.Manager) {
 			return
 		}
 		require.Positive(t, pid, "the ExecStopPost")
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		require.NoError(t, err)
-		require.Equal(t, sleep+"\x00301\x00", string(cmdline))
+		// systemd names the control process at fork: under load its
+		// cmdline is still systemd's until the child has exec'd.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			assert.NoError(c, err)
+			assert.Equal(c, sleep+"\x00301\x00", string(cmdline), "the control process runs the ExecStopPost")
+		}, 5*time.Second, 10*time.Millisecond)
 		require.Zero(t, st.MainPID)
 		// A stop job would wait for the ExecStopPost; a kill ends it.
 		require.NoError(t, m.KillUnit(ctx, name, syscall.SIGKILL))
