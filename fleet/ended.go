@@ -151,10 +151,13 @@ func owe(ctx context.Context, tx querier, w *Worker, now time.Time) error {
 	if w.Manager == "" {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO ended_notices (id, run_id, message_id, manager, created_at_ms)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, w.ID, w.RunID, EndedMessageID(w.ID, w.RunID), w.Manager, toMS(now))
+	_, err := tx.ExecContext(ctx, oweSQL, w.ID, w.RunID, EndedMessageID(w.ID, w.RunID), w.Manager, toMS(now))
 	return classify(err)
 }
+
+// oweSQL records an ended notice (owe).
+const oweSQL = `INSERT INTO ended_notices (id, run_id, message_id, manager, created_at_ms)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
 const noticeColumns = `id, run_id, message_id, manager, created_at_ms, text, control, attempts, last_error, sent_at_ms`
 

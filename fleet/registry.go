@@ -723,9 +723,11 @@ type querier interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }
 
+// getRunSQL reads one incarnation (getRun).
+const getRunSQL = `SELECT ` + workerColumns + ` FROM workers WHERE id = ? AND run_id = ?`
+
 func getRun(ctx context.Context, q querier, id, runID string) (*Worker, error) {
-	return scanWorker(q.QueryRowContext(ctx,
-		`SELECT `+workerColumns+` FROM workers WHERE id = ? AND run_id = ?`, id, runID))
+	return scanWorker(q.QueryRowContext(ctx, getRunSQL, id, runID))
 }
 
 // liveIncarnation returns the live incarnation of id, or nil.

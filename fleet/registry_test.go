@@ -7,11 +7,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1219,4 +1221,38 @@ func TestUnreserve(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, r.Unreserve(ctx, again.ID, again.RunID), ErrNotFound, "a worker that started is not a reservation")
 	require.ErrorIs(t, r.Unreserve(ctx, "bad id!", again.RunID), ErrInvalidID)
+}
+
+// PrepareUpdate leaves an end's Update nothing to parse: the worker shim
+// records its workload's end on a stop's path.
+func TestPrepareUpdateCoversAnEnd(t *testing.T) {
+	ctx := context.Background()
+	r := openTestRegistry(t, registryPath(t), nil)
+	w := &Worker{ID: "w1", Kind: "exec", Manager: "boss", FirstManager: "boss", Command: []string{"true"}}
+	require.NoError(t, r.Reserve(ctx, w))
+	_, err := r.Update(ctx, w.ID, w.RunID, func(x *Worker) error { x.State = StateRunning; return nil })
+	require.NoError(t, err)
+	require.NoError(t, r.stmts.close(), "what Reserve and the first Update prepared")
+
+	require.NoError(t, r.PrepareUpdate(ctx))
+	prepared := func() []string {
+		r.stmts.mu.Lock()
+		defer r.stmts.mu.Unlock()
+		return slices.Sorted(maps.Keys(r.stmts.m))
+	}
+	before := prepared()
+	require.Len(t, before, 3)
+	out, err := r.Update(ctx, w.ID, w.RunID, func(x *Worker) error {
+		x.HasExit, x.ExitCode, x.State = true, "exited", StateExited
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, StateExited, out.State)
+	owed, err := r.OwedNotices(ctx, NoticeFilter{ID: w.ID})
+	require.NoError(t, err)
+	require.Len(t, owed, 1, "the end owes its manager a notice")
+	require.Equal(t, before, prepared(), "the end parsed no statement")
+
+	require.NoError(t, r.Close())
+	require.ErrorContains(t, r.PrepareUpdate(ctx), "prepare the registry's update")
 }

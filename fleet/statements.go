@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -35,6 +36,19 @@ func (s *statements) prepared(ctx context.Context, query string) (*sql.Stmt, err
 	}
 	s.m[query] = st
 	return st, nil
+}
+
+// PrepareUpdate prepares the statements of Update (the incarnation's read,
+// its UPDATE, and the ended notice an end owes), so that the first Update
+// on this Registry parses none: the worker shim prepares them once it is
+// READY, and records its workload's end on a stop's path.
+func (r *Registry) PrepareUpdate(ctx context.Context) error {
+	for _, q := range []string{getRunSQL, updateSQL, oweSQL} {
+		if _, err := r.stmts.prepared(ctx, q); err != nil {
+			return fmt.Errorf("prepare the registry's update: %w", classify(err))
+		}
+	}
+	return nil
 }
 
 // close closes every prepared statement.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -39,8 +40,8 @@ func TestRecordedExitCarriesTheMainPID(t *testing.T) {
 	regs := fleet.NewRegistryHandle(path, false)
 	defer regs.Close()
 	log := slog.New(slog.DiscardHandler)
-	recordExit(ctx, regs, early.ID, early.RunID, ending{exitCode: "exited"}, nil, log)
-	recordExit(ctx, regs, known.ID, known.RunID, ending{exitCode: "exited"}, nil, log)
+	recordExit(ctx, regs, early.ID, early.RunID, ending{exitCode: "exited"}, nil, false, log)
+	recordExit(ctx, regs, known.ID, known.RunID, ending{exitCode: "exited"}, nil, false, log)
 
 	got, err := reg.GetRun(ctx, early.ID, early.RunID)
 	require.NoError(t, err)
@@ -49,6 +50,57 @@ func TestRecordedExitCarriesTheMainPID(t *testing.T) {
 	got, err = reg.GetRun(ctx, known.ID, known.RunID)
 	require.NoError(t, err)
 	require.Equal(t, 1234, got.MainPID)
+}
+
+// The end the shim records carries what the worker's worktree holds, but
+// not on a stop: the stop reads the worktree itself once the cgroup is
+// proven empty, and waits for the shim's exit meanwhile.
+func TestRecordedExitLeavesAStopsWorktreeToTheStop(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fleet.db")
+	reg, err := fleet.OpenRegistry(ctx, path)
+	require.NoError(t, err)
+	defer reg.Close()
+	regs := fleet.NewRegistryHandle(path, false)
+	defer regs.Close()
+	log := slog.New(slog.DiscardHandler)
+	for _, stopping := range []bool{false, true} {
+		w := &fleet.Worker{ID: "ended", Kind: "exec", Manager: "boss", FirstManager: "boss", Command: []string{"true"}}
+		if stopping {
+			w.ID = "stopped"
+		}
+		require.NoError(t, reg.Reserve(ctx, w))
+		repo := t.TempDir()
+		for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "a"}} {
+			out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(repo, "notes.txt"), []byte("x\n"), 0o644))
+		require.NoError(t, reg.PutWorktree(ctx, &fleet.Worktree{ID: w.ID, RunID: w.RunID, Path: repo, Repository: repo,
+			CommonDir: filepath.Join(repo, ".git"), Branch: w.ID}))
+		_, err := reg.Update(ctx, w.ID, w.RunID, func(r *fleet.Worker) error {
+			r.State = fleet.StateRunning
+			if stopping {
+				r.State = fleet.StateStopping
+			}
+			return nil
+		})
+		require.NoError(t, err)
+
+		recordExit(ctx, regs, w.ID, w.RunID, ending{exitCode: "killed", status: int(syscall.SIGTERM)}, nil, stopping, log)
+		got, err := reg.GetRun(ctx, w.ID, w.RunID)
+		require.NoError(t, err)
+		require.True(t, got.HasExit, "stopping=%v: the exit is recorded", stopping)
+		wt, err := reg.Worktree(ctx, w.ID, w.RunID)
+		require.NoError(t, err)
+		if stopping {
+			require.Empty(t, wt.EndHead, "the stop reads the worktree")
+			require.True(t, wt.EndedAt.IsZero())
+			continue
+		}
+		require.Len(t, wt.EndHead, 40)
+		require.Equal(t, []string{"?? notes.txt"}, wt.EndStatus)
+	}
 }
 
 // A stop at the maximum runtime is told by the shim's own SIGTERM or by

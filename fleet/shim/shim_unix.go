@@ -93,17 +93,19 @@ func Run(ctx context.Context, cfg Config) int {
 		if ew, ok := w.(*execWorkload); ok && ew.endedWithin(readyGrace(cfg.ReadyGrace)) {
 			// It ended at once: recorded before READY, the spawn that
 			// READY releases reads how.
-			recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, w.wait(), stops, log)
+			recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, w.wait(), stops, false, log)
 			recorded = true
 		}
 		if err := notifyReady(); err != nil {
 			log.Warn("sd_notify READY failed", "err", err)
 		}
-		// The exit is recorded on a stop's path: open the registry now,
-		// off the way to READY, so that recording it is one write.
+		// The exit is recorded on a stop's path: open the registry and
+		// parse that write now, off the way to READY, so that recording
+		// it is one write (parsing its 37-column UPDATE took longer).
 		go func() {
 			if reg, err := s.regs.Get(context.WithoutCancel(ctx)); err == nil && reg != nil {
 				_, _ = reg.GetRun(context.WithoutCancel(ctx), cfg.WorkerID, cfg.RunID)
+				_ = reg.PrepareUpdate(context.WithoutCancel(ctx))
 			}
 			// What earlier runs of this id left owed: their sender,
 			// a short registration of this id, cannot while we hold it.
@@ -126,7 +128,7 @@ func Run(ctx context.Context, cfg Config) int {
 		go s.Held.Close()
 	}
 	if !recorded {
-		recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, stops, log)
+		recordExit(ctx, s.regs, cfg.WorkerID, cfg.RunID, end, stops, stopping, log)
 	}
 	if !stopping {
 		// An end the shim recorded itself is told from the worker's
@@ -326,8 +328,12 @@ func (s *held) close() {
 
 // recordExit records a workload's end in the registry; an end without an
 // exitCode (a command that never ran) is left to systemd's record. A stop
-// cancels ctx; the exit is recorded all the same.
-func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string, end ending, cause *endCause, log *slog.Logger) {
+// cancels ctx; the exit is recorded all the same. What the worker's
+// worktree holds is recorded too, except on a stop (stopping: its fence
+// was read): the stop records that once the cgroup is proven empty, or the
+// fleet does when it finds the stopping worker's unit ended, and the shim's
+// exit, which the stop waits for, does not wait for git.
+func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string, end ending, cause *endCause, stopping bool, log *slog.Logger) {
 	if end.exitCode == "" {
 		return
 	}
@@ -355,6 +361,9 @@ func recordExit(ctx context.Context, regs *fleet.RegistryHandle, id, run string,
 	})
 	if err != nil && !errors.Is(err, fleet.ErrNotFound) {
 		log.Warn("could not record the exit status", "err", err)
+	}
+	if stopping {
+		return
 	}
 	if err := fleet.RecordWorktreeEnd(context.WithoutCancel(ctx), reg, id, run); err != nil {
 		log.Warn("could not record what the worktree holds", "err", err)
