@@ -121,3 +121,42 @@ func TestAtMaxRuntime(t *testing.T) {
 	require.False(t, (&endCause{started: time.Now().Add(-time.Hour)}).atMaxRuntime(killed), "no limit")
 	require.False(t, (*endCause)(nil).atMaxRuntime(killed))
 }
+
+// The fence is read once, from the first SIGTERM on; an end that came
+// before any SIGTERM reads it itself, and a SIGTERM after that reads
+// nothing.
+func TestFenceRead(t *testing.T) {
+	reads := 0
+	read := func() bool { reads++; return true }
+
+	f := &fenceRead{read: read}
+	f.start()
+	f.start()
+	require.True(t, f.fenced())
+	require.True(t, f.fenced())
+	require.Equal(t, 1, reads)
+
+	reads = 0
+	late := &fenceRead{read: read}
+	require.False(t, late.fenced(), "no SIGTERM came: the caller reads the fence")
+	late.start()
+	require.False(t, late.fenced())
+	require.Zero(t, reads)
+
+	// The first SIGTERM starts the read, before the signal goes on.
+	started := make(chan struct{}, 3)
+	c := &endCause{onTerm: func() { started <- struct{}{} }}
+	caught := make(chan os.Signal, 3)
+	out := c.watch(caught)
+	defer c.close()
+	caught <- syscall.SIGHUP
+	require.Equal(t, syscall.SIGHUP, <-out)
+	require.Empty(t, started)
+	caught <- syscall.SIGTERM
+	caught <- syscall.SIGTERM
+	require.Equal(t, syscall.SIGTERM, <-out)
+	require.Len(t, started, 1, "started before the SIGTERM was passed on")
+	require.Equal(t, syscall.SIGTERM, <-out)
+	require.Len(t, started, 1, "once")
+	require.True(t, c.termed.Load())
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -85,6 +86,10 @@ func Run(ctx context.Context, cfg Config) int {
 	// A SIGTERM without a stop fence after the maximum runtime is
 	// systemd's stop at the limit.
 	stops := &endCause{started: time.Now(), maxRuntime: maxRuntime()}
+	// A stop writes its fence before its first signal: read it as the
+	// SIGTERM comes, while the workload ends.
+	fence := &fenceRead{read: func() bool { return stopFenced(ctx, s.regs, cfg.WorkerID, cfg.RunID) }}
+	stops.onTerm = fence.start
 	sig := stops.watch(caught)
 	defer stops.close()
 	recorded := false
@@ -118,7 +123,9 @@ func Run(ctx context.Context, cfg Config) int {
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
 	}
 	end := w.wait()
-	stopping := stopFenced(ctx, s.regs, cfg.WorkerID, cfg.RunID)
+	// Not fenced at the SIGTERM (or none came): a stop may have begun
+	// since.
+	stopping := fence.fenced() || stopFenced(ctx, s.regs, cfg.WorkerID, cfg.RunID)
 	if stopping {
 		// A stop's end is recorded, and told, by the stop: the session has
 		// nothing left to say, and its close (a round trip to the broker)
@@ -147,6 +154,45 @@ func stopFenced(ctx context.Context, regs *fleet.RegistryHandle, id, run string)
 	}
 	w, err := reg.GetRun(context.WithoutCancel(ctx), id, run)
 	return err == nil && w.State == fleet.StateStopping
+}
+
+// fenceRead reads the stop fence once, on a goroutine of its own, when
+// start is called (the first SIGTERM) before fenced is.
+type fenceRead struct {
+	read func() bool
+
+	mu      sync.Mutex
+	started bool
+	over    bool // fenced was called: a later start reads nothing
+	done    chan struct{}
+	result  bool
+}
+
+func (f *fenceRead) start() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started || f.over {
+		return
+	}
+	f.started, f.done = true, make(chan struct{})
+	go func() {
+		defer close(f.done)
+		f.result = f.read()
+	}()
+}
+
+// fenced is what the read started found, waiting for it; false when
+// none was started.
+func (f *fenceRead) fenced() bool {
+	f.mu.Lock()
+	f.over = true
+	started := f.started
+	f.mu.Unlock()
+	if !started {
+		return false
+	}
+	<-f.done
+	return f.result
 }
 
 // indexLogTimes keeps the time index of the worker's log file, when it
@@ -195,8 +241,11 @@ func maxRuntime() time.Duration {
 type endCause struct {
 	started    time.Time
 	maxRuntime time.Duration
-	termed     atomic.Bool
-	done       chan struct{}
+	// onTerm, when set, is called at the first SIGTERM, before the
+	// signal is passed on.
+	onTerm func()
+	termed atomic.Bool
+	done   chan struct{}
 }
 
 // watch passes caught's signals on, noting a SIGTERM.
@@ -207,8 +256,8 @@ func (c *endCause) watch(caught <-chan os.Signal) <-chan os.Signal {
 		for {
 			select {
 			case s := <-caught:
-				if s == syscall.SIGTERM {
-					c.termed.Store(true)
+				if s == syscall.SIGTERM && !c.termed.Swap(true) && c.onTerm != nil {
+					c.onTerm()
 				}
 				select {
 				case out <- s:
