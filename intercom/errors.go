@@ -97,13 +97,18 @@ type DeliveryError struct {
 
 func (e *DeliveryError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Reason) }
 
-// Is maps delivery failures onto the operation errors.
+// Is maps delivery failures onto the operation errors. DELIVERY_TIMEOUT is
+// ErrOutcomeUnknown: the broker handed the message to the recipient, which
+// did not acknowledge it within 8 s (spec §3.2) but may still read it — a
+// paused worker does once it is resumed.
 func (e *DeliveryError) Is(target error) bool {
 	switch target {
 	case ErrTargetNotFound:
 		return e.Code == "SESSION_NOT_FOUND"
 	case ErrAmbiguousTarget:
 		return e.Code == "AMBIGUOUS_TARGET"
+	case ErrOutcomeUnknown:
+		return e.Code == "DELIVERY_TIMEOUT"
 	}
 	return false
 }

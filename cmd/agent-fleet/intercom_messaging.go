@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,10 +100,20 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 		fmt.Fprintln(io.Out, output.SentText(res, what))
 	}
 	if !res.OK {
-		return fmt.Errorf("message to %q was not delivered: %w", res.To,
-			&intercom.DeliveryError{Code: res.Code, Reason: res.Reason, Accepted: res.Accepted})
+		return deliveryFailed("message to "+strconv.Quote(res.To), "was not delivered", res.Code, res.Reason, res.Accepted)
 	}
 	return nil
+}
+
+// deliveryFailed is the error of a send or ask the broker reported failed.
+// An unacknowledged one (DELIVERY_TIMEOUT) is not said to be undelivered:
+// the recipient has it and may still read it (exit 8).
+func deliveryFailed(what, failed, code, reason string, accepted bool) error {
+	err := &intercom.DeliveryError{Code: code, Reason: reason, Accepted: accepted}
+	if errors.Is(err, intercom.ErrOutcomeUnknown) {
+		return fmt.Errorf("%s was not acknowledged: %w; the recipient has it and may still read it (a paused worker does once resumed): do not resend it blindly", what, err)
+	}
+	return fmt.Errorf("%s %s: %w", what, failed, err)
 }
 
 type askOptions struct {
@@ -175,7 +187,7 @@ func askRun(ctx context.Context, opts *askOptions) error {
 	}
 	switch {
 	case !res.OK:
-		return fmt.Errorf("ask to %q failed: %w", res.To, &intercom.DeliveryError{Code: res.Code, Reason: res.Reason, Accepted: res.Accepted})
+		return deliveryFailed("ask to "+strconv.Quote(res.To), "failed", res.Code, res.Reason, res.Accepted)
 	case res.Replied:
 		if !opts.JSON {
 			fmt.Fprintln(out, output.ReplyText(res.Reply))

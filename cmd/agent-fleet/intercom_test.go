@@ -421,3 +421,35 @@ func TestSocketPathTooLongIsRefusedAtOnce(t *testing.T) {
 		require.NoFileExists(t, filepath.Join(dir, "intercom", "broker.log"), "no broker was started")
 	}
 }
+
+// A recipient that cannot acknowledge for 8 s — a paused worker is frozen
+// like this stopped listener — leaves the send's outcome unknown (exit 8),
+// not failed: it reads the message, once, when it runs again.
+func TestIntercomUnacknowledgedSendIsNotCalledUndelivered(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	l := startListener(t, dir, "frozen")
+	require.NoError(t, l.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = l.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+
+	out, err := as(t, dir, "src", "intercom", "send", "frozen", "while frozen").CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	require.Equal(t, exitUnknown, ee.ExitCode(), "%s", out)
+	require.Contains(t, string(out), `message to "frozen" was not acknowledged: DELIVERY_TIMEOUT`)
+	require.Contains(t, string(out), "may still read it")
+	require.NotContains(t, string(out), "not delivered")
+
+	require.NoError(t, l.cmd.Process.Signal(syscall.SIGCONT))
+	stopped = false
+	require.Eventually(t, func() bool { return len(l.messages()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, "while frozen", l.messages()[0].Text)
+	time.Sleep(200 * time.Millisecond)
+	require.Len(t, l.messages(), 1, "read once")
+}
