@@ -603,3 +603,38 @@ func TestCommandThatEndsAtOnceIsReported(t *testing.T) {
 	require.True(t, got.ReadyAt.IsZero(), "as recorded")
 	require.False(t, got.EndedAt.Before(got.CreatedAt))
 }
+
+// A worker's id is its session id: a spawn refuses the caller's own id,
+// and an id a session that is not such a worker holds on the broker,
+// before any unit starts or record is made (the shim could not register
+// it). Once that session is gone, the id spawns.
+func TestSpawnRefusesASessionsID(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "boss", Command: []string{"sleep", "300"}})
+	require.ErrorIs(t, err, fleet.ErrInvalidRequest)
+	require.ErrorContains(t, err, `"boss" is yours`)
+
+	held := intercomtest.Register(t, w.p, "alpha", intercomtest.RegisterOptions{})
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "alpha", Command: []string{"sleep", "300"}})
+	require.ErrorIs(t, err, fleet.ErrConflict)
+	require.ErrorContains(t, err, fmt.Sprintf(`session "alpha" is connected to the broker (pid %d)`, os.Getpid()))
+	for _, id := range []string{"boss", "alpha"} {
+		_, err := w.reg.Get(ctx, id)
+		require.ErrorIs(t, err, fleet.ErrNotFound, "no record of %s", id)
+		list, err := w.m.ListUnits(ctx, fleet.UnitPrefix+id+"-*")
+		require.NoError(t, err)
+		require.Empty(t, list, "no unit of %s", id)
+	}
+
+	require.NoError(t, held.Conn.Close())
+	require.Eventually(t, func() bool {
+		p, err := (&intercom.LocalAPIClient{Path: w.p.LocalAPISocket()}).Peer(ctx, "alpha")
+		return err == nil && !p.Connected
+	}, 5*time.Second, 10*time.Millisecond)
+	wk := w.spawn("alpha", "sleep", "300")
+	require.Equal(t, fleet.StateRunning, wk.State)
+	_, err = w.f.Stop(ctx, "alpha")
+	require.NoError(t, err)
+	wk = w.spawn("alpha", "sleep", "300")
+	require.Equal(t, fleet.StateRunning, wk.State, "its own session, gone with its stop, is no reason to refuse")
+}

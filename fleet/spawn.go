@@ -86,6 +86,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if err := ValidID(req.ID); err != nil {
 		return nil, err
 	}
+	if req.ID == f.cfg.Caller {
+		return nil, fmt.Errorf("spawn %s: %w: a worker's id is its intercom session id, and %q is yours: choose another id", req.ID, ErrInvalidRequest, req.ID)
+	}
 	if err := socketPathsFit(f.cfg.Paths, req.ID); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
 	}
@@ -198,7 +201,13 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	// The running-unit check is asked of systemd while the registry
 	// reserves; a refusal then takes the reservation back.
 	refused := make(chan error, 1)
-	go func() { refused <- f.refuseRunningUnit(ctx, req.ID) }()
+	go func() {
+		err := f.refuseRunningUnit(ctx, req.ID)
+		if err == nil {
+			err = f.refuseConnectedSession(ctx, req.ID)
+		}
+		refused <- err
+	}()
 	if err := f.cfg.Registry.Reserve(ctx, w); err != nil {
 		if rerr := <-refused; errors.Is(rerr, ErrConflict) {
 			return nil, rerr // the unit, not a record, is the reason to give
@@ -555,6 +564,34 @@ func (f *Fleet) refuseRunningUnit(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// refuseConnectedSession refuses an id that a session other than a worker
+// of that id holds on the broker: a worker's id is its session id, and its
+// shim could not register it (the spawn would fail with SESSION_ID_IN_USE
+// once its unit ran). A session whose process is gone (a shim killed a
+// moment ago, whose close the broker has not handled yet) does not count,
+// nor one whose process runs in a worker unit of this id. Without an
+// answer (no broker, a foreign one) nothing is refused.
+func (f *Fleet) refuseConnectedSession(ctx context.Context, id string) error {
+	if f.cfg.Peers == nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p, err := f.cfg.Peers.Peer(cctx, id)
+	if err != nil || p == nil || !p.Connected || p.PID <= 0 {
+		return nil
+	}
+	m, err := f.cfg.Cgroups.Membership(p.PID)
+	if errors.Is(err, units.ErrProcessGone) {
+		return nil
+	}
+	if uid, _, ok := ParseUnitName(m.Unit); err == nil && ok && uid == id {
+		return nil
+	}
+	return fmt.Errorf("spawn %s: %w: session %q is connected to the broker (pid %d), and a worker's id is its session id: choose another id, or end that session first",
+		id, ErrConflict, id, p.PID)
 }
 
 // unitEnding: the deactivating unit holds no process but systemd's own
