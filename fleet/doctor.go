@@ -268,11 +268,14 @@ func lingerStatus(ctx context.Context, getenv func(string) string) (string, Chec
 
 func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, string, string) {
 	h, detail := intercom.ProbeBroker(ctx, p)
-	switch h {
-	case intercom.Incompatible:
+	switch {
+	case h == intercom.Incompatible:
 		return "broker", CheckFail, "an incompatible broker answers on " + p.BrokerSocket() + ": " + detail,
 			"stop that broker (an older or other-protocol adapter) — agent-fleet never kills it"
-	case intercom.Unreachable:
+	case h == intercom.Unreachable && intercom.Listening(ctx, p):
+		return "broker", CheckFail, "something listens on " + p.BrokerSocket() + " but does not answer as an intercom v4 broker (" + detail + "): no broker can start there",
+			"find what holds the socket (ss -xlp | grep broker.sock) and stop it — agent-fleet never replaces a live listener"
+	case h == intercom.Unreachable:
 		return "broker", CheckOK, "not running (started on demand)", ""
 	}
 	api := &intercom.LocalAPIClient{Path: p.LocalAPISocket()}

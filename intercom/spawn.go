@@ -66,6 +66,21 @@ func ProbeBroker(ctx context.Context, p Paths) (BrokerHealth, string) {
 	return classifyHealth(payload, rid)
 }
 
+// Listening reports whether something accepts connections on p's broker
+// endpoint: told apart from an unreachable probe, a live listener that
+// did not answer as a v4 broker (spec §6.2 counts that as unreachable
+// too, and a broker started then finds the socket taken).
+func Listening(ctx context.Context, p Paths) bool {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	nc, err := dialEndpoint(ctx, p)
+	if err != nil {
+		return false
+	}
+	nc.Close()
+	return true
+}
+
 func classifyHealth(payload []byte, rid string) (BrokerHealth, string) {
 	keys, err := wire.KeyOrder(payload)
 	if err != nil {

@@ -1,0 +1,48 @@
+//go:build !windows
+
+package fleet
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// doctor tells a broker socket nobody listens on (a broker starts on
+// demand) from one that something else holds: no broker can start there,
+// so clients would wait for one in vain.
+func TestBrokerCheckTellsAForeignListener(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "afd")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := intercom.NewPaths(dir)
+	require.NoError(t, intercom.EnsureDir(p.Dir))
+
+	_, st, detail, _ := brokerCheck(context.Background(), p)
+	require.Equal(t, CheckOK, st)
+	require.Equal(t, "not running (started on demand)", detail)
+
+	ln, err := net.Listen("unix", p.BrokerSocket())
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	_, st, detail, fix := brokerCheck(context.Background(), p)
+	require.Equal(t, CheckFail, st, detail)
+	require.Contains(t, detail, "something listens on "+p.BrokerSocket()+" but does not answer as an intercom v4 broker")
+	require.Contains(t, fix, "never replaces a live listener")
+}
