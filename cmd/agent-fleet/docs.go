@@ -168,9 +168,10 @@ agent-fleet-intercom-send.1, …), generated from the same command tree as
 
 man finds pages below MANPATH, or, without it, in the man directories beside
 the directories of PATH (~/.local/bin on PATH makes man search
-~/.local/share/man). When man would not search DIR's parent, man says so
-and prints the MANPATH line that fixes it; "man -l FILE" reads one page
-wherever it is.`,
+~/.local/share/man), and reads section 1 from their man1 directories. When
+man would not search DIR's parent, man says so and prints the MANPATH line
+that fixes it; a DIR not named man1 (man<section>) no MANPATH can make man
+search; "man -l FILE" reads one page wherever it is.`,
 		Example: `  agent-fleet man && man agent-fleet-spawn
   agent-fleet man /tmp/man1 && man -l /tmp/man1/agent-fleet-spawn.1`,
 		Args: optionalArg("directory"),
@@ -214,7 +215,15 @@ func manRun(root *cobra.Command, dir string, opts *manOptions) error {
 	}
 	pages, _ := filepath.Glob(filepath.Join(dir, "agent-fleet*."+opts.section))
 	fmt.Fprintf(opts.IO.Out, "wrote %d man pages to %s\n", len(pages), dir)
-	if note := manPathNote(filepath.Dir(dir), filepath.Join(dir, "agent-fleet-spawn."+opts.section), opts.Getenv); note != "" {
+	page := filepath.Join(dir, "agent-fleet-spawn."+opts.section)
+	if filepath.Base(dir) != "man"+opts.section {
+		// man reads section N from the manN directory of a MANPATH entry:
+		// no MANPATH finds pages anywhere else.
+		fmt.Fprintf(opts.IO.Out, "man finds section %s pages only in a directory named man%s (agent-fleet man %s), so not here; read a page with: man -l %s\n",
+			opts.section, opts.section, filepath.Join(dir, "man"+opts.section), page)
+		return nil
+	}
+	if note := manPathNote(filepath.Dir(dir), page, opts.Getenv); note != "" {
 		fmt.Fprint(opts.IO.Out, note)
 	}
 	return nil

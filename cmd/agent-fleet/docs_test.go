@@ -260,6 +260,15 @@ func TestManPagesWhereManFindsThem(t *testing.T) {
 	page, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", page)
 	require.Contains(t, string(page), "AGENT-FLEET-SPAWN(1)")
+
+	// A directory not named man1 is no MANPATH entry's: no MANPATH line.
+	other := filepath.Join(home, "pages")
+	out, err = in.run(t, "man", other)
+	require.NoError(t, err, out)
+	require.FileExists(t, filepath.Join(other, "agent-fleet-spawn.1"))
+	require.NotContains(t, out, "MANPATH=")
+	require.Contains(t, out, "man finds section 1 pages only in a directory named man1 (agent-fleet man "+filepath.Join(other, "man1")+")")
+	require.Contains(t, out, "man -l "+filepath.Join(other, "agent-fleet-spawn.1"))
 }
 
 // Command-line mistakes exit 2, whichever layer catches them: cobra's
