@@ -149,7 +149,10 @@ func (h *HolderServer) admit(nc net.Conn) (int, bool) {
 		return 0, false
 	}
 	if h.cfg.AllowPeer != nil && !h.cfg.AllowPeer(pid) {
-		h.cfg.Logger.Warn("holder refused a process outside its worker", "pid", pid)
+		// Not a warning: the user's own sessions probe holder sockets as
+		// they go (whether a sender takes read receipts, on every message
+		// it sends): a worker's log would fill with them.
+		h.cfg.Logger.Debug("holder refused a process outside its worker", "pid", pid)
 		return 0, false
 	}
 	return pid, true
