@@ -67,6 +67,7 @@ func requireConversation(t *testing.T, out string, pings int) {
 		require.Contains(t, out, `demo-ping: demo-pong replied "pong `+n+`"`)
 	}
 	require.Contains(t, out, "demo-ping asked "+strconv.Itoa(pings)+" times and demo-pong answered every ask.")
+	require.NotContains(t, out, "level=WARN", "the workers' logs have nothing to warn of")
 }
 
 // TestDemo runs `agent-fleet demo` against the shared user manager: two
@@ -138,6 +139,9 @@ func TestDemoBootsPrivateManager(t *testing.T) {
 	t.Logf("%s", out)
 	m := regexp.MustCompile("booted a private\n\\s+`systemd --user` for itself: pid (\\d+), runtime directory (\\S+), ").FindStringSubmatch(out)
 	require.NotNil(t, m, "the demo says it booted a manager")
+	require.Contains(t, out, "No user manager is reachable: no user D-Bus bus: DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR are both unset.\n",
+		"why, in one clause")
+	require.NotContains(t, out, "dbus-user-session packages.", "no advice cut in half")
 	pid, _ := strconv.Atoi(m[1])
 	requireConversation(t, out, 1)
 	require.Contains(t, out, "Stopped the private user manager (pid "+m[1]+")")

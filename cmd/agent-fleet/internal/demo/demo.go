@@ -18,6 +18,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // The demo's two workers.
@@ -361,9 +362,16 @@ func runIntercomDemo(ctx context.Context, n *narrator, sb *factory.Sandbox, opts
 	return nil
 }
 
-// firstClause is an error message up to its first "; " (the rest is
-// advice that does not apply once a private manager was booted).
+// firstClause is why no user manager was reachable, without the advice
+// that follows (it does not apply once a private manager was booted): a
+// missing user bus's reason, else the message's first line up to its
+// first "; ".
 func firstClause(err error) string {
-	msg, _, _ := strings.Cut(err.Error(), "; ")
-	return msg
+	var nb *units.NoUserBusError
+	if errors.As(err, &nb) {
+		return nb.Reason()
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	msg, _, _ = strings.Cut(msg, "; ")
+	return strings.TrimSuffix(msg, ".")
 }
