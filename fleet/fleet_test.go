@@ -638,3 +638,23 @@ func TestSpawnRefusesASessionsID(t *testing.T) {
 	wk = w.spawn("alpha", "sleep", "300")
 	require.Equal(t, fleet.StateRunning, wk.State, "its own session, gone with its stop, is no reason to refuse")
 }
+
+// A spawn whose command ended within the readiness grace returns once
+// the shim is gone: the id spawns again at once, and a stop right after
+// finds it ended.
+func TestSpawnOfAnEndedCommandReturnsItEnded(t *testing.T) {
+	w := newWorld(t)
+	for i := range 3 {
+		_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "quick", Command: []string{"false"}})
+		require.ErrorContains(t, err, "started; it has already exited (exit 1)", "round %d", i)
+		wk, err := w.reg.Get(ctx, "quick")
+		require.NoError(t, err)
+		require.Equal(t, fleet.StateExited, wk.State)
+		res, err := w.f.Stop(ctx, "quick")
+		require.NoError(t, err)
+		require.True(t, res.AlreadyEnded, "round %d: nothing was left to stop", i)
+		require.Equal(t, fleet.StateExited, res.Worker.State, "round %d: the end stays the command's", i)
+	}
+	wk := w.spawn("quick", "sleep", "300")
+	require.Equal(t, fleet.StateRunning, wk.State, "the id spawns at once")
+}

@@ -323,7 +323,17 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	// A command that ended at once ended before anyone could use it: a
 	// non-zero end is a failed spawn, a clean one a worker that finished.
 	// (The shim may have recorded the exit before the update read the record.)
-	if !st.Running() || st.MainPID == 0 {
+	if updated.HasExit && st.Running() && st.MainPID != 0 {
+		// Its shim recorded the end before READY and is exiting: what the
+		// spawn returns has ended, so the unit must not run on either (a
+		// spawn of the id, list and stop right after would find it active).
+		wctx, cancel := context.WithTimeout(ctx, f.cfg.StopTimeout)
+		if err := f.waitMainExit(wctx, updated, st.ControlGroup); err != nil {
+			f.log.Warn("the shim of a command that ended at once did not exit", "id", w.ID, "run", w.RunID, "err", err)
+		}
+		cancel()
+	}
+	if !st.Running() || st.MainPID == 0 || updated.HasExit {
 		updated, _ = f.settle(ctx, updated)
 	}
 	updated.Worktree = wt
