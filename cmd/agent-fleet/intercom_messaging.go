@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -100,20 +99,9 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 		fmt.Fprintln(io.Out, output.SentText(res, what))
 	}
 	if !res.OK {
-		return deliveryFailed("message to "+strconv.Quote(res.To), "was not delivered", res.Code, res.Reason, res.Accepted)
+		return output.DeliveryFailed("message to "+strconv.Quote(res.To), "was not delivered", res.Code, res.Reason, res.Accepted)
 	}
 	return nil
-}
-
-// deliveryFailed is the error of a send or ask the broker reported failed.
-// An unacknowledged one (DELIVERY_TIMEOUT) is not said to be undelivered:
-// the recipient has it and may still read it (exit 8).
-func deliveryFailed(what, failed, code, reason string, accepted bool) error {
-	err := &intercom.DeliveryError{Code: code, Reason: reason, Accepted: accepted}
-	if errors.Is(err, intercom.ErrOutcomeUnknown) {
-		return fmt.Errorf("%s was not acknowledged: %w; the recipient has it and may still read it (a paused worker does once resumed): do not resend it blindly", what, err)
-	}
-	return fmt.Errorf("%s %s: %w", what, failed, err)
 }
 
 type askOptions struct {
@@ -187,7 +175,7 @@ func askRun(ctx context.Context, opts *askOptions) error {
 	}
 	switch {
 	case !res.OK:
-		return deliveryFailed("ask to "+strconv.Quote(res.To), "failed", res.Code, res.Reason, res.Accepted)
+		return output.DeliveryFailed("ask to "+strconv.Quote(res.To), "failed", res.Code, res.Reason, res.Accepted)
 	case res.Replied:
 		if !opts.JSON {
 			fmt.Fprintln(out, output.ReplyText(res.Reply))

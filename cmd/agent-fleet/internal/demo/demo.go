@@ -18,7 +18,6 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
-	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // The demo's two workers.
@@ -363,14 +362,9 @@ func runIntercomDemo(ctx context.Context, n *narrator, sb *factory.Sandbox, opts
 }
 
 // firstClause is why no user manager was reachable, without the advice
-// that follows (it does not apply once a private manager was booted): a
-// missing user bus's reason, else the message's first line up to its
-// first "; ".
+// that follows (it does not apply once a private manager was booted): the
+// message's first line (a missing user bus's reason) up to its first "; ".
 func firstClause(err error) string {
-	var nb *units.NoUserBusError
-	if errors.As(err, &nb) {
-		return nb.Reason()
-	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	msg, _, _ = strings.Cut(msg, "; ")
 	return strings.TrimSuffix(msg, ".")

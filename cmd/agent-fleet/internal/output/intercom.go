@@ -1,6 +1,7 @@
 package output
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -490,4 +491,17 @@ func ListeningText(id, name, broker string, through bool) string {
 // through went away and it took the session over.
 func ListeningAgainText(id string) string {
 	return fmt.Sprintf("The process that held %s went away; listen took the session over and goes on.", Inline(id))
+}
+
+// DeliveryFailed is the error of a send or ask (what: `message to "x"`)
+// the broker reported failed: what, then failed, then the
+// *intercom.DeliveryError. An unacknowledged one (DELIVERY_TIMEOUT) is
+// not said to have failed: the recipient has it and may still read it
+// (intercom.ErrOutcomeUnknown, exit 8).
+func DeliveryFailed(what, failed, code, reason string, accepted bool) error {
+	err := &intercom.DeliveryError{Code: code, Reason: reason, Accepted: accepted}
+	if errors.Is(err, intercom.ErrOutcomeUnknown) {
+		return fmt.Errorf("%s was not acknowledged: %w; the recipient has it and may still read it (a paused worker does once resumed): do not resend it blindly", what, err)
+	}
+	return fmt.Errorf("%s %s: %w", what, failed, err)
 }
