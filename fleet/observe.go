@@ -311,12 +311,7 @@ func (f *Fleet) Status(ctx context.Context, id string) (*Status, error) {
 
 // activityMode is how lease activity of worker id is judged now.
 func (f *Fleet) activityMode(ctx context.Context, id string) string {
-	if f.cfg.Peers == nil {
-		return ActivitySenderID
-	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if _, err := f.cfg.Peers.Peer(cctx, id); err != nil {
+	if f.peer(ctx, id) == nil {
 		return ActivitySenderID
 	}
 	return ActivityVerified

@@ -240,13 +240,23 @@ func (f *Fleet) AdoptOrphans(ctx context.Context) ([]*Worker, error) {
 // there still owns its workers); without an answer (no broker, or a
 // foreign one) it is treated as not connected.
 func (f *Fleet) connected(ctx context.Context, sessionID string) bool {
+	p := f.peer(ctx, sessionID)
+	return p != nil && (p.Connected || p.RemoteHost != "")
+}
+
+// peer is the broker's answer about sessionID (within 2 s); nil without
+// one (no broker, a foreign one, or no Peers configured).
+func (f *Fleet) peer(ctx context.Context, sessionID string) *intercom.PeerInfo {
 	if f.cfg.Peers == nil {
-		return false
+		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	p, err := f.cfg.Peers.Peer(cctx, sessionID)
-	return err == nil && (p.Connected || p.RemoteHost != "")
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // Forget deletes the ended records of one of the caller's workers, and

@@ -584,13 +584,8 @@ func (f *Fleet) refuseRunningUnit(ctx context.Context, id string) error {
 // nor one whose process runs in a worker unit of this id. Without an
 // answer (no broker, a foreign one) nothing is refused.
 func (f *Fleet) refuseConnectedSession(ctx context.Context, id string) error {
-	if f.cfg.Peers == nil {
-		return nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	p, err := f.cfg.Peers.Peer(cctx, id)
-	if err != nil || p == nil || !p.Connected || p.PID <= 0 {
+	p := f.peer(ctx, id)
+	if p == nil || !p.Connected || p.PID <= 0 {
 		return nil
 	}
 	m, err := f.cfg.Cgroups.Membership(p.PID)
