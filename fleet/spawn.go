@@ -75,7 +75,13 @@ type SpawnRequest struct {
 // (ErrSpawnFailed, exit 1) with the record kept: failed, or exited with
 // its status ("started; it has already exited (exit 1)"). A clean exit
 // within the grace is a worker that exited, not an error; one that fails
-// after the grace is a worker that exited later.
+// after the grace is a worker that exited later. Either returns once its
+// shim has exited.
+//
+// The id is the worker's session id: the caller's own is ErrInvalidRequest,
+// and one that a session connected to the broker holds (other than a
+// worker of that id) is ErrConflict, both before any record or unit
+// (refuseConnectedSession), as is an id whose unit still runs.
 //
 // With Worktree, the worktree is made first (planWorktree's refusals:
 // ErrNotRepository, ErrBranchCheckedOut, ErrWorktreeConflict,
