@@ -267,12 +267,12 @@ func lingerStatus(ctx context.Context, getenv func(string) string) (string, Chec
 }
 
 func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, string, string) {
-	h, detail := intercom.ProbeBroker(ctx, p)
+	h, detail, listening := intercom.ProbeListener(ctx, p)
 	switch {
 	case h == intercom.Incompatible:
 		return "broker", CheckFail, "an incompatible broker answers on " + p.BrokerSocket() + ": " + detail,
 			"stop that broker (an older or other-protocol adapter) — agent-fleet never kills it"
-	case h == intercom.Unreachable && intercom.Listening(ctx, p):
+	case h == intercom.Unreachable && listening:
 		return "broker", CheckFail, "something listens on " + p.BrokerSocket() + " but does not answer as an intercom v4 broker (" + detail + "): no broker can start there",
 			"find what holds the socket (ss -xlp | grep broker.sock) and stop it — agent-fleet never replaces a live listener"
 	case h == intercom.Unreachable:

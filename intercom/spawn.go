@@ -45,11 +45,21 @@ const ProbeTimeout = time.Second
 // ProbeBroker sends one health frame and classifies the answer; detail
 // describes an incompatible or failed answer.
 func ProbeBroker(ctx context.Context, p Paths) (BrokerHealth, string) {
+	h, detail, _ := ProbeListener(ctx, p)
+	return h, detail
+}
+
+// ProbeListener is ProbeBroker that also says whether anything accepted
+// the connection: an unreachable broker on a socket something listens on
+// is a live listener that did not answer as a v4 broker (spec §6.2 counts
+// that as unreachable too, and a broker started then finds the socket
+// taken).
+func ProbeListener(ctx context.Context, p Paths) (h BrokerHealth, detail string, listening bool) {
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	nc, err := dialBroker(ctx, p)
 	if err != nil {
-		return Unreachable, err.Error()
+		return Unreachable, err.Error(), false
 	}
 	defer nc.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -57,28 +67,14 @@ func ProbeBroker(ctx context.Context, p Paths) (BrokerHealth, string) {
 	}
 	rid := NewMessageID()
 	if _, err := nc.Write(wire.AppendHealthRequest(nil, rid)); err != nil {
-		return Unreachable, err.Error()
+		return Unreachable, err.Error(), true
 	}
 	payload, err := wire.NewFrameReader(nc).Next()
 	if err != nil {
-		return Unreachable, "no health answer: " + err.Error()
+		return Unreachable, "no health answer: " + err.Error(), true
 	}
-	return classifyHealth(payload, rid)
-}
-
-// Listening reports whether something accepts connections on p's broker
-// endpoint: told apart from an unreachable probe, a live listener that
-// did not answer as a v4 broker (spec §6.2 counts that as unreachable
-// too, and a broker started then finds the socket taken).
-func Listening(ctx context.Context, p Paths) bool {
-	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
-	defer cancel()
-	nc, err := dialEndpoint(ctx, p)
-	if err != nil {
-		return false
-	}
-	nc.Close()
-	return true
+	h, detail = classifyHealth(payload, rid)
+	return h, detail, true
 }
 
 func classifyHealth(payload []byte, rid string) (BrokerHealth, string) {
