@@ -161,20 +161,19 @@ func stopFenced(ctx context.Context, regs *fleet.RegistryHandle, id, run string)
 type fenceRead struct {
 	read func() bool
 
-	mu      sync.Mutex
-	started bool
-	over    bool // fenced was called: a later start reads nothing
-	done    chan struct{}
-	result  bool
+	mu     sync.Mutex
+	over   bool          // fenced was called: a later start reads nothing
+	done   chan struct{} // non-nil once a read started; closed when it ended
+	result bool
 }
 
 func (f *fenceRead) start() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.started || f.over {
+	if f.done != nil || f.over {
 		return
 	}
-	f.started, f.done = true, make(chan struct{})
+	f.done = make(chan struct{})
 	go func() {
 		defer close(f.done)
 		f.result = f.read()
@@ -186,12 +185,12 @@ func (f *fenceRead) start() {
 func (f *fenceRead) fenced() bool {
 	f.mu.Lock()
 	f.over = true
-	started := f.started
+	done := f.done
 	f.mu.Unlock()
-	if !started {
+	if done == nil {
 		return false
 	}
-	<-f.done
+	<-done
 	return f.result
 }
 
