@@ -96,9 +96,9 @@ var (
 	// says why (exit 5).
 	ErrLimitUnsupported = errors.New("the user manager cannot apply this resource limit")
 
-	// ErrNotPaused: resume of a worker that is not paused, or pause of one
-	// that is not running (provisioning or stopping) (exit 4).
-	ErrNotPaused = errors.New("worker is not in a state to pause or resume")
+	// ErrNotPaused: pause of a worker that is not running (provisioning or
+	// stopping) (exit 4).
+	ErrNotPaused = errors.New("worker is not in a state to pause")
 	// ErrNotRepository: spawn --worktree from a directory that is not in a
 	// git work tree (no repository, a bare one, or inside a .git directory),
 	// or whose HEAD has no commit to branch from (exit 2).

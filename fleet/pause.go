@@ -49,15 +49,13 @@ func (f *Fleet) Pause(ctx context.Context, id string) (*Worker, error) {
 
 // Resume thaws a paused worker of the caller, and moves its idle lease's
 // deadlines (and a pending checkpoint's grace) on by the time it was
-// paused. Errors: ErrNotFound, *OwnerError, *EndedError, ErrNotPaused for a
-// worker that is not paused.
+// paused. Resuming a worker that is not paused changes nothing, as pausing
+// a paused one does: a script can make sure a worker runs. Errors:
+// ErrNotFound, *OwnerError, *EndedError.
 func (f *Fleet) Resume(ctx context.Context, id string) (*Worker, error) {
 	w, err := f.pausable(ctx, id, "resume")
-	if err != nil {
+	if err != nil || !w.Paused() {
 		return w, err
-	}
-	if !w.Paused() {
-		return w, fmt.Errorf("resume %s: %w: it is not paused (%s)", id, ErrNotPaused, w.State)
 	}
 	if err := f.freeze(ctx, w, false); err != nil {
 		return w, fmt.Errorf("resume %s: %w", id, err)

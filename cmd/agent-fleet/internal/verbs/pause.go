@@ -23,8 +23,8 @@ worker changes nothing; one still starting or stopping exits 4.`,
 		Use:   "resume ID",
 		Short: "Thaw a paused worker; its idle lease runs again",
 		Long: `Let a worker that pause froze run again. Its idle lease's deadline (and a
-pending checkpoint's grace) moves on by the time it was paused. A worker
-that is not paused exits 4.`,
+pending checkpoint's grace) moves on by the time it was paused. Resuming a
+worker that is not paused changes nothing.`,
 		Example: "  agent-fleet resume builder",
 	},
 }
