@@ -130,6 +130,19 @@ func TestNamedTeamsWithRealProcesses(t *testing.T) {
 	_, err = cmd.Output()
 	requireExit(t, err, 7)
 
+	// A command that cannot run exits 3, as a spawn of it does, and
+	// leaves no membership or team behind.
+	before, err := as(t, dir, "zeta", "teams", "list", "--json").CombinedOutput()
+	require.NoError(t, err, "%s", before)
+	out, err = as(t, dir, "zeta", "teams", "join", "billing", "--", "/nonexistent/cmd").CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	require.Contains(t, string(out), "command not found")
+	_, err = as(t, dir, "zeta", "teams", "create", "ghost", "--", "/nonexistent/cmd").CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	after, err := as(t, dir, "zeta", "teams", "list", "--json").CombinedOutput()
+	require.NoError(t, err, "%s", after)
+	require.JSONEq(t, string(before), string(after), "zeta joined nothing and created nothing")
+
 	// Refusals, each with its exit code.
 	_, err = as(t, dir, "gamma", "teams", "create", "billing").CombinedOutput()
 	requireExit(t, err, exitConflict)

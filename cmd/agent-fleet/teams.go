@@ -13,6 +13,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/teams"
 )
@@ -135,13 +136,15 @@ func teamsRun(ctx context.Context, opts *teamsOptions) error {
 // on the roster), in place of this process where the platform allows (see
 // execInTeam).
 func runInTeam(ctx context.Context, io *factory.IOStreams, p intercom.Paths, self string, req teams.JoinRequest, command []string) error {
+	// Looked up first: a command that cannot run leaves no membership (or
+	// team) behind, and exits 3 as a spawn of it does.
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		return fmt.Errorf("run %s in team %s: %w: %w", command[0], req.Name, fleet.ErrCommandNotFound, err)
+	}
 	team, scope, err := teams.NewStore(p).Join(ctx, teams.MembershipRequest{Name: req.Name, Self: self, Create: req.Create})
 	if err != nil {
 		return err
-	}
-	path, err := exec.LookPath(command[0])
-	if err != nil {
-		return factory.Usage(fmt.Errorf("run %s in team %s: %w", command[0], team.Name, err))
 	}
 	return execInTeam(io, path, command, teamEnv(os.Environ(), scope, team.ManagerSessionID))
 }
