@@ -196,6 +196,38 @@ func TestIntercomBackToBackOneShots(t *testing.T) {
 	require.Eventually(t, func() bool { return len(l.messages()) == 15 }, 10*time.Second, 10*time.Millisecond)
 }
 
+// TestIntercomOneShotsSideBySide: a one-shot command of a session that
+// another one still holds (an ask waiting for its reply) is refused (exit
+// 4) with what to do; with `intercom listen` holding the session, the same
+// commands go through it side by side.
+func TestIntercomOneShotsSideBySide(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	bob := startListener(t, dir, "bob")
+	ask := as(t, dir, "alice", "intercom", "ask", "bob", "which branch?", "--timeout", "60s")
+	require.NoError(t, ask.Start())
+	t.Cleanup(func() { _ = ask.Process.Kill(); _ = ask.Wait() })
+	require.Eventually(t, func() bool { return len(bob.messages()) == 1 }, 10*time.Second, 20*time.Millisecond, "the ask waits for its reply")
+	out, err := as(t, dir, "alice", "intercom", "send", "bob", "hi").CombinedOutput()
+	requireExit(t, err, exitConflict)
+	require.Contains(t, string(out), "SESSION_ID_IN_USE")
+	require.Contains(t, string(out), "start `agent-fleet intercom listen` for it first")
+	_ = ask.Process.Kill()
+	_ = ask.Wait()
+
+	// One ask per pair is pending at a time (the first is still unresolved),
+	// so this one goes to carol.
+	carol := startListener(t, dir, "carol")
+	startListener(t, dir, "alice")
+	ask = as(t, dir, "alice", "intercom", "ask", "carol", "which branch?", "--timeout", "60s")
+	require.NoError(t, ask.Start())
+	require.Eventually(t, func() bool { return len(carol.messages()) == 1 }, 10*time.Second, 20*time.Millisecond, "the second ask waits for its reply")
+	out, err = as(t, dir, "alice", "intercom", "send", "bob", "hi").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Eventually(t, func() bool { return len(bob.messages()) == 2 }, 10*time.Second, 20*time.Millisecond)
+}
+
 func TestIntercomAttachmentsAndStdin(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)

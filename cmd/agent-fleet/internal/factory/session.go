@@ -2,6 +2,8 @@ package factory
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -106,7 +108,14 @@ func (f *Factory) OneShot(ctx context.Context) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.Attach(ctx, p, id, AttachOptions{Mode: intercom.AttachOnce})
+	s, err := f.Attach(ctx, p, id, AttachOptions{Mode: intercom.AttachOnce})
+	if errors.Is(err, intercom.ErrSessionIDInUse) {
+		// Most often another command of the same session still runs (an
+		// ask waiting for its reply): say how commands can share it.
+		return nil, fmt.Errorf("%w. Another program is registered as %s: an agent-fleet command still running (an ask waits for its reply), or a coding agent's intercom adapter. To run commands of one session side by side, start `agent-fleet intercom listen` for it first: commands then go through it",
+			err, id.SessionID)
+	}
+	return s, err
 }
 
 // SessionTeam is the team of session id without reaching the session:
