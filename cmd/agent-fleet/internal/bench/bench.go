@@ -52,10 +52,39 @@ func distribution(ns []int64) latencyDist {
 // system) and resident memory. ok is false where the platform or the
 // permissions do not tell.
 type procUsage struct {
-	CPU     time.Duration
+	CPU     time.Duration // utime+stime: 10 ms resolution, exited threads included
 	RSSKiB  int64
 	PeakKiB int64 // VmHWM: the most the process ever had resident
 	ok      bool
+
+	// Exec is the time the live threads (threads) have run, to the
+	// nanosecond (schedstat); exact is false when a thread could not be
+	// read. See cpuDelta.
+	Exec    time.Duration
+	threads []int
+	exact   bool
+}
+
+// cpuDelta is the CPU time a process (or the processes of a sample) used
+// between a and b: from schedstat where every thread of a is still there
+// in b, since the CPU time of a thread that exited meanwhile is gone from
+// it; else from utime+stime. At 400 messages/s a broker uses about 50 ms
+// of CPU in 8 s, which 10 ms ticks would measure to 20 %.
+func cpuDelta(a, b procUsage) time.Duration {
+	if a.exact && b.exact {
+		live := make(map[int]bool, len(b.threads))
+		for _, tid := range b.threads {
+			live[tid] = true
+		}
+		all := true
+		for _, tid := range a.threads {
+			all = all && live[tid]
+		}
+		if all {
+			return b.Exec - a.Exec
+		}
+	}
+	return b.CPU - a.CPU
 }
 
 // progressLog is where a run reports its progress: standard error, and

@@ -99,6 +99,9 @@ func takeSample(l benchLoad, pids []int) usageSample {
 			continue
 		}
 		s.broker.CPU += u.CPU
+		s.broker.Exec += u.Exec
+		s.broker.threads = append(s.broker.threads, u.threads...)
+		s.broker.exact = s.broker.exact && u.exact
 		s.broker.RSSKiB += u.RSSKiB
 		s.broker.PeakKiB += u.PeakKiB
 	}
@@ -110,7 +113,7 @@ func cpuBetween(a, b procUsage, messages int, wall time.Duration) *cpuFigures {
 	if !a.ok || !b.ok || messages <= 0 {
 		return nil
 	}
-	d := b.CPU - a.CPU
+	d := cpuDelta(a, b)
 	return &cpuFigures{TotalMs: round(float64(d)/float64(time.Millisecond), 1),
 		PerMessageUs: round(float64(d)/float64(time.Microsecond)/float64(messages), 2),
 		CoreShare:    round(float64(d)/float64(wall), 4)}

@@ -15,8 +15,9 @@ import (
 const clockTicks = 100
 
 // readProcUsage reads pid's CPU time from /proc/<pid>/stat (utime+stime,
-// 10 ms resolution, including exited threads) and its resident memory from
-// /proc/<pid>/status (VmRSS, VmHWM).
+// 10 ms resolution, including exited threads) and from its threads'
+// schedstat (ns, live threads only; see cpuDelta), and its resident memory
+// from /proc/<pid>/status (VmRSS, VmHWM).
 func readProcUsage(pid int) (procUsage, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -32,7 +33,51 @@ func readProcUsage(pid int) (procUsage, error) {
 	}
 	u := procUsage{CPU: cpu, ok: true}
 	u.RSSKiB, u.PeakKiB = parseProcStatusKiB(status, "VmRSS:"), parseProcStatusKiB(status, "VmHWM:")
+	u.Exec, u.threads, u.exact = threadsExec(pid)
 	return u, nil
+}
+
+// threadsExec sums the run time of pid's live threads
+// (/proc/<pid>/task/<tid>/schedstat, first field, ns). exact is false when
+// a thread could not be read (it may have exited between the reads).
+func threadsExec(pid int) (exec time.Duration, tids []int, exact bool) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, nil, false
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			return 0, nil, false
+		}
+		ns, err := parseSchedstat(b)
+		if err != nil {
+			return 0, nil, false
+		}
+		exec += ns
+		tids = append(tids, tid)
+	}
+	// A kernel without CONFIG_SCHED_INFO writes zeros.
+	return exec, tids, len(tids) > 0 && exec > 0
+}
+
+// parseSchedstat returns the run time of a schedstat line "RUN WAIT SLICES"
+// (ns ns count).
+func parseSchedstat(b []byte) (time.Duration, error) {
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 0, fmt.Errorf("empty schedstat")
+	}
+	ns, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("schedstat: %w", err)
+	}
+	return time.Duration(ns), nil
 }
 
 // parseProcStatCPU returns utime+stime of a /proc/<pid>/stat line. The

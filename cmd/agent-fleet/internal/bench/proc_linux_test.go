@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -20,4 +21,38 @@ func TestParseProcStat(t *testing.T) {
 	require.Equal(t, int64(18432), parseProcStatusKiB(status, "VmRSS:"))
 	require.Equal(t, int64(20480), parseProcStatusKiB(status, "VmHWM:"))
 	require.Zero(t, parseProcStatusKiB(status, "VmSwap:"))
+}
+
+func TestCPUDelta(t *testing.T) {
+	a := procUsage{CPU: 100 * time.Millisecond, Exec: 104 * time.Millisecond, threads: []int{1, 2}, exact: true, ok: true}
+	b := procUsage{CPU: 150 * time.Millisecond, Exec: 147300 * time.Microsecond, threads: []int{1, 2, 3}, exact: true, ok: true}
+	require.Equal(t, 43300*time.Microsecond, cpuDelta(a, b), "every thread of a is still there: schedstat")
+	b.threads = []int{1, 3}
+	require.Equal(t, 50*time.Millisecond, cpuDelta(a, b), "thread 2 exited, its time with it: ticks")
+	b.threads, b.exact = []int{1, 2}, false
+	require.Equal(t, 50*time.Millisecond, cpuDelta(a, b), "a thread could not be read: ticks")
+
+	ns, err := parseSchedstat([]byte("454237 200876 4\n"))
+	require.NoError(t, err)
+	require.Equal(t, 454237*time.Nanosecond, ns)
+	_, err = parseSchedstat([]byte("\n"))
+	require.Error(t, err)
+}
+
+// TestReadProcUsageOfThisProcess: this process's threads' run time is read
+// to the nanosecond and agrees with utime+stime to the tick.
+func TestReadProcUsageOfThisProcess(t *testing.T) {
+	before, err := readProcUsage(os.Getpid())
+	require.NoError(t, err)
+	require.True(t, before.exact, "schedstat is readable")
+	require.NotEmpty(t, before.threads)
+	for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
+	}
+	after, err := readProcUsage(os.Getpid())
+	require.NoError(t, err)
+	d := cpuDelta(before, after)
+	require.GreaterOrEqual(t, d, 30*time.Millisecond, "the busy loop ran at least its 30 ms")
+	// Go's threads do not exit, so the same ones are read twice and the
+	// two clocks agree within two ticks of utime+stime.
+	require.InDelta(t, float64(after.CPU-before.CPU), float64(d), float64(2*time.Second/clockTicks)+float64(5*time.Millisecond))
 }
