@@ -44,6 +44,7 @@ func registerLoadFlags(fs *pflag.FlagSet, o *bench.LoadOptions) {
 	fs.StringVar(&o.Socket, "socket", "", "measure the broker listening on this Unix socket instead of starting one")
 	fs.IntVar(&o.PID, "pid", 0, "the --socket broker's pid, for CPU and memory (default: broker.pid beside the socket, or its local API)")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&o.Awake, "awake", false, "keep every CPU out of idle while measuring (busy loops at the lowest priority, SCHED_IDLE), so that no latency includes waking an idle CPU (Linux)")
 }
 
 // registerPaceFlags adds the load's shape (pairs, size, rate, window) and
@@ -93,13 +94,22 @@ flat as history grows.
 turns under the same load, --rounds runs each, the first of a round
 alternating; it prints every run, each broker's medians and the ratios.
 Absolute figures do not carry from one machine to another; ratios measured
-in one run do.`,
+in one run do.
+
+--awake keeps every CPU busy while measuring, with one busy loop per CPU at
+SCHED_IDLE, the lowest priority, which gives way at once to anything that
+wakes. On a VM an idle vCPU is halted and waking it goes through the
+hypervisor, which adds tenths of a millisecond to a share of the wake-ups
+every message needs, whatever the broker; with no CPU idle, the latency is
+the brokers' own. The loops' CPU is counted neither for the broker nor for
+the clients.`,
 		Example: `  agent-fleet bench broker
   agent-fleet bench broker --rate 0 --window 64 --duration 10s
   agent-fleet bench broker --sessions 1000 --scopes 10 --presence-interval 10s
   agent-fleet bench broker --rate 2000 --messages 1000000 --segment 100000
   agent-fleet bench broker --socket /tmp/ref/intercom/broker.sock --json
-  agent-fleet bench broker --against /tmp/ref/intercom/broker.sock --rounds 4`,
+  agent-fleet bench broker --against /tmp/ref/intercom/broker.sock --rounds 4
+  agent-fleet bench broker --against /tmp/ref/intercom/broker.sock --awake`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Load.Validate(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -35,6 +36,11 @@ type LoadOptions struct {
 	Against    string
 	AgainstPID int
 	Rounds     int
+	// Awake keeps every CPU out of its idle state while the load runs
+	// (keepAwake), so that no latency includes waking an idle CPU.
+	Awake bool
+	// awakeCPUs is how many CPUs keepAwake kept busy (0: none).
+	awakeCPUs int
 }
 
 // The default load: 4 pairs × 100 msg/s of 256 B text, a few agents
@@ -85,11 +91,31 @@ type LoadView struct {
 	Scopes        int     `json:"scopes"`
 	PresenceMs    int64   `json:"presenceIntervalMs"`
 	WarmupMs      int64   `json:"warmupMs"`
+	// AwakeCPUs is how many CPUs --awake kept out of their idle state
+	// (absent: none).
+	AwakeCPUs int `json:"awakeCpus,omitempty"`
 }
 
 func viewOfLoad(o *LoadOptions) LoadView {
 	return LoadView{Pairs: o.Spec.Pairs, TextBytes: o.Spec.TextBytes, RatePerSender: o.Spec.Rate, Window: o.Spec.Window,
-		Sessions: o.Spec.Sessions, Scopes: o.Spec.Scopes, PresenceMs: o.Spec.PresenceEvery.Milliseconds(), WarmupMs: o.Plan.Warmup.Milliseconds()}
+		Sessions: o.Spec.Sessions, Scopes: o.Spec.Scopes, PresenceMs: o.Spec.PresenceEvery.Milliseconds(), WarmupMs: o.Plan.Warmup.Milliseconds(),
+		AwakeCPUs: o.awakeCPUs}
+}
+
+// keepAwake starts keeping every CPU awake where o.Awake asks for it, and
+// returns what stops it (never nil).
+func (o *LoadOptions) keepAwake(ctx context.Context, log io.Writer) (stop func(), err error) {
+	if !o.Awake {
+		return func() {}, nil
+	}
+	n := runtime.NumCPU()
+	loops, err := keepAwake(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	o.awakeCPUs = n
+	fmt.Fprintf(log, "bench: keeping %d CPUs out of idle with busy loops at SCHED_IDLE priority\n", n)
+	return loops.stop, nil
 }
 
 // BrokerResult is what `bench broker --json` prints.
@@ -110,7 +136,7 @@ type BrokerResult struct {
 var benchBrokerIncludes = map[string]string{
 	"latency":      "send → delivered per message: from just before the sender writes the send frame until it reads the broker's delivered frame (the broker forwarded the message, the receiver acknowledged it)",
 	"perSecond":    "messages delivered per second of measured wall time, all pairs together",
-	"brokerCpu":    "user+system CPU time of the broker process over the Measurement (/proc/<pid>/stat, 10 ms resolution) divided by the messages delivered",
+	"brokerCpu":    "CPU time of the broker process over the Measurement (its threads' run time from /proc/<pid>/task/*/schedstat, in ns; user+system from /proc/<pid>/stat, 10 ms resolution, where a thread exited meanwhile) divided by the messages delivered",
 	"brokerMemory": "the broker's resident memory (VmRSS) at the end, and its peak since it started (VmHWM)",
 	"benchCpu":     "CPU time of this process, which runs every client, per delivered message",
 	"segments":     "with --segment N: the same figures for every N delivered messages, to show whether they change as history grows",
@@ -133,6 +159,11 @@ func RunBroker(ctx context.Context, f *factory.Factory, o *LoadOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
 	log := progressLog(f, o.JSON)
+	awake, err := o.keepAwake(ctx, log)
+	if err != nil {
+		return fmt.Errorf("bench broker: %w", err)
+	}
+	defer awake()
 	if o.Against != "" {
 		return runComparison(ctx, f, o, log)
 	}
@@ -221,6 +252,9 @@ func printLoad(out io.Writer, l LoadView) {
 		fmt.Fprintf(out, ", presence every %s", time.Duration(l.PresenceMs)*time.Millisecond)
 	}
 	fmt.Fprintln(out, ".")
+	if l.AwakeCPUs > 0 {
+		fmt.Fprintf(out, "CPUs kept out of idle: %d (--awake: busy loops at SCHED_IDLE priority).\n", l.AwakeCPUs)
+	}
 }
 
 func printMeasurement(out io.Writer, m *Measurement) {

@@ -234,6 +234,11 @@ func RunClient(ctx context.Context, f *factory.Factory, o *ClientOptions) error 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
 	log := progressLog(f, o.JSON)
+	awake, err := o.keepAwake(ctx, log)
+	if err != nil {
+		return fmt.Errorf("bench client: %w", err)
+	}
+	defer awake()
 	t, err := openTarget(ctx, f, &o.LoadOptions, log)
 	if err != nil {
 		return fmt.Errorf("bench client: %w", err)
