@@ -43,6 +43,43 @@ type LoadOptions struct {
 	awakeCPUs int
 }
 
+// BrokerLong is the help of `bench broker`.
+const BrokerLong = `Drive an intercom broker with raw protocol v4 frames and measure it.
+
+N sender/receiver pairs register; each sender sends messages of --size bytes of
+text to its receiver at --rate messages/s (0: as fast as --window sends in
+flight allow), and each receiver acknowledges what it gets. The benchmark
+reports delivered messages/s, the p50/p90/p99/p99.9 send → delivered latency
+and, when it can read the broker's process, the broker's CPU time per
+delivered message and its resident memory.
+
+Without --socket it starts an agent-fleet broker for the run in a temporary
+directory (rate limit raised only when the load needs more than the v4
+default allows) and stops it afterwards. With --socket it measures whatever
+v4 broker listens there — another agent-fleet broker, or the TypeScript
+reference — and leaves it running; its pid comes from --pid, broker.pid
+beside the socket, or agent-fleet's local API.
+
+--sessions, --scopes and --presence-interval add idle sessions that read
+everything the broker sends them and publish presence, for a broker at
+scale. --messages with --segment shows whether latency, CPU and memory stay
+flat as history grows.
+
+--against SOCKET compares: the broker under test (started for the run, or
+--socket) and the v4 broker on SOCKET (e.g. the TypeScript reference) take
+turns under the same load, --rounds runs each, the first of a round
+alternating; it prints every run, each broker's medians and the ratios.
+Absolute figures do not carry from one machine to another; ratios measured
+in one run do.
+
+--awake keeps every CPU busy while measuring, with one busy loop per CPU at
+SCHED_IDLE, the lowest priority, which gives way at once to anything that
+wakes. On a VM an idle vCPU is halted and waking it goes through the
+hypervisor, which adds tenths of a millisecond to a share of the wake-ups
+every message needs, whatever the broker; with no CPU idle, the latency is
+the brokers' own. The loops' CPU is counted neither for the broker nor for
+the clients.`
+
 // The default load: 4 pairs × 100 msg/s of 256 B text, a few agents
 // talking briskly.
 const (
