@@ -701,8 +701,10 @@ func (c *Client) Close(preserveAsks bool) error {
 		nc.Close()
 	}
 	if c.cfg.Outbox != nil {
-		// Outcomes that arrived are written before the process may exit.
-		return c.cfg.Outbox.Flush()
+		// Outcomes that arrived are written before the process may exit,
+		// and the whole outbox into its file, which is all a TypeScript
+		// client that registers this id next reads.
+		return c.cfg.Outbox.Close()
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ type gatedWrites struct {
 	started chan struct{}
 	gate    chan struct{}
 	fail    error
+	next    func(path string, data []byte) error // the write it gates
 }
 
 func (g *gatedWrites) write(path string, data []byte) error {
@@ -28,11 +29,11 @@ func (g *gatedWrites) write(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data)
+	return g.next(path, data)
 }
 
 func gate(w *fileWriter) *gatedWrites {
-	g := &gatedWrites{started: make(chan struct{}, 64), gate: make(chan struct{})}
+	g := &gatedWrites{started: make(chan struct{}, 64), gate: make(chan struct{}), next: w.writeFile}
 	w.writeFile = g.write
 	return g
 }

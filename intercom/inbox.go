@@ -7,13 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
@@ -112,19 +109,9 @@ type Inbox struct {
 	// inbox rewrites up to MaxSeenKeys of them on every compaction.
 	keyJSON map[string][]byte
 
-	// The journal (inbox_journal.go). jpending are lines not yet
-	// written; compact makes the next write a snapshot; kind is what the
-	// write under way does. journal, jbytes and the sizes are used by the
-	// one write under way.
-	jpending     []byte
-	compact      bool
-	kind         writeKind
-	failuresSeen uint64
-	journal      *os.File
-	jbytes       int64 // journal bytes on disk
-	snapBytes    int64 // size of the last snapshot written
-	idle         *time.Timer
-	closed       bool
+	// j keeps the file and its journal (journal.go, inbox_journal.go);
+	// w is j's fileWriter.
+	j *journal
 }
 
 // OpenInbox loads (or starts) the inbox of sessionID, migrating versions 1
@@ -134,36 +121,28 @@ func OpenInbox(p Paths, sessionID string) (*Inbox, error) {
 	if err := EnsureDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	in := newInbox(path)
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	data, journal, err := readJournaled(path)
+	if err != nil {
 		return nil, fmt.Errorf("read inbox: %w", err)
-	default:
+	}
+	in := newInbox(path)
+	if data != nil {
 		if err := in.load(data, false); err != nil {
 			keepAside(path)
 			in = newInbox(path)
 		}
 	}
-	journal, err := readJournal(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(journal) > 0 {
-		in.replay(journal)
-		// What the journal held goes into the file with the first write.
-		in.compact = true
-		in.jbytes = int64(len(journal))
-	}
+	in.replay(journal)
+	// What the journal held goes into the file with the first write.
+	in.j.replayed(len(journal))
 	return in, nil
 }
 
 func newInbox(path string) *Inbox {
 	in := &Inbox{path: path, next: 1, seenSet: make(map[string]struct{}), fps: make(map[string]string),
 		keyJSON: make(map[string][]byte)}
-	in.w = newFileWriter(path, &in.mu, in.render)
-	in.w.writeFile = in.persist
+	in.j = newJournal(path, &in.mu, in.encode)
+	in.w = in.j.w
 	return in
 }
 
@@ -172,18 +151,12 @@ func newInbox(path string) *Inbox {
 // only version 3 is read; a missing file is an empty inbox.
 func ReadPendingAsks(p Paths, sessionID string) ([]*InboundMessage, error) {
 	path := p.Inbox(sessionID)
-	// The journal first: a compaction between the two reads then puts
-	// what it held into the file read second, and replay skips it there.
-	journal, err := readJournal(path)
+	data, journal, err := readJournaled(path)
 	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read inbox: %w", err)
 	}
 	in := newInbox("")
-	if err == nil {
+	if data != nil {
 		if err := in.load(data, true); err != nil {
 			return nil, err
 		}
@@ -333,7 +306,7 @@ func (in *Inbox) Stage(fromRaw []byte, from wire.SessionInfo, msg *wire.MessageI
 		switch {
 		case !known:
 			in.fps[key] = fp
-			in.compact = true
+			in.j.compact = true
 			in.w.changed()
 		case strings.HasPrefix(prev, hashedFPPrefix) && prev != fp,
 			!strings.HasPrefix(prev, hashedFPPrefix) && prev != msg.PiFingerprint():
@@ -356,7 +329,7 @@ func (in *Inbox) Stage(fromRaw []byte, from wire.SessionInfo, msg *wire.MessageI
 	in.remember(key)
 	in.fps[key] = fp
 	in.trimSeen(MaxSeenKeys + seenSlack)
-	in.jpending = appendStageRecord(in.jpending, m, fp)
+	in.j.pending = appendStageRecord(in.j.pending, m, fp)
 	in.w.changed()
 	return StageResult{Message: m}
 }
@@ -420,7 +393,7 @@ func (in *Inbox) Flush() error {
 func (in *Inbox) Close() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.closeJournal()
+	return in.j.close()
 }
 
 // changedSoon records a change that need not wait for the disk. Called
@@ -530,7 +503,7 @@ func (in *Inbox) Consume(keys ...string) error {
 	n := len(in.entries)
 	in.entries = slices.DeleteFunc(in.entries, func(m *InboundMessage) bool { return drop[m.Key] })
 	if len(in.entries) != n {
-		in.jpending = appendConsumeRecord(in.jpending, keys)
+		in.j.pending = appendConsumeRecord(in.j.pending, keys)
 		in.changedSoon()
 	}
 	return nil
@@ -546,7 +519,7 @@ func (in *Inbox) DismissAsk(messageID, fromID string) error {
 		return m.Message.ID == messageID && (fromID == "" || m.From.ID == fromID)
 	})
 	if len(in.asks) != n {
-		in.compact = true
+		in.j.compact = true
 		in.changedSoon()
 	}
 	return nil
@@ -560,7 +533,7 @@ func (in *Inbox) MarkDeferred(messageID, fromID string, at float64) error {
 	for _, a := range in.asks {
 		if a.Message.ID == messageID && a.From.ID == fromID && a.DeferredAt == 0 {
 			a.DeferredAt = at
-			in.compact = true
+			in.j.compact = true
 			in.changedSoon()
 		}
 	}
@@ -575,7 +548,7 @@ func (in *Inbox) PruneAsks(ttlMs, nowMs float64) error {
 	n := len(in.asks)
 	in.asks = slices.DeleteFunc(in.asks, func(m *InboundMessage) bool { return nowMs-m.ReceivedAt > ttlMs })
 	if len(in.asks) != n {
-		in.compact = true
+		in.j.compact = true
 		in.changedSoon()
 	}
 	return nil

@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 		runCrashChild(dir)
 		return
 	}
+	if dir := os.Getenv(outboxCrashChildEnv); dir != "" {
+		runOutboxCrashChild(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -74,41 +78,19 @@ func runCrashChild(dir string) {
 // everything.
 func TestInboxSurvivesKill(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	require.NoError(t, err)
 	dir := t.TempDir()
 	p := NewPaths(dir)
 	acked := map[string]bool{}
 	next := 0
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 1; round <= 5; round++ {
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashChildEnv+"_FROM="+strconv.Itoa(next))
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		want := 30 + rng.IntN(150)
-		sc := bufio.NewScanner(out)
-		got := 0
-		for got < want && sc.Scan() {
-			f := strings.Fields(sc.Text())
-			require.NotEqual(t, "error", f[0], sc.Text())
-			if f[0] == "ack" {
-				acked[f[1]] = true
-				got++
+		killChildAfter(t, crashChildEnv, dir, next, 30+rng.IntN(150), func(f []string) bool {
+			if f[0] != "ack" {
+				return false
 			}
-		}
-		require.Equal(t, want, got, "the receiver stopped early")
-		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-		// Acks it printed between the last line read and the kill count
-		// too: they were acknowledged.
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "ack" {
-				acked[f[1]] = true
-			}
-		}
-		_ = cmd.Wait()
+			acked[f[1]] = true
+			return true
+		})
 
 		in, err := OpenInbox(p, "rx")
 		require.NoError(t, err)
@@ -143,4 +125,39 @@ func TestInboxSurvivesKill(t *testing.T) {
 	require.Len(t, file.Unread(), unread)
 	require.Len(t, file.PendingAsks(), asks)
 	require.Positive(t, asks)
+}
+
+// killChildAfter runs the test binary as the crash child that env names,
+// on dir from message number from, and kills it (SIGKILL) once note has
+// counted want of its output lines; note sees every line it printed,
+// split into fields, those printed before it died too, and says whether
+// the line counts. A line "error …" fails the test.
+func killChildAfter(t *testing.T, env, dir string, from, want int, note func(fields []string) bool) {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env+"="+dir, env+"_FROM="+strconv.Itoa(from))
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	line := func() {
+		f := strings.Fields(sc.Text())
+		require.NotEqual(t, "error", f[0], sc.Text())
+		if note(f) {
+			want--
+		}
+	}
+	for want > 0 && sc.Scan() {
+		line()
+	}
+	require.Zero(t, want, "the child stopped early")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	// What it printed before it died happened too.
+	for sc.Scan() {
+		line()
+	}
+	_ = cmd.Wait()
 }

@@ -1,11 +1,8 @@
 package intercom
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,56 +32,82 @@ func (e OutboxEntry) MessageID() string { return e.id }
 // delivered or definitively failed; whatever remains is replayed after the
 // next registration under the same session id, by this process or the next.
 //
-// Concurrent sends share writes (see fileWriter). A removal is written
-// with the next write, or soon in the background, never on the path of a
-// send: after a crash an entry whose outcome was known may be replayed,
-// which the broker's and the receiver's deduplication absorb. Flush writes
-// everything; Client.Close calls it. Safe for concurrent use.
+// The file is journaled (journal.go, outbox_journal.go): a send is an
+// "add" record appended and fsynced before Enqueue returns, and concurrent
+// sends share one write (see fileWriter). A removal is a "remove" record
+// written with the next write, or by the compaction a second after the
+// last one, never on the path of a send: after a crash an entry whose
+// outcome was known may be replayed, which the broker's and the
+// receiver's deduplication absorb. Flush writes everything; Close, which
+// Client.Close calls, also writes the whole outbox into its file and
+// removes the journal. Safe for concurrent use.
 type Outbox struct {
 	path    string
 	mu      sync.Mutex
 	entries []OutboxEntry
 	fps     map[string][32]byte // message id → fingerprint
-	w       *fileWriter
+	j       *journal
+	w       *fileWriter // j's
 }
 
-// OpenOutbox loads (or starts) the outbox of sessionID. A file that cannot
-// be read as an outbox is kept aside as <file>.corrupt-<ms>.
+// OpenOutbox loads (or starts) the outbox of sessionID: its file, with its
+// journal replayed over it. A file that cannot be read as an outbox is kept
+// aside as <file>.corrupt-<ms>.
 func OpenOutbox(p Paths, sessionID string) (*Outbox, error) {
 	path := p.Outbox(sessionID)
 	if err := EnsureDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	o := &Outbox{path: path, fps: make(map[string][32]byte)}
-	o.w = newFileWriter(path, &o.mu, o.encode)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return o, nil
-	}
+	data, journal, err := readJournaled(path)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox: %w", err)
 	}
-	var st struct {
-		Version int           `json:"version"`
-		Entries []OutboxEntry `json:"entries"`
+	o := newOutbox(path)
+	if data != nil {
+		var st struct {
+			Version int           `json:"version"`
+			Entries []OutboxEntry `json:"entries"`
+		}
+		if json.Unmarshal(data, &st) != nil || st.Version != 1 || st.Entries == nil || !o.adopt(st.Entries) {
+			keepAside(path)
+			o = newOutbox(path)
+		}
 	}
-	if json.Unmarshal(data, &st) != nil || st.Version != 1 || st.Entries == nil || !o.adopt(st.Entries) {
-		keepAside(path)
-		o.entries, o.fps = nil, make(map[string][32]byte)
-	}
+	o.replay(journal)
+	// What the journal held goes into the file with the first write.
+	o.j.replayed(len(journal))
 	return o, nil
+}
+
+func newOutbox(path string) *Outbox {
+	o := &Outbox{path: path, fps: make(map[string][32]byte)}
+	o.j = newJournal(path, &o.mu, o.encode)
+	o.w = o.j.w
+	return o
 }
 
 func (o *Outbox) adopt(entries []OutboxEntry) bool {
 	for _, e := range entries {
-		m, err := wire.ParseMessage(e.Message)
-		if err != nil {
+		if !o.add(e) {
 			return false
 		}
-		e.id = m.ID
-		o.entries = append(o.entries, e)
-		o.fps[m.ID] = m.Fingerprint(e.To)
 	}
+	return true
+}
+
+// add takes e into memory unless its message is already queued; false
+// when its message does not parse.
+func (o *Outbox) add(e OutboxEntry) bool {
+	m, err := wire.ParseMessage(e.Message)
+	if err != nil {
+		return false
+	}
+	if _, ok := o.fps[m.ID]; ok {
+		return true
+	}
+	e.id = m.ID
+	o.entries = append(o.entries, e)
+	o.fps[m.ID] = m.Fingerprint(e.To)
 	return true
 }
 
@@ -112,9 +135,13 @@ func (o *Outbox) Enqueue(to string, m *wire.MessageInfo) (added bool, err error)
 	if len(o.entries) >= MaxOutboxEntries {
 		return false, ErrOutboxFull
 	}
-	o.entries = append(o.entries, OutboxEntry{To: to, Message: m.Raw, QueuedAt: float64(time.Now().UnixMilli()), id: m.ID})
+	e := OutboxEntry{To: to, Message: m.Raw, QueuedAt: float64(time.Now().UnixMilli()), id: m.ID}
+	o.entries = append(o.entries, e)
 	o.fps[m.ID] = fp
+	o.j.pending = appendAddRecord(o.j.pending, e)
 	if err := o.w.sync(o.w.changed()); err != nil {
+		// The write that failed makes the next one a snapshot, which
+		// leaves this entry out of the file and the journal.
 		o.drop(m.ID)
 		o.w.changed()
 		return false, err
@@ -138,22 +165,34 @@ func (o *Outbox) drop(messageID string) bool {
 }
 
 // Remove drops a message once its outcome is known. The removal reaches
-// the disk soon, without the caller waiting for it.
+// the disk with the next write, or within about a second (journalIdle),
+// without the caller waiting for it.
 func (o *Outbox) Remove(messageID string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.drop(messageID) {
+		o.j.pending = appendRemoveRecord(o.j.pending, messageID)
 		o.w.changed()
-		o.w.soon()
+		o.j.armIdle()
 	}
 	return nil
 }
 
-// Flush returns once every change so far is on disk.
+// Flush returns once every change so far is on disk (in the file or its
+// journal).
 func (o *Outbox) Flush() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.w.sync(o.w.changes)
+}
+
+// Close writes the whole outbox into its file, in the format the
+// TypeScript clients read, and removes the journal. The outbox stays
+// usable: later changes are written to the file directly.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.j.close()
 }
 
 // Has reports whether messageID is queued.
@@ -186,25 +225,31 @@ func (o *Outbox) Clear() error {
 		return o.w.sync(o.w.changes)
 	}
 	o.entries, o.fps = nil, make(map[string][32]byte)
+	o.j.compact = true
 	return o.w.sync(o.w.changed())
 }
 
 // encode renders the outbox file. Called with mu held.
 func (o *Outbox) encode(dst []byte) []byte {
-	b := bytes.NewBuffer(dst)
-	b.WriteString(`{"version":1,"entries":[`)
+	dst = append(dst, `{"version":1,"entries":[`...)
 	for i, e := range o.entries {
 		if i > 0 {
-			b.WriteByte(',')
+			dst = append(dst, ',')
 		}
-		b.WriteString(`{"to":`)
-		b.Write(wire.AppendString(nil, e.To))
-		b.WriteString(`,"message":`)
-		b.Write(e.Message)
-		b.WriteString(`,"queuedAt":`)
-		b.Write(wire.AppendNumber(nil, e.QueuedAt))
-		b.WriteByte('}')
+		dst = append(dst, '{')
+		dst = appendEntryFields(dst, e)
+		dst = append(dst, '}')
 	}
-	b.WriteString("]}")
-	return b.Bytes()
+	return append(dst, "]}"...)
+}
+
+// appendEntryFields adds the fields of e's file form, without braces, in
+// the order the TypeScript clients write them.
+func appendEntryFields(dst []byte, e OutboxEntry) []byte {
+	dst = append(dst, `"to":`...)
+	dst = wire.AppendString(dst, e.To)
+	dst = append(dst, `,"message":`...)
+	dst = append(dst, e.Message...)
+	dst = append(dst, `,"queuedAt":`...)
+	return wire.AppendNumber(dst, e.QueuedAt)
 }

@@ -40,6 +40,16 @@ func TestOutboxFormatAndRules(t *testing.T) {
 	_, err = o.Enqueue("BETA", msg(t, "m1", "hi"))
 	require.ErrorIs(t, err, ErrOutboxConflict, "the target is part of the fingerprint")
 
+	// On disk in the journal; in the file, in the TypeScript clients'
+	// format, once the outbox is closed.
+	_, err = os.Stat(p.Outbox("alpha"))
+	require.ErrorIs(t, err, os.ErrNotExist, "no file until a compaction")
+	journal, err := os.ReadFile(journalPath(p.Outbox("alpha")))
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(journal), `{"op":"add","to":"beta","message":{"id":"m1"`), "%s", journal)
+	require.NoError(t, o.Close())
+	_, err = os.Stat(journalPath(p.Outbox("alpha")))
+	require.ErrorIs(t, err, os.ErrNotExist, "Close removes the journal")
 	data, err := os.ReadFile(p.Outbox("alpha"))
 	require.NoError(t, err)
 	var st struct {
