@@ -147,7 +147,8 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, teams.ErrTeamNotFound), errors.Is(err, teams.ErrNotMember):
 		return exitNotFound
-	case errors.Is(err, teams.ErrTeamExists), errors.Is(err, teams.ErrManagedSession), errors.Is(err, teams.ErrLocked), errors.Is(err, teams.ErrNotManager), errors.Is(err, teams.ErrManagerLeaves), errors.Is(err, teams.ErrHomeTeam):
+	case errors.Is(err, teams.ErrTeamExists), errors.Is(err, teams.ErrManagedSession), errors.Is(err, teams.ErrLocked), errors.Is(err, teams.ErrNotManager), errors.Is(err, teams.ErrManagerLeaves), errors.Is(err, teams.ErrHomeTeam),
+		errors.Is(err, teams.ErrInspectionDenied): // not the caller's to inspect, as ErrNotOwner; not connected is ErrTargetNotFound above
 		return exitConflict
 	default:
 		return exitFailure

@@ -102,12 +102,14 @@ func TestTeamOfSpawnedWorkers(t *testing.T) {
 	o, err = as(t, dir, "operator-boss", "intercom", "pending", "--inbox-of", "tw1").CombinedOutput()
 	require.NoError(t, err, "%s", o)
 	require.Contains(t, string(o), "Pending asks of tw1 (read-only):\n- ask-")
+	// Not the caller's worker, nor its coworker: refused as a stop of
+	// another manager's worker is.
 	_, err = as(t, dir, "operator-boss", "intercom", "pending", "--inbox-of", "asker").CombinedOutput()
-	requireExit(t, err, exitFailure)
+	requireExit(t, err, exitConflict)
 	_, err = as(t, dir, "operator-boss", "intercom", "pending", "--inbox-of", "tw1", "--mark-read").CombinedOutput()
 	requireExit(t, err, exitUsage)
 	_, err = as(t, dir, "someone-else", "intercom", "pending", "--inbox-of", "tw1").CombinedOutput()
-	requireExit(t, err, exitFailure)
+	requireExit(t, err, exitConflict)
 
 	// Adoption: another manager takes tw1 over.
 	o, err = teamFleet(t, dir, bin, "operator-heir", "adopt", "tw1")
