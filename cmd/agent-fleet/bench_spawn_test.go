@@ -54,6 +54,7 @@ func TestBenchSpawn(t *testing.T) {
 	require.InDelta(t, res.Stop.P50Ms/res.BareStop.P50Ms, res.Ratios.StopToBare.P50, 1e-9)
 	require.Equal(t, bench.StopTarget, res.Target.StopToBare)
 	require.Equal(t, res.Ratios.StopToBare.P50 <= bench.StopTarget, res.Target.StopMetAtP50)
+	require.InDelta(t, res.ShimUnitStop.P50Ms/res.BareStop.P50Ms, res.Ratios.ShimUnitStopToBare.P50, 1e-9)
 	for name, l := range map[string]bench.Latency{"fence": res.StopSteps.Fence, "proof": res.StopSteps.Proof, "record": res.StopSteps.Record} {
 		require.Equal(t, 3, l.N, name)
 		require.LessOrEqual(t, l.P50Ms, res.Stop.MaxMs, "a step of the stop takes no longer than a stop: %s", name)
