@@ -102,6 +102,16 @@ func TestFleetCLIWithoutUserManager(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	requireExit(t, err, exitUnavailable)
 	require.Contains(t, string(out), "dbus-launch", "a clear message about the missing user bus")
+
+	// A spawn whose id cannot be one is refused for that first, whatever
+	// the host has.
+	for id, want := range map[string]string{"": "--id is empty", "a b": `invalid worker id: "a b" does not match`} {
+		cmd = as(t, dir, "op", "spawn", "--id", id, "--", "true")
+		cmd.Env = append(cmd.Env, "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=")
+		out, err = cmd.CombinedOutput()
+		requireExit(t, err, exitUsage)
+		require.Contains(t, string(out), want)
+	}
 }
 
 // Without a user bus (sudo -i, SSH without XDG_RUNTIME_DIR) the read-only
