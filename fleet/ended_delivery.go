@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -142,7 +143,7 @@ func composeOwed(ctx context.Context, reg *Registry, n *EndedNotice) (text strin
 	case err != nil:
 		return "", nil, err
 	default:
-		e = EndedOf(w, workerLogTail(ctx, w, endedLogLines))
+		e = EndedOf(w, workerLogTail(ctx, reg, w, endedLogLines))
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
@@ -156,10 +157,19 @@ func composeOwed(ctx context.Context, reg *Registry, n *EndedNotice) (text strin
 }
 
 // workerLogTail is the last n lines of w's log (none when it cannot be
-// read).
-func workerLogTail(ctx context.Context, w *Worker, n int) []string {
-	if w.LogPath != "" {
-		return tailLines(w.LogPath, n)
+// read). A spawn records the log file only once the shim is ready, and
+// a command that ended at once may be told of before that: its file, if
+// it has one, is the one of its id and run beside reg.
+func workerLogTail(ctx context.Context, reg *Registry, w *Worker, n int) []string {
+	path := w.LogPath
+	if path == "" && reg.Path() != "" {
+		path = logFileIn(logDirIn(filepath.Dir(reg.Path())), w.ID, w.RunID)
+		if _, err := os.Stat(path); err != nil {
+			path = "" // journald keeps it
+		}
+	}
+	if path != "" {
+		return tailLines(path, n)
 	}
 	lines, err := journalTail(ctx, w.Unit, n)
 	if err != nil {

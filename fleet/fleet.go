@@ -150,13 +150,15 @@ func WorkerDir(p intercom.Paths, id, run string) string {
 }
 
 // LogDir holds worker log files where there is no journald.
-func LogDir(p intercom.Paths) string { return filepath.Join(p.OrchestratorDir(), "logs") }
+func LogDir(p intercom.Paths) string { return logDirIn(p.OrchestratorDir()) }
+
+func logDirIn(orchestrator string) string { return filepath.Join(orchestrator, "logs") }
 
 // LogFile is the log file of incarnation id+run where there is no
 // journald (the file exists only then).
-func LogFile(p intercom.Paths, id, run string) string {
-	return filepath.Join(LogDir(p), id+"-"+run+".log")
-}
+func LogFile(p intercom.Paths, id, run string) string { return logFileIn(LogDir(p), id, run) }
+
+func logFileIn(logDir, id, run string) string { return filepath.Join(logDir, id+"-"+run+".log") }
 
 // exitDir holds the exit records units write when they end.
 func exitDir(p intercom.Paths) string { return filepath.Join(p.OrchestratorDir(), "exits") }

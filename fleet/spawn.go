@@ -238,7 +238,7 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	}
 	reserved = true
 	if !f.cfg.Journal {
-		w.LogPath = filepath.Join(LogDir(f.cfg.Paths), w.ID+"-"+w.RunID+".log")
+		w.LogPath = LogFile(f.cfg.Paths, w.ID, w.RunID)
 	}
 	for _, dir := range []string{LogDir(f.cfg.Paths), exitDir(f.cfg.Paths)} {
 		if err := intercom.EnsureDir(dir); err != nil {

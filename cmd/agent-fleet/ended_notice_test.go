@@ -245,3 +245,29 @@ func TestWorkerEndedNoticesAndWait(t *testing.T) {
 	require.Contains(t, notices[0].Text, "\n  away-out")
 	require.Len(t, from(t, l)["end-gone"], 0, "the notice goes to the worker's manager alone")
 }
+
+// Workers whose command ends within the readiness grace, before their
+// spawn has recorded the log file, tell their connected manager at once,
+// each with its log's lines: the shim's own delivery is not cut off by
+// its exit, nor composed before the log file is known.
+func TestFastEndsTellAConnectedManager(t *testing.T) {
+	t.Parallel()
+	w := newEndedWorld(t)
+	const mgr = "fast-mgr"
+	l := startTextListener(t, w.dir, mgr, "--json")
+	require.Eventually(t, func() bool { return intercom.HolderAlive(intercom.NewPaths(w.dir), mgr) }, 20*time.Second, 10*time.Millisecond)
+	ids := []string{"fast-1", "fast-2", "fast-3", "fast-4", "fast-5", "fast-6"}
+	for _, id := range ids {
+		w.must(mgr, "spawn", "--id", id, "--", "sh", "-c", "echo "+id+"-out")
+	}
+	// Well within the 30 s a held claim lasts, and without a janitor run:
+	// only the shims' own deliveries can have sent them.
+	require.Eventually(t, func() bool { return len(from(t, l)) >= len(ids) }, 20*time.Second, 20*time.Millisecond,
+		"a notice from each worker: %s", l.stdout.String())
+	got := from(t, l)
+	for _, id := range ids {
+		require.Len(t, got[id], 1, l.stdout.String())
+		require.Contains(t, got[id][0].Text, "worker "+id+" (exec) exited with status 0 after ")
+		require.Contains(t, got[id][0].Text, "Last lines of its log:\n  "+id+"-out", id)
+	}
+}

@@ -93,6 +93,11 @@ func Run(ctx context.Context, cfg Config) int {
 	sig := stops.watch(caught)
 	defer stops.close()
 	recorded := false
+	// What runs once the shim is ready ends before the end is told and the
+	// session closed: it delivers owed notices too, and a send cut off by
+	// the close, or by the exit, would leave one claimed or unknown, for
+	// the janitor to retry minutes later.
+	var settling sync.WaitGroup
 	switch err := w.start(ctx, sig); {
 	case err == nil:
 		if ew, ok := w.(*execWorkload); ok && ew.endedWithin(readyGrace(cfg.ReadyGrace)) {
@@ -107,7 +112,7 @@ func Run(ctx context.Context, cfg Config) int {
 		// The exit is recorded on a stop's path: open the registry and
 		// parse that write now, off the way to READY, so that recording
 		// it is one write (parsing its 37-column UPDATE took longer).
-		go func() {
+		settling.Go(func() {
 			if reg, err := s.regs.Get(context.WithoutCancel(ctx)); err == nil && reg != nil {
 				_, _ = reg.GetRun(context.WithoutCancel(ctx), cfg.WorkerID, cfg.RunID)
 				_ = reg.PrepareUpdate(context.WithoutCancel(ctx))
@@ -118,11 +123,12 @@ func Run(ctx context.Context, cfg Config) int {
 			if cfg.Settled != nil {
 				cfg.Settled()
 			}
-		}()
+		})
 	case !errors.Is(err, errStopped):
 		fmt.Fprintf(cfg.Stderr, "agent-fleet worker shim: %v\n", err)
 	}
 	end := w.wait()
+	settling.Wait()
 	// Not fenced at the SIGTERM (or none came): a stop may have begun
 	// since.
 	stopping := fence.fenced() || stopFenced(ctx, s.regs, cfg.WorkerID, cfg.RunID)
