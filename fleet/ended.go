@@ -93,8 +93,9 @@ type Ended struct {
 	Signal     string `json:"signal,omitempty"`
 	StopReason string `json:"stopReason,omitempty"`
 	LastError  string `json:"lastError,omitempty"`
-	// StartedAt is when it got ready (else when it was spawned), EndedAt
-	// when it ended: RFC 3339, UTC. RuntimeMs is the span between.
+	// StartedAt is when it was spawned, EndedAt when it ended: RFC 3339,
+	// UTC. RuntimeMs is the span between. (Not from READY: an exec
+	// worker's command has run for the readiness grace by then.)
 	StartedAt string   `json:"startedAt"`
 	EndedAt   string   `json:"endedAt"`
 	RuntimeMs int64    `json:"runtimeMs"`
@@ -290,10 +291,7 @@ func EndedOf(w *Worker, logTail []string) Ended {
 			e.Signal = signalName(w.ExitStatus)
 		}
 	}
-	start := w.ReadyAt
-	if start.IsZero() {
-		start = w.CreatedAt
-	}
+	start := w.CreatedAt
 	end := w.EndedAt
 	if end.IsZero() {
 		end = w.UpdatedAt

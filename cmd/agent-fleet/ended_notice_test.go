@@ -210,6 +210,8 @@ func TestWorkerEndedNoticesAndWait(t *testing.T) {
 		require.NotEmpty(t, c.Data.EndedAt, id)
 	}
 	var c endedControl
+	require.NoError(t, json.Unmarshal(got["end-ok"][0].Control, &c))
+	require.GreaterOrEqual(t, c.Data.RuntimeMs, int64(1000), "its command slept 1 s: the run time counts from the spawn, not from READY")
 	require.NoError(t, json.Unmarshal(got["end-three"][0].Control, &c))
 	require.Equal(t, 3, *c.Data.ExitStatus)
 	require.Equal(t, []string{"three-out"}, c.Data.LogTail)
