@@ -85,6 +85,17 @@ func TestDoctorPairTwoHolders(t *testing.T) {
 	require.NotContains(t, string(pending), "doctor --pair")
 	require.NotContains(t, alice.stdout.String(), "doctor --pair")
 
+	// B held by a plain intercom listen, which prints and consumes what
+	// arrives: the ask is read by B's own listener, and the test passes.
+	dave := startTextListener(t, dir, "dave")
+	require.Eventually(t, func() bool { return intercom.HolderAlive(p, "dave") }, 20*time.Second, 10*time.Millisecond)
+	for range 3 {
+		res, err = pairResult(t, dir, nil, "alice", "dave")
+		require.NoError(t, err, "%+v", res)
+		require.Equal(t, []string{"ask", "ack", "reply", "answer"}, passedLegs(res))
+	}
+	require.Contains(t, dave.stdout.String(), "doctor --pair", "dave's listen printed the probe it consumed")
+
 	// Refusals: exit 3 for a session with no holder, 2 for A twice.
 	cmd := as(t, dir, "operator-test", "doctor", "--pair", "alice", "nobody")
 	msg, err := cmd.CombinedOutput()
