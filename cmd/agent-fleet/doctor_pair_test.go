@@ -132,4 +132,12 @@ func TestDoctorPairWithAWorker(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(msg), `"pw" is live, but its holder closed the connection (a fleet worker's holder admits only the worker's own processes)`)
 	require.True(t, strings.Contains(string(msg), "a worker can be B"), "%s", msg)
+
+	// A worker that runs a command cannot answer: refused at once, not
+	// after the timeout.
+	w.spawnCmd("px", "exec", []string{"sleep", "300"})
+	t.Cleanup(func() { _, _ = w.cli("stop", "px", "--kill") })
+	msg, err = as(t, w.dir, "operator-test", "doctor", "--pair", "boss", "px").CombinedOutput()
+	requireExit(t, err, exitUsage) // a test that ran and timed out exits 1
+	require.Contains(t, string(msg), `"px" is a worker that runs a command`)
 }

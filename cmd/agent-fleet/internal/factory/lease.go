@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
@@ -136,4 +137,21 @@ func managesLiveWorkers(ctx context.Context, p intercom.Paths, sessionID string)
 	defer reg.Close()
 	ws, err := reg.List(ctx, fleet.Filter{Manager: sessionID, LiveOnly: true})
 	return err == nil && len(ws) > 0
+}
+
+// LiveExecWorker reports whether id is a live worker that runs a command
+// (no coding agent's turns), without creating a registry where there is
+// none.
+func LiveExecWorker(ctx context.Context, p intercom.Paths, id string) bool {
+	path := fleet.RegistryPath(p)
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	reg, err := fleet.OpenRegistry(ctx, path)
+	if err != nil {
+		return false
+	}
+	defer reg.Close()
+	w, err := reg.Get(ctx, id)
+	return err == nil && w.State.Live() && !harness.IsKind(w.Kind)
 }

@@ -422,6 +422,12 @@ func Host(ctx context.Context, f *factory.Factory, a Args) (output.Report, error
 			if err := CheckPairArgs(true, a.Pair); err != nil {
 				return nil, err
 			}
+			if factory.LiveExecWorker(ctx, p, a.Pair[1]) {
+				// Its holder admits only its own processes, so B would
+				// have to answer itself, and a command has no turns.
+				return nil, factory.Usagef("%q is a worker that runs a command: only its own processes may act for it, and it has no turns in which to answer an ask; "+
+					"pair a session held by agent-fleet mcp or intercom listen, or a coding-agent worker", a.Pair[1])
+			}
 			res, err := intercom.PairTest(ctx, intercom.PairConfig{Paths: p, A: a.Pair[0], B: a.Pair[1], Wait: a.Timeout})
 			if err != nil {
 				return nil, err
