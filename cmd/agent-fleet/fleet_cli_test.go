@@ -66,6 +66,14 @@ func TestFleetCLI(t *testing.T) {
 
 	_, err = fleetCLI(t, dir, "spawn", "--id", "cli-worker", "--", "sleep", "1")
 	requireExit(t, err, exitConflict)
+	// Acting as the worker from outside it is refused, saying why.
+	cmd := agentFleet(t, dir, "intercom", "send", "operator-test", "from outside")
+	cmd.Env = append(cmd.Env, unitstest.Require(t).Env()...)
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_ID=cli-worker")
+	out, err = cmd.CombinedOutput()
+	requireExit(t, err, exitConflict)
+	require.Contains(t, string(out), "cli-worker is the session of the fleet worker cli-worker, which only the worker's own processes may act as")
+	require.NotContains(t, string(out), "start `agent-fleet intercom listen`")
 	_, err = fleetCLI(t, dir, "status", "nobody")
 	requireExit(t, err, exitNotFound)
 	_, err = fleetCLI(t, dir, "spawn", "--id", "x", "--", "no-such-command-here")

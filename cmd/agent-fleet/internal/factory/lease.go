@@ -143,15 +143,25 @@ func managesLiveWorkers(ctx context.Context, p intercom.Paths, sessionID string)
 // (no coding agent's turns), without creating a registry where there is
 // none.
 func LiveExecWorker(ctx context.Context, p intercom.Paths, id string) bool {
+	w := liveWorker(ctx, p, id)
+	return w != nil && !harness.IsKind(w.Kind)
+}
+
+// liveWorker is the live worker of id, nil when there is none (or no
+// registry: none is created).
+func liveWorker(ctx context.Context, p intercom.Paths, id string) *fleet.Worker {
 	path := fleet.RegistryPath(p)
 	if _, err := os.Stat(path); err != nil {
-		return false
+		return nil
 	}
 	reg, err := fleet.OpenRegistry(ctx, path)
 	if err != nil {
-		return false
+		return nil
 	}
 	defer reg.Close()
 	w, err := reg.Get(ctx, id)
-	return err == nil && w.State.Live() && !harness.IsKind(w.Kind)
+	if err != nil || !w.State.Live() {
+		return nil
+	}
+	return w
 }

@@ -94,11 +94,26 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 		for i := len(s.release) - 1; i >= 0; i-- {
 			s.release[i]()
 		}
+		if errors.Is(err, intercom.ErrSessionIDInUse) && liveWorker(ctx, p, id.SessionID) != nil {
+			return nil, workerSessionError{id.SessionID}
+		}
 		return nil, err
 	}
 	s.Attached = a
 	return s, nil
 }
+
+// workerSessionError: the session id is a live fleet worker's, held by
+// its shim, which admits only the worker's own processes. It wraps
+// intercom.ErrSessionIDInUse.
+type workerSessionError struct{ id string }
+
+func (e workerSessionError) Error() string {
+	return fmt.Sprintf("%v: %s is the session of the fleet worker %s, which only the worker's own processes may act as; act as another session (%s), or run the command inside the worker",
+		intercom.ErrSessionIDInUse, e.id, e.id, intercom.SessionIDEnv)
+}
+
+func (workerSessionError) Unwrap() error { return intercom.ErrSessionIDInUse }
 
 // OneShot is how a CLI verb reaches its session (docs/architecture.md
 // "Identity"): through the live holder of its id, or registered for the
@@ -109,7 +124,7 @@ func (f *Factory) OneShot(ctx context.Context) (*Session, error) {
 		return nil, err
 	}
 	s, err := f.Attach(ctx, p, id, AttachOptions{Mode: intercom.AttachOnce})
-	if errors.Is(err, intercom.ErrSessionIDInUse) {
+	if errors.Is(err, intercom.ErrSessionIDInUse) && !errors.As(err, new(workerSessionError)) {
 		// Most often another command of the same session still runs (an
 		// ask waiting for its reply): say how commands can share it.
 		return nil, fmt.Errorf("%w. Another program is registered as %s: an agent-fleet command still running (an ask waits for its reply), or a coding agent's intercom adapter. To run commands of one session side by side, start `agent-fleet intercom listen` for it first: commands then go through it",
