@@ -83,6 +83,10 @@ var (
 	// ErrUnknownOp means the broker's local API does not have the
 	// operation: a broker without federation asked for a node's ops.
 	ErrUnknownOp = errors.New("unknown op")
+	// ErrAskEdgeOpen: an ask between this session and the target is still
+	// open, one way (ASK_ALREADY_PENDING) or the other (MUTUAL_ASK), spec
+	// §3.2, §5.7; a DeliveryError matches it.
+	ErrAskEdgeOpen = errors.New("an ask between the two sessions is already open")
 	// ErrSocketPathTooLong is returned when a socket path exceeds
 	// MaxSocketPathBytes; the error text names the path and says what to do.
 	ErrSocketPathTooLong = errors.New("socket path too long")
@@ -109,6 +113,8 @@ func (e *DeliveryError) Is(target error) bool {
 		return e.Code == "AMBIGUOUS_TARGET"
 	case ErrOutcomeUnknown:
 		return e.Code == "DELIVERY_TIMEOUT"
+	case ErrAskEdgeOpen:
+		return e.Code == "ASK_ALREADY_PENDING" || e.Code == "MUTUAL_ASK"
 	}
 	return false
 }

@@ -116,7 +116,7 @@ func exitCode(err error) int {
 	case errors.Is(err, fleet.ErrUnsupportedKind), strings.HasPrefix(err.Error(), "required flag(s)"):
 		return exitUsage // an unknown --kind; cobra's missing required flags
 	case errors.Is(err, broker.ErrAlreadyRunning), errors.Is(err, intercom.ErrSessionIDInUse),
-		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, intercom.ErrListening), errors.Is(err, intercom.ErrDeferredFull), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
+		errors.Is(err, intercom.ErrOutboxConflict), errors.Is(err, intercom.ErrListening), errors.Is(err, intercom.ErrDeferredFull), errors.Is(err, intercom.ErrAskEdgeOpen), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrNotOwner),
 		errors.Is(err, fleet.ErrManagerConnected), errors.Is(err, fleet.ErrNotTerminal), errors.Is(err, fleet.ErrReadOnly),
 		errors.Is(err, fleet.ErrEnded), errors.Is(err, fleet.ErrNotPaused), errors.Is(err, fleet.ErrBranchCheckedOut),
 		errors.Is(err, fleet.ErrWorktreeConflict), errors.Is(err, federation.ErrWrongCluster), errors.Is(err, federation.ErrNodeNameTaken), errors.Is(err, node.ErrConfigExists):

@@ -485,3 +485,18 @@ func TestIntercomUnacknowledgedSendIsNotCalledUndelivered(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	require.Len(t, l.messages(), 1, "read once")
 }
+
+// A second ask to a session while the first is still open is refused by
+// the broker (ASK_ALREADY_PENDING), a conflict: exit 4.
+func TestIntercomSecondAskIsAConflict(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	startListener(t, dir, "answerer")
+	startListener(t, dir, "asker") // holds the first ask open past its --timeout
+	out, err := as(t, dir, "asker", "intercom", "ask", "answerer", "first?", "--timeout", "1s").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	out, err = as(t, dir, "asker", "intercom", "ask", "answerer", "second?", "--timeout", "1s").CombinedOutput()
+	requireExit(t, err, exitConflict)
+	require.Contains(t, string(out), "ASK_ALREADY_PENDING")
+}
