@@ -42,7 +42,7 @@ func AuthorizeInspection(ctx context.Context, t *Team, sessions []Session, reque
 		return deny("only a manager may inspect another session's pending-ask inbox")
 	}
 	if !t.fromRegistry {
-		return deny("inbox inspection is only available for teams of fleet workers (this team comes from %s)", t.Source)
+		return deny("inbox inspection is only available for teams of fleet workers you spawned or adopted (this team is %s)", t.Source.Describe())
 	}
 	member := false
 	for _, c := range t.Coworkers {

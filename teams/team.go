@@ -25,6 +25,21 @@ const (
 	SourceStandalone   Source = "standalone"   // no team
 )
 
+// Describe says in words where a team came from.
+func (s Source) Describe() string {
+	switch s {
+	case SourceOrchestrator:
+		return "the fleet registry's"
+	case SourceManifest:
+		return "a TmuxDeck manifest's"
+	case SourceLiveRoster:
+		return "the sessions live in your scope"
+	case SourceStandalone:
+		return "none"
+	}
+	return string(s)
+}
+
 // Team is a session's team as intercom_team reports it: the text of Format
 // and, as structuredContent, this value's JSON (spec §7.5).
 type Team struct {

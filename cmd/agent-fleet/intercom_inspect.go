@@ -119,6 +119,14 @@ func newPendingCmd(f *factory.Factory, runF func(*pendingOptions) error) *cobra.
 			if opts.InboxOf != "" && opts.Req.MarkRead {
 				return factory.Usage(errors.New("--mark-read cannot be used with --inbox-of: inspecting another session's inbox is read-only"))
 			}
+			if cmd.Flags().Changed("inbox-of") {
+				if opts.InboxOf == "" {
+					return factory.Usage(errors.New("--inbox-of is empty: give the exact target of an owned coworker, as agent-fleet team lists it"))
+				}
+				if _, id, err := f.Identity(); err == nil && id.SessionID == opts.InboxOf {
+					return factory.Usagef("--inbox-of %s is your own inbox: agent-fleet intercom pending shows it", opts.InboxOf)
+				}
+			}
 			if runF != nil {
 				return runF(opts)
 			}

@@ -292,6 +292,15 @@ func TestIntercomInboxOfNobodyIsNotFound(t *testing.T) {
 	out, err = as(t, dir, "asker", "intercom", "pending", "--inbox-of", "nosuch").CombinedOutput()
 	requireExit(t, err, exitNotFound)
 	require.Contains(t, string(out), `no session "nosuch" is connected`)
+
+	// An empty value, or the caller's own id, is a usage error, not the
+	// caller's own pending mail shown or a refusal as no coworker.
+	out, err = as(t, dir, "asker", "intercom", "pending", "--inbox-of", "").CombinedOutput()
+	requireExit(t, err, exitUsage)
+	require.Contains(t, string(out), "--inbox-of is empty")
+	out, err = as(t, dir, "asker", "intercom", "pending", "--inbox-of", "asker").CombinedOutput()
+	requireExit(t, err, exitUsage)
+	require.Contains(t, string(out), "is your own inbox: agent-fleet intercom pending shows it")
 }
 
 // doctor counts the broker's sessions in words that fit the number.
