@@ -31,8 +31,10 @@ func newSendCmd(f *factory.Factory, runF func(*sendOptions) error) *cobra.Comman
 		Long: `Send a message to TO (a session id, a unique name, or a unique id prefix of
 at least 4 characters; a member of one of your named teams by name from any
 scope) and wait until the broker reports it delivered. The message is kept
-in your durable outbox until then; if the outcome cannot be known (exit 8),
-it is retried from the outbox on your next registration.
+in your durable outbox until then. Exit 8 means the outcome is unknown: no
+answer came (the message stays in the outbox and is sent again on your next
+registration), or the recipient was handed it but did not acknowledge it in
+time (DELIVERY_TIMEOUT: it may still read it, and nothing is sent again).
 
 TO team:NAME (or --team NAME with only the text) sends to every connected
 member of a team you belong to, team:NAME/manager or team:NAME/member to
