@@ -19,13 +19,13 @@ func SentText(res *intercom.SendResult, what string) string {
 // KeptText is a send's line for a message kept for a worker that was not
 // connected yet (docs/architecture.md "Deferred delivery").
 func KeptText(res *intercom.SendResult) string {
-	return fmt.Sprintf("Message kept for worker %s, which is not connected yet: it gets it with its next turn (state %s; see agent-fleet intercom status).",
+	return fmt.Sprintf("Message kept for worker %s, which is not connected yet: it gets it as soon as it connects (state %s; see agent-fleet intercom status).",
 		Inline(res.TargetID), res.State)
 }
 
 // KeptTool is intercom_send's text and structuredContent for a kept message.
 func KeptTool(res *intercom.SendResult, to string) (string, map[string]any) {
-	return fmt.Sprintf("Worker %s is not connected yet (starting or reconnecting): the message is kept and given to its next turn. intercom_status shows when it was delivered.", to),
+	return fmt.Sprintf("Worker %s is not connected yet (starting or reconnecting): the message is kept and given to it as soon as it connects. intercom_status shows when it was delivered.", to),
 		map[string]any{"ok": true, "message_id": res.MessageID, "to": to, "state": res.State}
 }
 

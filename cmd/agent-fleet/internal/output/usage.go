@@ -220,6 +220,9 @@ func (r UsageReport) Text(s Surface) string {
 		}
 	}
 	if len(rep.Groups) == 0 {
+		if rep.Since.IsZero() {
+			return "No usage recorded yet."
+		}
 		return "No usage recorded " + since + "."
 	}
 	var b strings.Builder

@@ -122,7 +122,7 @@ func TestUsageReportViews(t *testing.T) {
 	require.Equal(t, r.JSON(), r.Structured())
 
 	empty := UsageReport{Rep: &fleet.UsageReport{By: "kind"}}
-	require.Equal(t, "No usage recorded since the first turn recorded.", empty.Text(CLI))
+	require.Equal(t, "No usage recorded yet.", empty.Text(CLI))
 	data, err = json.Marshal(empty.JSON())
 	require.NoError(t, err)
 	require.JSONEq(t, `{"by":"kind","groups":[],"total":{"turns":0,"tokens":0,"inputTokens":0,"outputTokens":0,"cacheReadTokens":0,"cacheWriteTokens":0}}`, string(data))
