@@ -209,3 +209,16 @@ func (f *Fleet) DeliverOwed(ctx context.Context, filter NoticeFilter) (int, erro
 	}
 	return n, nil
 }
+
+// foldSessionFiles folds what the session of w's id left in journals
+// into its inbox and outbox files (intercom.FoldJournals): the shim that
+// held the session does so when it ends in order, but one that was killed
+// cannot, and the TypeScript clients read only the files. It runs while
+// the record is still live, so no new incarnation of the id can hold the
+// session meanwhile; a failure is logged and leaves the journals, which
+// the next holder of the id replays.
+func (f *Fleet) foldSessionFiles(w *Worker) {
+	if err := intercom.FoldJournals(f.cfg.Paths, w.ID); err != nil {
+		f.log.Warn("could not fold a worker's session journals into its files", "id", w.ID, "err", err)
+	}
+}

@@ -110,6 +110,7 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 	switch {
 	case unitEnded(st):
 		rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
+		f.foldSessionFiles(w)
 		updated, uerr := f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
 			if !r.State.Live() {
 				return nil

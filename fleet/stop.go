@@ -194,6 +194,11 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 		}
 	}
 	res.Took.Proof, lap = time.Since(lap)+end.proof, time.Now()
+	if !end.proven {
+		// The shim did not see its end through (killed, most often):
+		// what its session left in journals goes into the files.
+		f.foldSessionFiles(w)
+	}
 	// Resetting the unit and recording the outcome are independent: the
 	// reset's round trip to the manager overlaps the registry write. A
 	// unit proven early is still ending (its ExecStopPost runs with the

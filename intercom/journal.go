@@ -221,3 +221,27 @@ func readJournaled(file string) (data, journal []byte, err error) {
 	}
 	return data, journal, nil
 }
+
+// FoldJournals writes what the session sessionID left in the journals of
+// its inbox and outbox into their files and removes the journals, as the
+// session's Close does: for a session whose holder was killed, once
+// nothing holds it. Where there is no journal nothing is opened or
+// written.
+func FoldJournals(p Paths, sessionID string) error {
+	var errs []error
+	if _, err := os.Stat(journalPath(p.Inbox(sessionID))); err == nil {
+		in, err := OpenInbox(p, sessionID)
+		if err == nil {
+			err = in.Close()
+		}
+		errs = append(errs, err)
+	}
+	if _, err := os.Stat(journalPath(p.Outbox(sessionID))); err == nil {
+		o, err := OpenOutbox(p, sessionID)
+		if err == nil {
+			err = o.Close()
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -150,3 +150,44 @@ func TestOutboxFileCatchesUpWhenIdle(t *testing.T) {
 		}
 	}, 10*time.Second, 20*time.Millisecond)
 }
+
+// FoldJournals puts what a session left in its journals into its inbox
+// and outbox files and removes the journals; where there is none it
+// creates nothing.
+func TestFoldJournals(t *testing.T) {
+	t.Parallel()
+	p := NewPaths(t.TempDir())
+	require.NoError(t, FoldJournals(p, "alpha"))
+	for _, f := range []string{p.Inbox("alpha"), p.Outbox("alpha")} {
+		_, err := os.Stat(f)
+		require.ErrorIs(t, err, os.ErrNotExist, "nothing created: %s", f)
+	}
+
+	// A holder that dies with both journals written (never closed).
+	in, err := OpenInbox(p, "alpha")
+	require.NoError(t, err)
+	stage(in, msg(t, "in-1", "unread mail"))
+	require.NoError(t, in.Flush())
+	o, err := OpenOutbox(p, "alpha")
+	require.NoError(t, err)
+	_, err = o.Enqueue("beta", msg(t, "out-1", "queued send"))
+	require.NoError(t, err)
+	for _, f := range []string{p.Inbox("alpha"), p.Outbox("alpha")} {
+		_, err := os.Stat(journalPath(f))
+		require.NoError(t, err, "a journal before the fold: %s", f)
+	}
+
+	require.NoError(t, FoldJournals(p, "alpha"))
+	for _, f := range []string{p.Inbox("alpha"), p.Outbox("alpha")} {
+		_, err := os.Stat(journalPath(f))
+		require.ErrorIs(t, err, os.ErrNotExist, "folded: %s", f)
+	}
+	file := newInbox("")
+	data, err := os.ReadFile(p.Inbox("alpha"))
+	require.NoError(t, err)
+	require.NoError(t, file.load(data, true))
+	require.Len(t, file.Unread(), 1, "the inbox file alone holds the mail")
+	out, err := os.ReadFile(p.Outbox("alpha"))
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"id":"out-1"`, "the outbox file alone holds the send")
+}

@@ -332,3 +332,34 @@ func TestSpawnRefusesAnOverlongSocketPathAtOnce(t *testing.T) {
 	require.Empty(t, strings.TrimSpace(string(got)), "no unit was started")
 	require.NoFileExists(t, filepath.Join(dir, "intercom", "broker.log"), "no broker was started")
 }
+
+// A worker killed with mail unread (stop --kill: its shim never closes
+// its session) leaves its inbox complete in the file the TypeScript
+// clients read, not in a journal beside it.
+func TestKilledWorkersMailIsFoldedIntoItsInbox(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() {
+		_, _ = fleetCLI(t, dir, "stop", "jk", "--kill")
+		stopBroker(t, dir)
+	})
+	out, err := fleetCLI(t, dir, "spawn", "--id", "jk", "--", "sleep", "300")
+	require.NoError(t, err, "%s", out)
+	for _, text := range []string{"one", "two", "three"} {
+		out, err := as(t, dir, "mailer", "intercom", "send", "jk", text).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	p := intercom.NewPaths(dir)
+	_, err = os.Stat(p.Inbox("jk") + ".journal")
+	require.NoError(t, err, "the live worker's mail is in its inbox's journal")
+	out, err = fleetCLI(t, dir, "stop", "jk", "--kill")
+	require.NoError(t, err, "%s", out)
+	_, err = os.Stat(p.Inbox("jk") + ".journal")
+	require.ErrorIs(t, err, os.ErrNotExist, "folded by the stop")
+	data, err := os.ReadFile(p.Inbox("jk"))
+	require.NoError(t, err)
+	for _, text := range []string{"one", "two", "three"} {
+		require.Contains(t, string(data), `"text":"`+text+`"`)
+	}
+}
