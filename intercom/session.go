@@ -127,6 +127,11 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.AskWait == 0 {
 		cfg.AskWait = DefaultAskWait
 	}
+	// An agent directory whose broker socket cannot be bound is refused
+	// before anything is created in it.
+	if err := checkEndpoint(cfg.Paths); err != nil {
+		return nil, err
+	}
 	if err := EnsureDir(cfg.Paths.Dir); err != nil {
 		return nil, err
 	}

@@ -451,6 +451,8 @@ func TestSocketPathTooLongIsRefusedAtOnce(t *testing.T) {
 		require.Contains(t, string(out), "PI_CODING_AGENT_DIR", "%v", args)
 		require.NotContains(t, string(out), "did not answer", "%v: no broker was started", args)
 		require.NoFileExists(t, filepath.Join(dir, "intercom", "broker.log"), "no broker was started")
+		require.NoDirExists(t, filepath.Join(dir, "intercom", "inbox"), "nothing was created in the directory")
+		require.NoDirExists(t, filepath.Join(dir, "intercom", "outbox"), "nothing was created in the directory")
 	}
 }
 
