@@ -692,6 +692,9 @@ func (m *PrivateManager) Record() error {
 // whatever is left in its cgroup; it removes the cgroup and rt. A
 // directory without the record is refused and left alone.
 func StopPrivateManagerAt(rt string) error {
+	if _, err := os.Stat(rt); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s does not exist (stopped already?)", ErrNoPrivateManager, rt)
+	}
 	data, err := os.ReadFile(filepath.Join(rt, managerStateFile))
 	if err != nil {
 		return fmt.Errorf("%s is not the runtime directory of a private user manager booted by agent-fleet: %w", rt, err)

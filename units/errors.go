@@ -29,6 +29,10 @@ var (
 	// ErrUnitNotFound: no unit of that name is loaded.
 	ErrUnitNotFound = errors.New("unit not found")
 
+	// ErrNoPrivateManager: no private user manager runs at that runtime
+	// directory (StopPrivateManagerAt): it does not exist.
+	ErrNoPrivateManager = errors.New("no private user manager there")
+
 	// ErrUnitExists: a unit of that name is already loaded and not failed,
 	// so a transient unit cannot be created under that name.
 	ErrUnitExists = errors.New("unit already exists")

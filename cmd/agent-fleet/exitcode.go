@@ -124,7 +124,7 @@ func exitCode(err error) int {
 	case errors.Is(err, fleet.ErrInvalidID), errors.Is(err, fleet.ErrInvalidRequest), errors.Is(err, fleet.ErrNeedsAcknowledge),
 		errors.Is(err, fleet.ErrInvalidLimit), errors.Is(err, fleet.ErrNotRepository):
 		return exitUsage
-	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound), errors.Is(err, federation.ErrNoConfig):
+	case errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrCommandNotFound), errors.Is(err, federation.ErrNoConfig), errors.Is(err, units.ErrNoPrivateManager):
 		return exitNotFound
 	case errors.Is(err, factory.ErrNoSystemd), errors.Is(err, units.ErrNoUserBus), errors.Is(err, units.ErrManagerUnreachable),
 		errors.Is(err, units.ErrTimeout), errors.Is(err, federation.ErrUnreachable), errors.Is(err, federation.ErrLinkDown):

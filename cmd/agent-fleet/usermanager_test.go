@@ -68,6 +68,11 @@ func TestUserManagerStartStop(t *testing.T) {
 	require.True(t, os.IsNotExist(err))
 	require.Eventually(t, func() bool { return !managerRunsIn(rt) }, 10*time.Second, 50*time.Millisecond,
 		"no process of the manager or its reaper is left")
+
+	// Stopped twice: nothing there any more, which is not found.
+	res, err = agentFleet(t, dir, "user-manager", "stop", rt).CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	require.Contains(t, string(res), "does not exist (stopped already?)")
 }
 
 // managerRunsIn reports whether a process has rt in its command line or
