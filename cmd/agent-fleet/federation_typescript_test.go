@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -91,21 +92,8 @@ func TestFederationTypeScriptClient(t *testing.T) {
 	w.waitJoined()
 	bob := b.listen("bob", "--share")
 
-	script := filepath.Join(t.TempDir(), "client.mjs")
-	require.NoError(t, os.WriteFile(script, []byte(tsClientScript), 0o600))
-	cmd := a.program(tsx, script, filepath.Join(dir, "broker", "client.ts"), "ts-alpha", "bob", "hello from TypeScript")
-	cmd.Dir = dir
-	if node := nodeBinDir(); node != "" {
-		cmd.Env = append(cmd.Env, "PATH="+node+":"+os.Getenv("PATH"))
-	}
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd := a.program(tsx, writeTSScript(t, tsClientScript), filepath.Join(dir, "broker", "client.ts"), "ts-alpha", "bob", "hello from TypeScript")
+	stdin, stdout, stderr := startTSClient(t, cmd, dir)
 	events := make(chan tsEvent, 64)
 	var lines []string
 	var mu sync.Mutex
@@ -182,6 +170,34 @@ func TestFederationTypeScriptClient(t *testing.T) {
 
 // nodeBinDir is where the Node.js 22 of the coding-agent tools is (the
 // reference client needs 22.19 or later), "" when absent.
+// writeTSScript writes a client script for tsx to run and returns its path.
+func writeTSScript(t *testing.T, script string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "client.mjs")
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o600))
+	return path
+}
+
+// startTSClient starts cmd, a tsx script of the prepared TypeScript client
+// in dir, with the Node.js the CI installs on its PATH; closing stdin ends
+// the script, and the test's end kills it.
+func startTSClient(t *testing.T, cmd *exec.Cmd, dir string) (stdin io.WriteCloser, stdout io.Reader, stderr *lockedBuffer) {
+	t.Helper()
+	cmd.Dir = dir
+	if node := nodeBinDir(); node != "" {
+		cmd.Env = append(cmd.Env, "PATH="+node+":"+os.Getenv("PATH"))
+	}
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err = cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr = &lockedBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return stdin, stdout, stderr
+}
+
 func nodeBinDir() string {
 	tools := os.Getenv("AGENT_FLEET_NODE_TOOLS")
 	if tools == "" {

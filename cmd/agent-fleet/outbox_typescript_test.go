@@ -67,22 +67,9 @@ func TestTypeScriptClientReplaysOurOutbox(t *testing.T) {
 	require.NoError(t, o.Remove("late-1"))
 	require.NoError(t, o.Close())
 
-	script := filepath.Join(t.TempDir(), "outbox.mjs")
-	require.NoError(t, os.WriteFile(script, []byte(tsOutboxScript), 0o600))
-	cmd := exec.Command(tsx, script, filepath.Join(dir, "broker", "client.ts"), "alpha")
-	cmd.Dir = dir
+	cmd := exec.Command(tsx, writeTSScript(t, tsOutboxScript), filepath.Join(dir, "broker", "client.ts"), "alpha")
 	cmd.Env = append(os.Environ(), "PI_CODING_AGENT_DIR="+agentDir)
-	if node := nodeBinDir(); node != "" {
-		cmd.Env = append(cmd.Env, "PATH="+node+":"+os.Getenv("PATH"))
-	}
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	_, stdout, stderr := startTSClient(t, cmd, dir)
 	events := make(chan map[string]any, 16)
 	go func() {
 		defer close(events)

@@ -104,12 +104,8 @@ func (f *Factory) RunHolderJanitor(ctx context.Context, p intercom.Paths, sessio
 // "Worker-ended notices"), without creating a registry where there is
 // none.
 func DeliverOwedTo(ctx context.Context, p intercom.Paths, sessionID string, log *slog.Logger) {
-	path := fleet.RegistryPath(p)
-	if _, err := os.Stat(path); err != nil {
-		return
-	}
-	reg, err := fleet.OpenRegistry(ctx, path)
-	if err != nil {
+	reg, err := existingRegistry(ctx, p)
+	if err != nil || reg == nil {
 		log.Debug("ended notices: no registry", "err", err)
 		return
 	}
@@ -126,12 +122,8 @@ func DeliverOwedTo(ctx context.Context, p intercom.Paths, sessionID string, log 
 // managesLiveWorkers reports whether sessionID manages a live worker,
 // without creating a registry where there is none.
 func managesLiveWorkers(ctx context.Context, p intercom.Paths, sessionID string) bool {
-	path := fleet.RegistryPath(p)
-	if _, err := os.Stat(path); err != nil {
-		return false
-	}
-	reg, err := fleet.OpenRegistry(ctx, path)
-	if err != nil {
+	reg, err := existingRegistry(ctx, p)
+	if err != nil || reg == nil {
 		return false
 	}
 	defer reg.Close()
@@ -150,12 +142,8 @@ func LiveExecWorker(ctx context.Context, p intercom.Paths, id string) bool {
 // liveWorker is the live worker of id, nil when there is none (or no
 // registry: none is created).
 func liveWorker(ctx context.Context, p intercom.Paths, id string) *fleet.Worker {
-	path := fleet.RegistryPath(p)
-	if _, err := os.Stat(path); err != nil {
-		return nil
-	}
-	reg, err := fleet.OpenRegistry(ctx, path)
-	if err != nil {
+	reg, err := existingRegistry(ctx, p)
+	if err != nil || reg == nil {
 		return nil
 	}
 	defer reg.Close()
@@ -164,4 +152,14 @@ func liveWorker(ctx context.Context, p intercom.Paths, id string) *fleet.Worker 
 		return nil
 	}
 	return w
+}
+
+// existingRegistry opens the registry of p where there is one: nil, and
+// none created, where there is not.
+func existingRegistry(ctx context.Context, p intercom.Paths) (*fleet.Registry, error) {
+	path := fleet.RegistryPath(p)
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil
+	}
+	return fleet.OpenRegistry(ctx, path)
 }
