@@ -243,7 +243,7 @@ func TestIntercomListShowsTheIDWhoamiShows(t *testing.T) {
 }
 
 // list --where that leaves every connected session out says so, with how
-// many others are connected, instead of "No intercom sessions connected."
+// many others are connected, instead of that none is.
 func TestIntercomListWhereSaysWhatItLeftOut(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)

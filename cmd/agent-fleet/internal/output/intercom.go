@@ -80,8 +80,14 @@ func HostSessionsText(res *intercom.ListResult, where string, s Surface, localHo
 	if len(res.Sessions) == 0 && res.Others > 0 && s == CLI {
 		return fmt.Sprintf("No sessions match --where %s (%s connected).", where, plural(res.Others, "other"))
 	}
-	if len(res.Sessions) == 0 {
-		return "No intercom sessions connected."
+	switch {
+	case len(res.Sessions) > 0:
+	case s == CLI:
+		// Sessions of other scopes (a team's, say) are not listed, and
+		// not counted either (spec §4.2).
+		return "No other session is connected in this session's scope."
+	default:
+		return "No intercom sessions connected." // the adapters' intercom_list text
 	}
 	if s == CLI {
 		return sessionsTable(res.Sessions, localHost)

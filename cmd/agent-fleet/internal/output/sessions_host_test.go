@@ -30,3 +30,12 @@ func TestSessionsTableHostColumn(t *testing.T) {
 	// A model's text stays the adapters' lines.
 	require.Equal(t, "- alice - /a (m)", SessionsText(res, "machine", Tool))
 }
+
+// With nobody else to list, people are told the list is of their scope
+// (sessions of other scopes are neither listed nor counted); a model gets
+// the adapters' intercom_list text.
+func TestSessionsTextWhenNoneIsListed(t *testing.T) {
+	none := &intercom.ListResult{}
+	require.Equal(t, "No other session is connected in this session's scope.", SessionsText(none, "machine", CLI))
+	require.Equal(t, "No intercom sessions connected.", SessionsText(none, "machine", Tool))
+}
