@@ -253,7 +253,9 @@ func (t *TeamOps) fanOut(ctx context.Context, req intercom.SendRequest, pattern 
 				continue
 			}
 			sent = append(sent, id)
-			r := t.sendOne(ctx, req, id, recipientTeam(mine, nt.Name, id, len(teams) == 1))
+			// A member of several of the sender's teams gets one message,
+			// for the first of them it was found in.
+			r := t.sendOne(ctx, req, id, nt.Name)
 			out.Recipients = append(out.Recipients, r)
 			out.OK = out.OK && r.OK
 			out.Delivered = out.Delivered && r.Delivered
@@ -272,24 +274,6 @@ func (t *TeamOps) fanOut(ctx context.Context, req intercom.SendRequest, pattern 
 		out.Code, out.Reason = "PARTIAL_DELIVERY", "not every recipient got the message: see recipients"
 	}
 	return out, nil
-}
-
-// recipientTeam is the team a fanned-out message carries: the team sent
-// to, or, for *, the one team sender and recipient share ("" for several).
-func recipientTeam(mine []NamedTeam, team, id string, one bool) string {
-	if one {
-		return team
-	}
-	var shared []string
-	for _, nt := range mine {
-		if nt.IsMember(id) {
-			shared = append(shared, nt.Name)
-		}
-	}
-	if len(shared) == 1 {
-		return shared[0]
-	}
-	return ""
 }
 
 // sendOne is one ordinary send of a fan-out, by exact id; an error becomes

@@ -75,7 +75,8 @@ type LeaveResult struct {
 	// Home: the session moved back to its home scope (the one it was
 	// started in).
 	Home bool `json:"home,omitempty"`
-	// Deleted: the team itself is gone.
+	// Deleted: the team itself is gone (with Team "": it was deleted
+	// before, and the session left the scope it had).
 	Deleted bool `json:"deleted,omitempty"`
 }
 
@@ -319,9 +320,19 @@ func (s *Service) Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, er
 	current := getenv(s.cfg.Env, EnvScope)
 	name := req.Name
 	if name == "" {
-		name = s.store.TeamOfScope(current)
-		if name == "" || current == s.homeScope {
+		if current == s.homeScope {
 			return nil, fmt.Errorf("%w: session %s is in its home scope; name the team to leave", ErrNotMember, self)
+		}
+		if name = s.store.TeamOfScope(current); name == "" {
+			// Its team was deleted while it was in its scope: nothing is
+			// left to leave but the scope.
+			if s.cfg.Switch == nil {
+				return nil, fmt.Errorf("%w: session %s is in the scope of a deleted team and was started there; end it and start it outside", ErrHomeTeam, self)
+			}
+			if err := s.goHome(ctx); err != nil {
+				return nil, fmt.Errorf("could not move session %s back to its home scope from a deleted team's: %w", self, err)
+			}
+			return &LeaveResult{OK: true, Home: true, Deleted: true}, nil
 		}
 	}
 	team, scope, err := s.store.Lookup(name)

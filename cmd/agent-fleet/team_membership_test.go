@@ -234,3 +234,36 @@ func TestTeamMembershipsWithRealProcesses(t *testing.T) {
 	require.Contains(t, w.ok("sam", "intercom", "status"), "Teams: none")
 	require.NotContains(t, w.ok("ben", "teams", "list"), "alpha")
 }
+
+// * reaches a member of several of the sender's teams once, for the first
+// of them; a member left in the scope of a team its manager deleted leaves
+// that scope with a bare teams leave.
+func TestTeamStarAndADeletedTeamsScope(t *testing.T) {
+	t.Parallel()
+	w := newTeamWorld(t)
+	w.hold("ann", "Ann")   // manages alpha and beta
+	w.hold("bob", "Bob")   // in both
+	w.hold("cat", "Cat")   // manages gamma
+	w.hold("dan", "Dan")   // joins gamma, which is deleted under him
+	w.hold("otto", "Otto") // in no team
+	w.ok("ann", "teams", "create", "alpha")
+	w.ok("ann", "teams", "create", "beta")
+	w.ok("bob", "teams", "join", "alpha")
+	w.ok("bob", "teams", "join", "beta")
+
+	out := w.ok("ann", "intercom", "send", "*", "to all of you")
+	require.Contains(t, out, "delivered to 1 of 1")
+	got := w.received("bob", "to all of you")
+	require.Len(t, got, 1)
+	require.Equal(t, "alpha", got[0].Team, "for the first team they share")
+
+	w.ok("cat", "teams", "create", "gamma")
+	w.ok("dan", "teams", "join", "gamma")
+	require.NotContains(t, w.ok("dan", "intercom", "list"), "Otto", "in gamma's scope")
+	w.ok("cat", "teams", "delete", "gamma")
+	out = w.ok("dan", "teams", "leave")
+	require.Contains(t, out, "Left the scope of a team that was deleted. The session is back in its home scope.")
+	require.Contains(t, w.ok("dan", "intercom", "list"), "Otto", "home again")
+	out = w.fails(exitNotFound, "dan", "teams", "leave")
+	require.Contains(t, out, "home scope; name the team to leave")
+}

@@ -105,7 +105,10 @@ func JoinedText(res *teams.JoinResult, self string, s Surface) string {
 // LeftText says that a session left or deleted a team.
 func LeftText(res *teams.LeaveResult) string {
 	text := "Left team " + Inline(res.Team) + "."
-	if res.Deleted {
+	switch {
+	case res.Deleted && res.Team == "":
+		text = "Left the scope of a team that was deleted."
+	case res.Deleted:
 		text = "Deleted team " + Inline(res.Team) + "."
 	}
 	if res.Home {
