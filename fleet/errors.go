@@ -194,9 +194,16 @@ func (e *EndedError) Unwrap() error { return ErrEnded }
 type OwnerError struct {
 	ID, Owner, Caller string
 	Op                string
+	// Ended: the worker has ended, and an ended worker cannot be adopted.
+	Ended bool
 }
 
 func (e *OwnerError) Error() string {
+	if e.Ended {
+		return fmt.Sprintf("%s %s: it belongs to manager %q, not %q, and has ended, so it cannot be adopted: its manager can forget it, "+
+			"the janitor prunes it a week after its end, and agent-fleet prune --all --acknowledge deletes every manager's ended records now",
+			e.Op, e.ID, e.Owner, e.Caller)
+	}
 	return fmt.Sprintf("%s %s: it belongs to manager %q, not %q; adopt it first (agent-fleet adopt %s)", e.Op, e.ID, e.Owner, e.Caller, e.ID)
 }
 

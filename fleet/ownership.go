@@ -72,7 +72,7 @@ func readOwnership(p intercom.Paths) map[string][]string {
 // own checks that the caller manages w.
 func (f *Fleet) own(w *Worker, op string) error {
 	if w.Manager != f.cfg.Caller {
-		return &OwnerError{ID: w.ID, Owner: w.Manager, Caller: f.cfg.Caller, Op: op}
+		return &OwnerError{ID: w.ID, Owner: w.Manager, Caller: f.cfg.Caller, Op: op, Ended: w.State.Terminal()}
 	}
 	return nil
 }

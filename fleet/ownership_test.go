@@ -774,3 +774,21 @@ func TestAdoptionRefusedWhileARemoteManagerIsLive(t *testing.T) {
 	_, err = w.fleet("near").Stop(ctx, "fw1")
 	require.NoError(t, err)
 }
+
+// Another manager's worker that has ended cannot be adopted, so forget
+// does not send the caller to adopt it, and adopt's answer agrees.
+func TestForgetOfAnotherManagersEndedWorkerSaysWhatCan(t *testing.T) {
+	w := newWorld(t)
+	w.spawn("ew", "sleep", "300")
+	_, err := w.f.Stop(ctx, "ew")
+	require.NoError(t, err)
+
+	other := w.fleet("someone-else")
+	_, _, err = other.Forget(ctx, "ew", true)
+	require.ErrorIs(t, err, fleet.ErrNotOwner)
+	require.Contains(t, err.Error(), "has ended, so it cannot be adopted")
+	require.Contains(t, err.Error(), "prune --all --acknowledge")
+	require.NotContains(t, err.Error(), "adopt it first")
+	_, err = other.Adopt(ctx, "ew", false)
+	require.ErrorIs(t, err, fleet.ErrEnded)
+}
