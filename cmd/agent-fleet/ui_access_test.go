@@ -107,6 +107,11 @@ func TestUIRefusesOthers(t *testing.T) {
 		require.Equal(t, "401", string(out))
 	}
 
+	// On ::1 the URL it prints is on ::1 too, and works.
+	six := startUI(t, dir, "--listen", "[::1]:0")
+	require.True(t, strings.HasPrefix(six.URL, "http://[::1]:"), six.URL)
+	require.Equal(t, http.StatusSeeOther, request(t, "GET", six.URL, nil).StatusCode)
+
 	// On a Unix socket: 0600 in a 0700 directory, and nobody else connects.
 	sockDir := filepath.Join(shortDir(t), "ui")
 	sock := filepath.Join(sockDir, "ui.sock")

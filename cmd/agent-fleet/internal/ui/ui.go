@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -105,10 +106,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ui: listen on %s: %w", addr, err)
 		}
-		port := s.ln.Addr().(*net.TCPAddr).Port
+		bound := s.ln.Addr().(*net.TCPAddr)
+		port := bound.Port
 		s.host = hostCheck{port: port}
 		s.cookie = fmt.Sprintf("agent-fleet-ui-%d", port) // cookies ignore ports: one per server
-		s.url = fmt.Sprintf("http://127.0.0.1:%d/?token=%s", port, s.token)
+		// The address it listens on: ::1 is not 127.0.0.1.
+		s.url = fmt.Sprintf("http://%s/?token=%s", net.JoinHostPort(bound.IP.String(), strconv.Itoa(port)), s.token)
 	}
 	s.state, err = openState(ctx, cfg, log)
 	if err != nil {
