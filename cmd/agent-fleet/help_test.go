@@ -118,3 +118,15 @@ func TestSummariesOfOptionalArgumentsSayTheDefault(t *testing.T) {
 	}
 	walk(newRootCmd(testFactory(s)))
 }
+
+// renew takes its worker id as its argument: its help lists no --id flag
+// (required, it said), which spawn alone has.
+func TestRenewHelpHasNoIDFlag(t *testing.T) {
+	out, err := runCLI(t, "renew", "--help")
+	require.NoError(t, err)
+	require.NotContains(t, out, "--id")
+	require.Contains(t, out, "renew [ID]")
+	out, err = runCLI(t, "spawn", "--help")
+	require.NoError(t, err)
+	require.Contains(t, out, "--id string")
+}

@@ -119,6 +119,9 @@ func spawnRun(ctx context.Context, opts *spawnOptions) error {
 // parsed into a as agent_fleet's arguments are.
 func addParamFlags(cmd *cobra.Command, action string, a *verbs.Args) {
 	for _, p := range verbs.Flags(action) {
+		if p.Name == "id" && action != "spawn" {
+			continue // the others take their worker id as an argument
+		}
 		cmd.Flags().Var(&paramFlag{p: p, a: a}, p.Flag, p.Usage)
 		cmd.Flags().Lookup(p.Flag).DefValue = p.Default
 		cmd.Flags().Lookup(p.Flag).NoOptDefVal = p.NoValue
