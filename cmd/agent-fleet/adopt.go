@@ -31,7 +31,10 @@ cannot be adopted (exit 4; forget removes its record).`,
 		Example: "  agent-fleet adopt builder\n  agent-fleet adopt --orphans --json",
 		Args:    optionalArg("worker ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Orphans == (len(args) == 1) {
+			switch {
+			case opts.Orphans && len(args) == 1:
+				return factory.Usage(errors.New("give a worker id or --orphans, not both"))
+			case !opts.Orphans && len(args) == 0:
 				return factory.Usage(errors.New("give a worker id, or --orphans"))
 			}
 			if len(args) == 1 {

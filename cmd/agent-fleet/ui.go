@@ -16,7 +16,7 @@ func newUICmd(f *factory.Factory, runF func(*ui.Config) error) *cobra.Command {
 		Long: `Serve a dashboard of the fleet in the browser: workers by manager with their
 state, lease, turn and usage, a worker's log as it grows, sessions, teams,
 what waits for you, an activity feed and the last hour in a chart, live.
-It acts (stop, renew, adopt) as you, the way the CLI verbs do.
+It acts (stop, renew, pause, resume, adopt) as you, the way the CLI verbs do.
 
 It listens on 127.0.0.1 (a random port unless --listen says) or on a Unix
 socket (--socket), and prints its URL with a token made for this run: only

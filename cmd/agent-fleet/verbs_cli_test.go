@@ -62,6 +62,10 @@ func TestFleetVerbFlagsFillTheirOptions(t *testing.T) {
 	require.NoError(t, execute(newAdoptCmd(f, func(o *adoptOptions) error { adopt = o; return nil }), "w1", "--force"))
 	require.Equal(t, "w1", adopt.ID)
 	require.True(t, adopt.Force)
+	err := execute(newAdoptCmd(f, func(*adoptOptions) error { return nil }), "w1", "--orphans")
+	require.ErrorContains(t, err, "a worker id or --orphans, not both")
+	err = execute(newAdoptCmd(f, func(*adoptOptions) error { return nil }))
+	require.ErrorContains(t, err, "give a worker id, or --orphans")
 	var prune *pruneOptions
 	require.NoError(t, execute(newPruneCmd(f, func(o *pruneOptions) error { prune = o; return nil }), "--acknowledge", "--older-than", "1h", "--all"))
 	require.True(t, prune.Acknowledge && prune.All)
