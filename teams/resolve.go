@@ -93,7 +93,13 @@ func (r *Resolver) Resolve(ctx context.Context, selfID string, sessions []Sessio
 		return fromManifest(path, selfID, sessions)
 	}
 	if trimmed(env, EnvScope) != "" {
-		return liveRoster(env, selfID, sessions), nil
+		t := liveRoster(env, selfID, sessions)
+		if !t.Manager.Connected {
+			// A named team's manager may be connected in another scope,
+			// where the team's members still reach it by name.
+			t.Manager.Connected = r.connected(ctx, sessions, t.Manager.Target)
+		}
+		return t, nil
 	}
 	return &Team{Source: SourceStandalone, Self: Self{ID: selfID}, Coworkers: []Member{}}, nil
 }

@@ -252,6 +252,14 @@ func TestResolveConnectedThroughTheBroker(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.Manager.Connected)
 	require.True(t, got.FromRegistry())
+
+	// So for a live roster: a named team's manager in another scope.
+	r = &Resolver{Env: MapEnv{EnvScope: "Scope_AAAAAAAAAAAA", EnvManagerTarget: "far-boss"},
+		Connected: func(_ context.Context, id string) bool { return id == "far-boss" }}
+	got, err = r.Resolve(ctx, "me", sessionsOf("me"))
+	require.NoError(t, err)
+	require.Equal(t, SourceLiveRoster, got.Source)
+	require.True(t, got.Manager.Connected)
 }
 
 // A worker's team follows adoption: the next resolution names the new
