@@ -25,10 +25,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
