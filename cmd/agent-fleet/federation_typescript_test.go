@@ -80,12 +80,7 @@ type tsEvent struct {
 // plain send from B too.
 func TestFederationTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	dir := os.Getenv(tsClientEnv)
-	if dir == "" {
-		t.Skipf("%s is not set: no prepared reference TypeScript client (contrib/federation/prepare-ts-client.sh makes one)", tsClientEnv)
-	}
-	tsx := filepath.Join(dir, "node_modules", ".bin", "tsx")
-	require.FileExists(t, tsx)
+	dir, tsx := preparedTSClient(t)
 	w := newFedWorld(t)
 	a := w.host("a", fedHostConfig{Share: []string{"ts-*"}})
 	b := w.host("b", fedHostConfig{})
@@ -170,6 +165,19 @@ func TestFederationTypeScriptClient(t *testing.T) {
 
 // nodeBinDir is where the Node.js 22 of the coding-agent tools is (the
 // reference client needs 22.19 or later), "" when absent.
+// preparedTSClient is the prepared client's directory and its tsx; the
+// test is skipped where none is prepared (CI cannot fetch it).
+func preparedTSClient(t *testing.T) (dir, tsx string) {
+	t.Helper()
+	dir = os.Getenv(tsClientEnv)
+	if dir == "" {
+		t.Skipf("%s is not set: no prepared reference TypeScript client (contrib/federation/prepare-ts-client.sh makes one)", tsClientEnv)
+	}
+	tsx = filepath.Join(dir, "node_modules", ".bin", "tsx")
+	require.FileExists(t, tsx)
+	return dir, tsx
+}
+
 // writeTSScript writes a client script for tsx to run and returns its path.
 func writeTSScript(t *testing.T, script string) string {
 	t.Helper()

@@ -42,12 +42,7 @@ await client.disconnect(true);
 // that client reads, its journal gone.
 func TestTypeScriptClientReplaysOurOutbox(t *testing.T) {
 	t.Parallel()
-	dir := os.Getenv(tsClientEnv)
-	if dir == "" {
-		t.Skipf("%s is not set: no prepared reference TypeScript client (contrib/federation/prepare-ts-client.sh makes one)", tsClientEnv)
-	}
-	tsx := filepath.Join(dir, "node_modules", ".bin", "tsx")
-	require.FileExists(t, tsx)
+	dir, tsx := preparedTSClient(t)
 	agentDir := shortDir(t)
 	t.Cleanup(func() { stopBroker(t, agentDir) })
 	p := intercom.NewPaths(agentDir)
