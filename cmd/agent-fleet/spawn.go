@@ -7,7 +7,6 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
-	"github.com/agent-fleet/agent-fleet/fleet"
 )
 
 type spawnOptions struct {
@@ -86,15 +85,7 @@ user manager cannot enforce in full fails (exit 5, doctor says why) unless
 				// "--worktree feature -- cmd" would run feature: its branch goes after "=".
 				return factory.Usagef("with --worktree, give the branch as --worktree=BRANCH and the command after --")
 			}
-			switch {
-			case !cmd.Flags().Changed("id"):
-				return factory.Usagef(`required flag(s) "id" not set`)
-			case opts.Args.ID == "":
-				return factory.Usagef("--id is empty: give the worker an id (letters, digits, _ and -)")
-			}
-			// Before anything is opened: a bad id is the answer whatever
-			// the host has.
-			if err := fleet.ValidID(opts.Args.ID); err != nil {
+			if err := verbs.CheckSpawnID(cmd.Flags().Changed("id"), opts.Args.ID); err != nil {
 				return err
 			}
 			if len(args) == 0 && (opts.Args.Spawn.Kind == "" || opts.Args.Spawn.Kind == "exec") {

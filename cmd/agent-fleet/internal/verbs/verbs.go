@@ -409,6 +409,18 @@ func CheckPairArgs(pair bool, args []string) error {
 	return nil
 }
 
+// CheckSpawnID checks spawn's --id before anything is opened, so that a
+// bad id is the answer whatever the host has: given says the flag was.
+func CheckSpawnID(given bool, id string) error {
+	switch {
+	case !given:
+		return factory.Usagef(`required flag(s) "id" not set`)
+	case id == "":
+		return factory.Usagef("--id is empty: give the worker an id (letters, digits, _ and -)")
+	}
+	return fleet.ValidID(id)
+}
+
 // Host performs the host actions, doctor and capabilities, which work on
 // every platform and need no user manager.
 func Host(ctx context.Context, f *factory.Factory, a Args) (output.Report, error) {
