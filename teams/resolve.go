@@ -93,13 +93,7 @@ func (r *Resolver) Resolve(ctx context.Context, selfID string, sessions []Sessio
 		return fromManifest(path, selfID, sessions)
 	}
 	if trimmed(env, EnvScope) != "" {
-		t := liveRoster(env, selfID, sessions)
-		if !t.Manager.Connected {
-			// A named team's manager may be connected in another scope,
-			// where the team's members still reach it by name.
-			t.Manager.Connected = r.connected(ctx, sessions, t.Manager.Target)
-		}
-		return t, nil
+		return r.liveRoster(ctx, env, selfID, sessions), nil
 	}
 	return &Team{Source: SourceStandalone, Self: Self{ID: selfID}, Coworkers: []Member{}}, nil
 }
@@ -199,14 +193,18 @@ func fromManifest(path, selfID string, sessions []Session) (*Team, error) {
 	return t, nil
 }
 
-func liveRoster(env Env, selfID string, sessions []Session) *Team {
+// liveRoster is the team of the sessions live in selfID's scope. Its
+// manager may be connected in another scope (a named team's, whose
+// members still reach it by name): the broker's word counts, as for
+// registry teams.
+func (r *Resolver) liveRoster(ctx context.Context, env Env, selfID string, sessions []Session) *Team {
 	manager := firstNonEmpty(trimmed(env, EnvManagerTarget), trimmed(env, EnvManagerID))
 	isManager := manager == "" || manager == selfID
 	if isManager {
 		manager = selfID
 	}
 	t := &Team{Source: SourceLiveRoster, TeamID: manager, Self: Self{ID: selfID, IsManager: isManager},
-		Manager: &Endpoint{Target: manager, Connected: connectedTo(sessions, manager)}, Coworkers: []Member{}}
+		Manager: &Endpoint{Target: manager, Connected: r.connected(ctx, sessions, manager)}, Coworkers: []Member{}}
 	for _, s := range sessions {
 		if s.ID == selfID || s.Model == "human" || (!isManager && s.ID == manager) {
 			continue
