@@ -36,11 +36,10 @@ type LoadOptions struct {
 	Against    string
 	AgainstPID int
 	Rounds     int
-	// Awake keeps every CPU out of its idle state while the load runs
-	// (keepAwake), so that no latency includes waking an idle CPU.
+	// Awake keeps every CPU (runtime.NumCPU) out of its idle state while
+	// the load runs (keepAwake), so that no latency includes waking an
+	// idle CPU.
 	Awake bool
-	// awakeCPUs is how many CPUs keepAwake kept busy (0: none).
-	awakeCPUs int
 }
 
 // BrokerLong is the help of `bench broker`.
@@ -134,9 +133,12 @@ type LoadView struct {
 }
 
 func viewOfLoad(o *LoadOptions) LoadView {
-	return LoadView{Pairs: o.Spec.Pairs, TextBytes: o.Spec.TextBytes, RatePerSender: o.Spec.Rate, Window: o.Spec.Window,
-		Sessions: o.Spec.Sessions, Scopes: o.Spec.Scopes, PresenceMs: o.Spec.PresenceEvery.Milliseconds(), WarmupMs: o.Plan.Warmup.Milliseconds(),
-		AwakeCPUs: o.awakeCPUs}
+	v := LoadView{Pairs: o.Spec.Pairs, TextBytes: o.Spec.TextBytes, RatePerSender: o.Spec.Rate, Window: o.Spec.Window,
+		Sessions: o.Spec.Sessions, Scopes: o.Spec.Scopes, PresenceMs: o.Spec.PresenceEvery.Milliseconds(), WarmupMs: o.Plan.Warmup.Milliseconds()}
+	if o.Awake {
+		v.AwakeCPUs = runtime.NumCPU() // a run whose loops did not start ended with the error
+	}
+	return v
 }
 
 // keepAwake starts keeping every CPU awake where o.Awake asks for it, and
@@ -150,7 +152,6 @@ func (o *LoadOptions) keepAwake(ctx context.Context, log io.Writer) (stop func()
 	if err != nil {
 		return nil, err
 	}
-	o.awakeCPUs = n
 	fmt.Fprintf(log, "bench: keeping %d CPUs out of idle with busy loops at SCHED_IDLE priority\n", n)
 	return loops.stop, nil
 }
