@@ -105,8 +105,10 @@ func (f *Factory) RunHolderJanitor(ctx context.Context, p intercom.Paths, sessio
 // none.
 func DeliverOwedTo(ctx context.Context, p intercom.Paths, sessionID string, log *slog.Logger) {
 	reg, err := existingRegistry(ctx, p)
-	if err != nil || reg == nil {
+	if err != nil {
 		log.Debug("ended notices: no registry", "err", err)
+	}
+	if reg == nil {
 		return
 	}
 	defer reg.Close()
