@@ -186,12 +186,10 @@ func pairThroughHolders(ctx context.Context, a, b *HolderClient, res *PairResult
 	res.leg("ask", true, fmt.Sprintf("%s asked %s through its holder; %s's holder stored and acknowledged it (%s)", res.A, res.B, res.B, stored), since(start))
 
 	t := time.Now()
-	var p *PendingResult
+	p := &PendingResult{} // no message id: read already, it was among B's asks alone
 	var err error
 	if m.MessageID != "" {
 		p, err = b.Pending(ctx, PendingRequest{IDs: []string{m.MessageID}, MarkRead: true})
-	} else {
-		p = &PendingResult{} // read already: it was among B's asks alone
 	}
 	switch {
 	case err != nil:
