@@ -41,14 +41,7 @@ func appendStageRecord(dst []byte, m *InboundMessage, fp string) []byte {
 }
 
 func appendConsumeRecord(dst []byte, keys []string) []byte {
-	dst = append(dst, `{"op":"consume","keys":[`...)
-	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = wire.AppendString(dst, k)
-	}
-	return append(dst, "]}\n"...)
+	return appendListRecord(dst, "consume", "keys", keys)
 }
 
 // replay applies journal lines over the loaded file and reports whether

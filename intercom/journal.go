@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // A state file the ecosystem reads whole — an inbox, an outbox — costs a
@@ -204,6 +206,19 @@ func (j *journal) close() error {
 		return err
 	}
 	return nil
+}
+
+// appendListRecord adds the journal line {"op":OP,"FIELD":[VALUES]} to
+// dst: op and field are literals of the caller's, values any strings.
+func appendListRecord(dst []byte, op, field string, values []string) []byte {
+	dst = append(dst, `{"op":"`+op+`","`+field+`":[`...)
+	for i, v := range values {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = wire.AppendString(dst, v)
+	}
+	return append(dst, "]}\n"...)
 }
 
 // readJournaled reads a state file and its journal; a missing one is nil.

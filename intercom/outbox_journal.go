@@ -29,14 +29,7 @@ func appendAddRecord(dst []byte, e OutboxEntry) []byte {
 }
 
 func appendRemoveRecord(dst []byte, ids ...string) []byte {
-	dst = append(dst, `{"op":"remove","ids":[`...)
-	for i, id := range ids {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = wire.AppendString(dst, id)
-	}
-	return append(dst, "]}\n"...)
+	return appendListRecord(dst, "remove", "ids", ids)
 }
 
 // replay applies journal lines over the loaded file. It stops at the
