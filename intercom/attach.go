@@ -233,7 +233,7 @@ func holdOrThrough(ctx context.Context, cfg AttachConfig) (*Held, *HolderClient,
 				return nil, hc, nil
 			}
 		}
-		if attempt >= inUseAttempts || ctx.Err() != nil {
+		if attempt >= inUseAttempts || ctx.Err() != nil || errors.As(err, new(inUseFinal)) {
 			return nil, nil, err
 		}
 		select {

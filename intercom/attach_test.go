@@ -2,6 +2,8 @@ package intercom_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,4 +136,23 @@ func TestHoldRequiresItsHolder(t *testing.T) {
 	require.ErrorIs(t, err, intercom.ErrHeld)
 	require.Eventually(t, func() bool { return !connected(t, peer, "other") }, 5*time.Second, 10*time.Millisecond,
 		"the registration is undone")
+}
+
+// A registration refused as in use asks SessionConfig.InUse why: an error
+// from it is the answer at once, for a one-shot and for a holder, instead
+// of retrying for a holder that will not let go.
+func TestAttachStopsRetryingWhenInUseSaysSo(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	open(t, p, "taken", "Taken") // registered, serving no holder
+	why := errors.New("held for good")
+	for _, mode := range []intercom.AttachMode{intercom.AttachOnce, intercom.AttachHold} {
+		var asked atomic.Int32
+		_, err := intercom.Attach(context.Background(), intercom.AttachConfig{Mode: mode,
+			Hold: intercom.HoldConfig{Session: intercom.SessionConfig{Paths: p, Identity: identity(t, "taken", "Taken"),
+				InUse: func(context.Context) error { asked.Add(1); return why }}}})
+		require.ErrorIs(t, err, why, "mode %d", mode)
+		require.ErrorIs(t, err, intercom.ErrSessionIDInUse, "mode %d", mode)
+		require.Equal(t, int32(1), asked.Load(), "mode %d: asked once, never retried", mode)
+	}
 }

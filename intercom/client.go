@@ -76,6 +76,12 @@ type ClientConfig struct {
 	// InUseRetry is how long a SESSION_ID_IN_USE refusal is retried, for a
 	// previous holder whose close the broker has not processed yet. Default 2 s.
 	InUseRetry time.Duration
+	// InUse, when set, is asked why the id is in use each time a
+	// registration is refused as SESSION_ID_IN_USE: an error it returns
+	// ends the retries at once (InUseRetry's here, and Attach's) and is
+	// returned; nil retries as usual. A session id that nobody but its
+	// current holder may act as (a fleet worker's) need not be waited for.
+	InUse func(ctx context.Context) error
 	// ReplayFilter, when set, judges every queued outbox entry before it is
 	// replayed after a registration: an entry it refuses (false) is dropped
 	// from the outbox unsent, as Boss team-only mode requires (spec §7.3).
@@ -205,6 +211,11 @@ func (c *Client) connectOnce(ctx context.Context) error {
 		if !errors.Is(err, ErrSessionIDInUse) || time.Now().After(deadline) {
 			return err
 		}
+		if c.cfg.InUse != nil {
+			if why := c.cfg.InUse(ctx); why != nil {
+				return inUseFinal{why}
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -212,6 +223,14 @@ func (c *Client) connectOnce(ctx context.Context) error {
 		}
 	}
 }
+
+// inUseFinal is a SESSION_ID_IN_USE refusal that ClientConfig.InUse
+// called final: nobody retries it. It is ErrSessionIDInUse and what InUse
+// returned.
+type inUseFinal struct{ err error }
+
+func (e inUseFinal) Error() string   { return e.err.Error() }
+func (e inUseFinal) Unwrap() []error { return []error{e.err, ErrSessionIDInUse} }
 
 // register dials and registers, returning the connection once the broker
 // answered registered.

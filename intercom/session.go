@@ -64,6 +64,9 @@ type SessionConfig struct {
 	// such as a worker's turn). It runs on the session's reader and must
 	// not block; the caller lists the sessions again when it needs them.
 	OnRoster func()
+	// InUse, when set, says whether a registration refused as
+	// SESSION_ID_IN_USE is worth retrying (ClientConfig.InUse).
+	InUse func(ctx context.Context) error
 	// ReplayFilter, when set, drops queued outbox entries it refuses instead
 	// of replaying them after a registration (ClientConfig.ReplayFilter).
 	ReplayFilter func(to string) bool
@@ -161,7 +164,7 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	s.client = NewClient(ClientConfig{
 		Paths: cfg.Paths, Identity: cfg.Identity, Logger: cfg.Logger, Start: cfg.Start,
 		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect, ReplayFilter: cfg.ReplayFilter,
-		OnRegistered: onRegistered,
+		OnRegistered: onRegistered, InUse: cfg.InUse,
 	})
 	if err := s.client.Connect(ctx); err != nil {
 		return nil, err

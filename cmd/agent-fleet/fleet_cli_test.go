@@ -74,6 +74,13 @@ func TestFleetCLI(t *testing.T) {
 	requireExit(t, err, exitConflict)
 	require.Contains(t, string(out), "cli-worker is the session of the fleet worker cli-worker, which only the worker's own processes may act as")
 	require.NotContains(t, string(out), "start `agent-fleet intercom listen`")
+	// So is listening as it: the shim holds the id for the worker's life.
+	cmd = agentFleet(t, dir, "intercom", "listen")
+	cmd.Env = append(cmd.Env, unitstest.Require(t).Env()...)
+	cmd.Env = append(cmd.Env, "AGENT_INTERCOM_SESSION_ID=cli-worker")
+	out, err = cmd.CombinedOutput()
+	requireExit(t, err, exitConflict)
+	require.Contains(t, string(out), "cli-worker is the session of the fleet worker cli-worker, which only the worker's own processes may act as")
 	_, err = fleetCLI(t, dir, "status", "nobody")
 	requireExit(t, err, exitNotFound)
 	_, err = fleetCLI(t, dir, "spawn", "--id", "x", "--", "no-such-command-here")

@@ -75,7 +75,16 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 		Session: intercom.SessionConfig{Paths: p, Identity: id, Start: f.BrokerStarter(),
 			AskTTL: f.AskTTL(), AskWait: f.AskWait(), Logger: log, OnRoster: o.OnRoster,
 			Deferral: fleet.Deferral{Registry: reg.h}, History: rec,
-			Share: o.Mode == intercom.AttachHold && (o.Share || f.ShareRequested())}}
+			Share: o.Mode == intercom.AttachHold && (o.Share || f.ShareRequested()),
+			// A live worker's shim holds its id for the worker's life and
+			// serves only the worker's processes: waiting for it to let go
+			// would only delay the refusal.
+			InUse: func(ctx context.Context) error {
+				if liveWorker(ctx, p, id.SessionID) != nil {
+					return workerSessionError{id.SessionID}
+				}
+				return nil
+			}}}
 	if o.Mode == intercom.AttachHold {
 		activity := StartActivity(p, id.SessionID, log)
 		s.release = append(s.release, activity.Close)
@@ -93,9 +102,6 @@ func (f *Factory) Attach(ctx context.Context, p intercom.Paths, id intercom.Iden
 	if err != nil {
 		for i := len(s.release) - 1; i >= 0; i-- {
 			s.release[i]()
-		}
-		if errors.Is(err, intercom.ErrSessionIDInUse) && liveWorker(ctx, p, id.SessionID) != nil {
-			return nil, workerSessionError{id.SessionID}
 		}
 		return nil, err
 	}
