@@ -76,6 +76,11 @@ func (f *Factory) openFleet(ctx context.Context, p intercom.Paths, caller string
 	if err := f.RequireWorkerPlatform(); err != nil {
 		return nil, err
 	}
+	// No worker runs where the broker's socket cannot be bound: say so
+	// before a registry is created there.
+	if err := intercom.CheckSocketPath(p.BrokerSocket()); err != nil {
+		return nil, err
+	}
 	env := &FleetEnv{Paths: p, Caller: caller}
 	if err := intercom.EnsureDir(p.OrchestratorDir()); err != nil {
 		return nil, err
