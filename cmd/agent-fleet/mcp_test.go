@@ -164,8 +164,10 @@ func TestMCPSecondServerTakesTheSessionOver(t *testing.T) {
 	require.True(t, intercom.HolderAlive(intercom.NewPaths(dir), "dup"), "the second server holds it now")
 }
 
-// A line that is not JSON does not end the server: it is dropped and the
-// next request is answered.
+// A line that is not a JSON-RPC message does not end the server: it is
+// answered as JSON-RPC 2.0 says (-32700 for what is not JSON, -32600 for
+// JSON that is not a message, with the request's id when it has one) and
+// the next request is answered.
 func TestMCPSurvivesALineThatIsNotJSON(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)
@@ -177,17 +179,38 @@ func TestMCPSurvivesALineThatIsNotJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { in.Close(); _ = cmd.Wait() })
-	_, err = io.WriteString(in, "this is not json\n\n"+
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	_, err = io.WriteString(in, "this is not json\n\n"+`{"foo":1}`+"\n"+`{"jsonrpc":"1.0","id":"x1","method":"ping"}`+"\n"+`"text"`+"\n"+
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n"+
+		`[{"jsonrpc":"2.0","id":4,"method":"ping"}]`+"\n"+`{"jsonrpc":"2.0","id":5,"method":"ping"}`+"\n")
 	require.NoError(t, err)
 	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 1<<20)
-	require.True(t, sc.Scan(), "an answer: %v", sc.Err())
-	var resp struct {
-		ID     int             `json:"id"`
+	type answer struct {
+		ID     json.RawMessage `json:"id"`
 		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code int `json:"code"`
+		} `json:"error"`
 	}
-	require.NoError(t, json.Unmarshal(sc.Bytes(), &resp), sc.Text())
-	require.Equal(t, 1, resp.ID)
-	require.Contains(t, string(resp.Result), "protocolVersion")
+	got := map[string]answer{} // by id, errors by "id code"
+	for len(got) < 7 {
+		require.True(t, sc.Scan(), "more answers: %v (have %v)", sc.Err(), got)
+		var a answer
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &a), sc.Text())
+		key := string(a.ID)
+		if a.Error != nil {
+			key = fmt.Sprintf("%s %d", a.ID, a.Error.Code)
+		}
+		for got[key].ID != nil {
+			key += "+"
+		}
+		got[key] = a
+	}
+	require.Contains(t, got, "null -32700", "the line that is not JSON")
+	require.Contains(t, got, "null -32600", "JSON that is not a message")
+	require.Contains(t, got, "null -32600+", "JSON that is not an object")
+	require.Contains(t, got, `"x1" -32600`, "a request of another JSON-RPC version, by its id")
+	require.Contains(t, got, "null -32600++", "a batch, which 2025-06-18 has not")
+	require.Contains(t, string(got["1"].Result), "protocolVersion", "initialize answered")
+	require.Contains(t, got, "5", "the server still answers")
 }

@@ -122,7 +122,8 @@ func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
 		// power than its spawn gave it.
 		so.Fleet, so.Caller = f, ms.id
 	}
-	var transport mcp.Transport = &mcp.IOTransport{Reader: newJSONLines(f.IO.In, log), Writer: nopWriteCloser{f.IO.Out}}
+	out := &lockedWriter{w: f.IO.Out}
+	var transport mcp.Transport = &mcp.IOTransport{Reader: newJSONLines(f.IO.In, out, log), Writer: nopWriteCloser{out}}
 	if !opts.Worker && !ms.denied {
 		// An interactive session is woken by its mail; a worker's turns
 		// are started by its shim.
