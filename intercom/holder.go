@@ -493,3 +493,15 @@ func (hc *HolderClient) Listen(ctx context.Context, req ListenRequest, emit func
 	// go on wherever the session is held next (Failover takes it over).
 	return fmt.Errorf("%w: the holder of %q went away", ErrNoHolder, hc.sessionID)
 }
+
+// holderListening reports whether something accepts connections on the
+// holder socket of sessionID: a holder, whether or not it would serve
+// this process (a worker's admits only the worker's own processes).
+func holderListening(p Paths, sessionID string) bool {
+	c, err := net.DialTimeout("unix", p.HolderSocket(sessionID), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}

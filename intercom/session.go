@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -537,11 +538,47 @@ func (s *Session) Send(ctx context.Context, req SendRequest) (*SendResult, error
 		return nil, err
 	}
 	res, err := s.send(ctx, req.To, target, msg)
+	for s.reconnecting(ctx, res, err) {
+		res, err = s.send(ctx, req.To, target, msg)
+	}
 	if err == nil && !res.OK {
 		res, err = s.deferSend(ctx, target, msg, res)
 	}
 	s.recordSent(msg, res, err)
 	return res, err
+}
+
+// freshBrokerGrace is how long after a broker started a session it does
+// not know may still be on its way back: the sessions of the broker it
+// replaced reconnect with backoff (250 ms, doubling up to 5 s; spec §6.5).
+const freshBrokerGrace = 5 * time.Second
+
+// reconnecting reports, after waiting a moment, whether a send refused as
+// SESSION_NOT_FOUND is worth sending again: the broker is younger than
+// freshBrokerGrace (its pid file's age) and the target was alive a moment
+// ago — this session saw it on the broker before, or its holder still
+// listens — so it is most likely reconnecting to the new broker. Past the
+// grace, or when ctx ends, the refusal stands.
+func (s *Session) reconnecting(ctx context.Context, res *SendResult, err error) bool {
+	if err != nil || res == nil || res.OK || res.Accepted || res.Code != string(wire.FailSessionNotFound) {
+		return false
+	}
+	fi, serr := os.Stat(s.cfg.Paths.PIDFile())
+	if serr != nil || time.Since(fi.ModTime()) >= freshBrokerGrace {
+		return false
+	}
+	s.mu.Lock()
+	_, seen := s.roster[res.TargetID]
+	s.mu.Unlock()
+	if !seen && !holderListening(s.cfg.Paths, res.TargetID) {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(100 * time.Millisecond):
+		return true
+	}
 }
 
 // Ask implements Ops: send an ask, wait for its reply; when the wait runs
@@ -573,6 +610,9 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 		s.mu.Unlock()
 	}
 	sent, err := s.send(ctx, req.To, target, msg)
+	for s.reconnecting(ctx, sent, err) {
+		sent, err = s.send(ctx, req.To, target, msg)
+	}
 	s.recordSent(msg, sent, err)
 	res := &AskResult{}
 	if sent != nil {

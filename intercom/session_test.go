@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
@@ -488,4 +490,51 @@ func TestCloseKeepsTheOutbox(t *testing.T) {
 // never as ErrOutcomeUnknown.
 func TestSendOutcomeOutlastsTheAcknowledgementTimeout(t *testing.T) {
 	require.GreaterOrEqual(t, intercom.SendOutcomeTimeout, broker.DefaultDeliveryTimeout+5*time.Second)
+}
+
+// A send that a broker which has just replaced another refuses as
+// SESSION_NOT_FOUND is sent again while its target — alive a moment ago,
+// its holder still listening — reconnects (within the grace a new broker
+// gives its predecessor's sessions); a target nobody saw stays refused.
+func TestSendWaitsForATargetReconnectingToANewBroker(t *testing.T) {
+	t.Parallel()
+	p := intercom.NewPaths(shortDir(t))
+	serve := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true,
+				Logger: slog.New(slog.DiscardHandler)})
+		}()
+		require.Eventually(t, func() bool { _, err := os.Stat(p.PIDFile()); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		return func() { cancel(); require.NoError(t, <-done) }
+	}
+	// alpha's holder, as a listen or a worker's shim keeps it while its
+	// session reconnects.
+	require.NoError(t, intercom.EnsureDir(filepath.Dir(p.HolderSocket("alpha"))))
+	holder, err := net.Listen("unix", p.HolderSocket("alpha"))
+	require.NoError(t, err)
+	defer holder.Close()
+
+	serve()() // the broker alpha was on, gone
+	t.Cleanup(serve())
+	gamma := open(t, p, "gamma", "Gamma")
+	sent := make(chan *intercom.SendResult, 1)
+	go func() {
+		res, err := gamma.Send(context.Background(), intercom.SendRequest{To: "alpha", Text: "back yet?"})
+		assert.NoError(t, err)
+		sent <- res
+	}()
+	time.Sleep(300 * time.Millisecond) // alpha's reconnect backoff
+	alpha := open(t, p, "alpha", "Alpha")
+	res := <-sent
+	require.True(t, res.OK, "%+v", res)
+	pend, err := alpha.Pending(context.Background(), intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Len(t, pend.Unread, 1)
+
+	res, err = gamma.Send(context.Background(), intercom.SendRequest{To: "nobody", Text: "hello?"})
+	require.NoError(t, err)
+	require.False(t, res.OK)
+	require.Equal(t, string(wire.FailSessionNotFound), res.Code)
 }
