@@ -336,6 +336,16 @@ func (c *Client) replayOutbox() {
 			c.log.Info("dropped a queued message the replay policy refuses", "message", e.id)
 			continue
 		}
+		frame := wire.AppendSendFrame(nil, e.To, e.Message)
+		if err := checkSendFrame(frame); err != nil {
+			// Queued by a client that did not check (an older one): the
+			// broker would drop the connection on it at every replay.
+			if err := c.cfg.Outbox.Remove(e.id); err != nil {
+				c.log.Error("outbox write failed", "err", err)
+			}
+			c.log.Warn("dropped a queued message no broker can take", "message", e.id, "err", err)
+			continue
+		}
 		c.mu.Lock()
 		_, inFlight := c.sends[e.id]
 		if !inFlight {
@@ -343,10 +353,32 @@ func (c *Client) replayOutbox() {
 		}
 		nc := c.nc
 		c.mu.Unlock()
-		if err := c.writeTo(nc, wire.AppendSendFrame(nil, e.To, e.Message)); err != nil {
+		if err := c.writeTo(nc, frame); err != nil {
 			return
 		}
 	}
+}
+
+// deliveryHeadroom is what the broker's message frame may add to a send
+// frame's payload: the sender's session info (id, name, cwd, model,
+// status within their spec §6.7 bounds, JSON-escaped) and the delivery id
+// in place of the target.
+const deliveryHeadroom = 64 << 10
+
+// MaxSendPayload is the largest send frame payload a client writes, in
+// bytes: a frame over wire.MaxFrameBytes makes the broker drop the
+// connection without an answer (spec §1.2), and the message frame that
+// delivers it must fit the recipient's reader as well.
+const MaxSendPayload = wire.MaxFrameBytes - deliveryHeadroom
+
+// checkSendFrame refuses a send frame no broker would take (ErrInvalidInput):
+// text and attachments within their own limits can still exceed it once
+// JSON-escaped (a control character takes 6 bytes).
+func checkSendFrame(frame []byte) error {
+	if n := len(frame) - wire.HeaderBytes; n > MaxSendPayload {
+		return fmt.Errorf("%w: the message is %d bytes once encoded, over the %d a message may take (the intercom's frames hold 1 MiB, and text and attachments are JSON-escaped: a control character takes 6 bytes); send less, or a path to a file", ErrInvalidInput, n, MaxSendPayload)
+	}
+	return nil
 }
 
 func (c *Client) writeTo(nc net.Conn, frame []byte) error {
@@ -579,6 +611,10 @@ func (c *Client) dispatch(f *wire.BrokerFrame) {
 // frame is written. If ctx ends or the connection drops first, the error is
 // ErrConnectionLost or the ctx error and the outcome is unknown.
 func (c *Client) Send(ctx context.Context, to string, msg *wire.MessageInfo) (Outcome, error) {
+	frame := wire.AppendSendFrame(nil, to, msg.Raw)
+	if err := checkSendFrame(frame); err != nil {
+		return Outcome{}, err
+	}
 	nc, err := c.waitReady(ctx)
 	if err != nil {
 		return Outcome{}, err
@@ -596,7 +632,7 @@ func (c *Client) Send(ctx context.Context, to string, msg *wire.MessageInfo) (Ou
 	}
 	c.sends[msg.ID] = w
 	c.mu.Unlock()
-	if err := c.writeTo(nc, wire.AppendSendFrame(nil, to, msg.Raw)); err != nil {
+	if err := c.writeTo(nc, frame); err != nil {
 		c.forget(msg.ID, w)
 		return Outcome{}, fmt.Errorf("%w: %v", ErrConnectionLost, err)
 	}

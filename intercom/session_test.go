@@ -538,3 +538,44 @@ func TestSendWaitsForATargetReconnectingToANewBroker(t *testing.T) {
 	require.False(t, res.OK)
 	require.Equal(t, string(wire.FailSessionNotFound), res.Code)
 }
+
+// A message within the text and attachment limits that is over the frame
+// limit once JSON-escaped is refused before it is queued (the broker would
+// drop the connection on it, and every replay of it again); one an older
+// client queued is dropped at the replay. The session sends on.
+func TestSendRefusesAMessageOverTheFrameOnceEncoded(t *testing.T) {
+	t.Parallel()
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	rx := open(t, p, "rx", "Rx")
+	ctx := context.Background()
+
+	// An older client's outbox: a poison entry, and one the broker takes.
+	ob, err := intercom.OpenOutbox(p, "tx")
+	require.NoError(t, err)
+	for _, m := range []wire.Message{{ID: "poison", Timestamp: 1, Text: strings.Repeat("\x01", 200_000)}, {ID: "fine", Timestamp: 1, Text: "queued before"}} {
+		info, err := wire.ParseMessage(m.AppendJSON(nil))
+		require.NoError(t, err)
+		_, err = ob.Enqueue("rx", info)
+		require.NoError(t, err)
+	}
+	require.NoError(t, ob.Close())
+
+	tx := open(t, p, "tx", "Tx")
+	_, err = tx.Send(ctx, intercom.SendRequest{To: "rx", Text: strings.Repeat("\x01", 200_000)})
+	require.ErrorIs(t, err, intercom.ErrInvalidInput)
+	require.Contains(t, err.Error(), "once encoded")
+	res, err := tx.Send(ctx, intercom.SendRequest{To: "rx", Text: "still sending"})
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	require.Eventually(t, func() bool {
+		pend, err := rx.Pending(ctx, intercom.PendingRequest{})
+		require.NoError(t, err)
+		return len(pend.Unread) == 2
+	}, 10*time.Second, 20*time.Millisecond, "the replayed message and the new one")
+	require.NoError(t, tx.Close())
+	ob, err = intercom.OpenOutbox(p, "tx")
+	require.NoError(t, err)
+	defer ob.Close()
+	require.Zero(t, ob.Len(), "nothing left queued: the poison dropped, the rest delivered")
+}

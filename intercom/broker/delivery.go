@@ -186,6 +186,13 @@ func (b *Broker) routeSend(c *conn, from *session, s *wire.Send, origin *proxyOr
 		return
 	}
 	toID := target.info.ID
+	if wire.MessagePayloadSize(deliveryIDLen, from.infoRaw, s.Message) > wire.MaxFrameBytes {
+		// A send just under the frame cap whose delivery, carrying the
+		// sender's session info, is over it: the recipient's reader would
+		// drop the connection on it (spec §1.2, §6.7).
+		fail(wire.FailInvalidMessage, "Message too large to deliver: with the sender's session info it is over the 1 MiB frame limit")
+		return
+	}
 	m := &s.Meta
 	if m.ReplyTo != "" {
 		edge := b.asks.byKey[askKey(toID, m.ReplyTo)]
@@ -329,3 +336,6 @@ func (b *Broker) failDeliveriesOf(sessionID string, c *conn) {
 		}
 	}
 }
+
+// deliveryIDLen is the length of a delivery id as written: a UUID's text.
+const deliveryIDLen = 36

@@ -176,6 +176,30 @@ func TestInvalidMessages(t *testing.T) {
 	a.Expect(wire.TypeDeliveryAccepted)
 }
 
+// A send within the 1 MiB frame whose delivery, which adds the sender's
+// session info, would be over it is refused as INVALID_MESSAGE: no reader
+// could take the message frame. The connection goes on.
+func TestSendWhoseDeliveryIsOverTheFrame(t *testing.T) {
+	h := startBroker(t)
+	a := h.Register("a", intercomtest.RegisterOptions{Name: "A sender with a name"})
+	b := h.Register("b", intercomtest.RegisterOptions{})
+	a.Expect(wire.TypeSessionJoined)
+	at := func(pad int) []byte {
+		return intercomtest.Message("full", "", func(m *wire.Message) {
+			m.Attachments = []wire.Attachment{{Type: "file", Name: "one", Content: strings.Repeat("x", wire.MaxAttachmentContentBytes)},
+				{Type: "file", Name: "two", Content: strings.Repeat("y", pad)}}
+		})
+	}
+	probe := len(wire.AppendSendFrame(nil, "b", at(0))) - wire.HeaderBytes
+	msg := at(wire.MaxFrameBytes - probe) // the send frame exactly 1 MiB
+	require.Equal(t, wire.MaxFrameBytes, len(wire.AppendSendFrame(nil, "b", msg))-wire.HeaderBytes)
+	a.Send("b", msg)
+	a.ExpectFailed("full", false, wire.FailInvalidMessage)
+	a.Send("b", intercomtest.Message("after", "still connected"))
+	a.Expect(wire.TypeDeliveryAccepted)
+	require.Contains(t, string(b.Expect(wire.TypeMessage).Message), `"id":"after"`)
+}
+
 func TestPerSenderPendingBound(t *testing.T) {
 	h := startBroker(t, func(c *broker.Config) { c.RateCapacity = 10000 })
 	a := h.Register("a", intercomtest.RegisterOptions{})

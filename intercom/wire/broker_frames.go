@@ -159,6 +159,14 @@ func AppendSessions(dst []byte, requestID string, infos [][]byte) []byte {
 	return endFrame(dst, start)
 }
 
+// MessagePayloadSize is the payload size, in bytes, of the frame
+// AppendMessage writes for a delivery id of idLen bytes (an id that needs
+// no escaping, as the broker's UUIDs), from and message: a delivery whose
+// frame would be over MaxFrameBytes cannot reach any reader.
+func MessagePayloadSize(idLen int, from, message []byte) int {
+	return len(`{"type":"message","deliveryId":"","from":,"message":}`) + idLen + len(from) + len(message)
+}
+
 // AppendMessage appends a message delivery frame.
 func AppendMessage(dst []byte, deliveryID string, from, message []byte) []byte {
 	dst, start := beginFrame(dst)
