@@ -176,12 +176,19 @@ type EndedError struct {
 	ID    string
 	State State // stopped, exited, failed or lost
 	Op    string
+	// Owner and Caller, when Owner is set and not Caller: the record is
+	// another manager's to forget, and the hint says so.
+	Owner, Caller string
 }
 
 func (e *EndedError) Error() string {
 	how := map[State]string{StateStopped: "was stopped", StateExited: "has exited", StateFailed: "has failed", StateLost: "was lost"}[e.State]
 	if how == "" {
 		how = "has ended (" + string(e.State) + ")"
+	}
+	if e.Owner != "" && e.Owner != e.Caller {
+		return fmt.Sprintf("%s %s; nothing to %s (its record is manager %q's to forget; the janitor prunes it a week after its end, and agent-fleet prune --all --acknowledge deletes every manager's ended records now)",
+			e.ID, how, e.Op, e.Owner)
 	}
 	return fmt.Sprintf("%s %s; nothing to %s (forget it with agent-fleet forget %s --acknowledge)", e.ID, how, e.Op, e.ID)
 }

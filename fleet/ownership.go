@@ -113,7 +113,7 @@ func (f *Fleet) RenewWith(ctx context.Context, id string, budget BudgetChange) (
 	}
 	w, _ = f.settle(ctx, w)
 	if !w.State.Live() {
-		return w, fmt.Errorf("renew %s: %w: it is %s", id, ErrNotFound, w.State)
+		return w, &EndedError{ID: id, State: w.State, Op: "renew"}
 	}
 	return f.cfg.Registry.Update(ctx, w.ID, w.RunID, func(r *Worker) error {
 		renewed(r, f.cfg.Now())
@@ -139,7 +139,7 @@ func (f *Fleet) RenewAll(ctx context.Context) ([]*Worker, error) {
 	var out []*Worker
 	for _, w := range ws {
 		r, err := f.Renew(ctx, w.ID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrEnded) {
 			continue // it ended meanwhile (its record was not settled yet)
 		}
 		if err != nil {
@@ -179,7 +179,7 @@ func (f *Fleet) Adopt(ctx context.Context, id string, force bool) (*Worker, erro
 	}
 	w, _ = f.settle(ctx, w)
 	if !w.State.Live() {
-		return w, &EndedError{ID: id, State: w.State, Op: "adopt"}
+		return w, &EndedError{ID: id, State: w.State, Op: "adopt", Owner: w.Manager, Caller: f.cfg.Caller}
 	}
 	if w.Manager == f.cfg.Caller {
 		return f.renewRecord(ctx, w) // already the caller's: adopting still renews it

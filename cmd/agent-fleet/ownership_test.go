@@ -175,8 +175,16 @@ func TestAdoptAsAPersonDropsTheLeaseAndEndedWorkersAreRefused(t *testing.T) {
 	require.NoError(t, err, out)
 	out, err = run("agent-m1", "adopt", "ad-w1")
 	requireExit(t, err, exitConflict)
-	require.Contains(t, out, "ad-w1 was stopped; nothing to adopt (forget it with agent-fleet forget ad-w1 --acknowledge)")
+	require.Contains(t, out, `ad-w1 was stopped; nothing to adopt (its record is manager "operator-pat"'s to forget;`)
+	require.Contains(t, out, "prune --all --acknowledge")
 	require.NotContains(t, out, "not found")
+	// Its own manager is told to forget it; renewing an ended worker is a
+	// conflict with its state, not a missing worker.
+	out, err = run("operator-pat", "renew", "ad-w1")
+	requireExit(t, err, exitConflict)
+	require.Contains(t, out, "ad-w1 was stopped; nothing to renew (forget it with agent-fleet forget ad-w1 --acknowledge)")
+	out, err = run("operator-pat", "forget", "ad-w1", "--acknowledge")
+	require.NoError(t, err, out)
 }
 
 // Two janitors at once: one acts, the other says one is in progress.
