@@ -7,8 +7,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,18 @@ func (w *endedWorld) startWait(as_ string, args ...string) *waiting {
 	go func() { wt.done <- wt.cmd.Wait() }()
 	w.t.Cleanup(func() { _ = wt.cmd.Process.Kill() })
 	return wt
+}
+
+// hasOpen reports whether process pid has a file whose path ends in name
+// open.
+func hasOpen(pid int, name string) bool {
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && strings.HasSuffix(target, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // result is the wait's exit status and what it printed.
@@ -157,6 +171,16 @@ func TestWorkerEndedNoticesAndWait(t *testing.T) {
 	require.Equal(t, exitWaitTimeout, code, timedOut.out.String())
 	require.True(t, o.TimedOut)
 	require.Equal(t, "running", o.Workers[0].State)
+	// Interrupted (once it has the registry open, its signal handler is
+	// set): 130, with what it had found by then.
+	interrupted := w.startWait(mgr, "end-stop")
+	require.Eventually(t, func() bool { return hasOpen(interrupted.cmd.Process.Pid, "fleet.db") }, time.Minute, 10*time.Millisecond)
+	require.NoError(t, interrupted.cmd.Process.Signal(os.Interrupt))
+	code, o = interrupted.result(t)
+	require.Equal(t, exitInterrupted, code, interrupted.out.String())
+	for _, found := range o.Workers {
+		require.Equal(t, "running", found.State)
+	}
 	out, err := w.cmd(mgr, "wait", "end-nobody").CombinedOutput()
 	requireExit(t, err, exitNotFound)
 	require.Contains(t, string(out), `no worker "end-nobody"`)

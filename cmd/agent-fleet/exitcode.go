@@ -29,6 +29,7 @@ const (
 	exitUnavailable = 6
 	exitAmbiguous   = 7
 	exitUnknown     = 8
+	exitInterrupted = 130 // factory.ErrInterrupted (128 + SIGINT, as shells say)
 )
 
 // Exit codes of wait (docs/architecture.md "CLI"): past those of agent-fleet's
@@ -90,6 +91,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, factory.ErrInterrupted):
+		return exitInterrupted
 	case errors.As(err, &waited):
 		return waitExit(waited)
 	case errors.As(err, &several):

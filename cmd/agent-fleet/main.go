@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -27,6 +28,9 @@ func main() {
 	f := factory.New(factory.System(), factory.BuildVersion(version))
 	f.ChildEnv = childEnv
 	err := execCLI(ctx, f, os.Args[1:])
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = factory.ErrInterrupted // a signal's doing, not the command's
+	}
 	stop()
 	// Commands close the registries they open before they return: Close
 	// waits for the workers.json view of their writes, so os.Exit loses none.

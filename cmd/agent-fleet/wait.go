@@ -24,7 +24,7 @@ workers: 0 when each exited with status 0; otherwise the first of 15 (failed
 or lost), 10 (exited non-zero: the status itself is in the output), 11
 (killed by a signal), 14 (stopped at its maximum runtime), 13 (stopped: its
 lease expired), 12 (stopped by stop) that applies; 9 when --timeout passed
-first. An unknown id is 3, as everywhere.`,
+first; 130 when interrupted (SIGINT, SIGTERM). An unknown id is 3.`,
 		Example: "  agent-fleet wait build\n  agent-fleet wait w1 w2 --any --timeout 10m --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {

@@ -128,6 +128,10 @@ func Usagef(format string, args ...any) error { return &UsageError{fmt.Errorf(fo
 // ErrNoSystemd wraps a user manager that cannot be reached (exit 6).
 var ErrNoSystemd = errors.New("systemd user manager unavailable")
 
+// ErrInterrupted: SIGINT or SIGTERM ended the command before it was done
+// (exit 130); what it had found by then is printed all the same.
+var ErrInterrupted = errors.New("interrupted")
+
 // ErrAskTimeout: a one-shot ask got no reply in time and was cancelled
 // (exit 1).
 var ErrAskTimeout = errors.New("ask timed out")

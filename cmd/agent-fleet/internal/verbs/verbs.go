@@ -146,6 +146,9 @@ func (a *Args) Check() error {
 	if a.OlderThan < 0 {
 		return factory.Usagef("older than must not be negative")
 	}
+	if a.Timeout < 0 {
+		return factory.Usagef("the timeout must not be negative (agent_fleet: timeout; CLI: --timeout)")
+	}
 	if err := a.checkHost(); err != nil {
 		return err
 	}
@@ -433,6 +436,9 @@ func Host(ctx context.Context, f *factory.Factory, a Args) (output.Report, error
 		if len(a.Pair) > 0 {
 			if err := CheckPairArgs(true, a.Pair); err != nil {
 				return nil, err
+			}
+			if a.Timeout < 0 {
+				return nil, factory.Usagef("the timeout must not be negative (agent_fleet: timeout; CLI: --timeout)")
 			}
 			if factory.LiveExecWorker(ctx, p, a.Pair[1]) {
 				// Its holder admits only its own processes, so B would
