@@ -31,6 +31,21 @@ type CleanupAction struct {
 	Reason string `json:"reason"`
 	Done   bool   `json:"done"`
 	Error  string `json:"error,omitempty"`
+	// Format and Times, when Format is set, are Reason's parts: a %s per
+	// time, so that text for people can show them in local time (Reason
+	// has them in UTC, RFC 3339; a zero time is "spawn").
+	Format string      `json:"-"`
+	Times  []time.Time `json:"-"`
+}
+
+// TimedCleanupAction is a CleanupAction of w whose reason is format with
+// times (Format, Times).
+func TimedCleanupAction(kind string, w *Worker, format string, times ...time.Time) CleanupAction {
+	stamps := make([]any, len(times))
+	for i, t := range times {
+		stamps[i] = stampOr(t)
+	}
+	return CleanupAction{Kind: kind, ID: w.ID, RunID: w.RunID, Reason: fmt.Sprintf(format, stamps...), Format: format, Times: times}
 }
 
 // CleanupReport is a janitor run's outcome.
@@ -105,8 +120,7 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 		switch {
 		case !now.Before(grace):
 			actions++
-			a := CleanupAction{Kind: "stop", ID: w.ID, RunID: w.RunID,
-				Reason: fmt.Sprintf("idle since %s; lease ended %s, grace ended %s", stampOr(w.LastActivity), stamp(w.LeaseDeadline), stamp(grace))}
+			a := TimedCleanupAction("stop", w, "idle since %s; lease ended %s, grace ended %s", w.LastActivity, w.LeaseDeadline, grace)
 			if opts.Execute {
 				a.Done, a.Error = f.expire(ctx, w)
 			}
@@ -116,8 +130,7 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 				continue
 			}
 			actions++
-			a := CleanupAction{Kind: "checkpoint", ID: w.ID, RunID: w.RunID,
-				Reason: fmt.Sprintf("lease ends %s; stop at %s unless renewed", stamp(w.LeaseDeadline), stamp(grace))}
+			a := TimedCleanupAction("checkpoint", w, "lease ends %s; stop at %s unless renewed", w.LeaseDeadline, grace)
 			if opts.Execute {
 				a.Done, a.Error = f.checkpoint(ctx, w, grace)
 			}

@@ -553,10 +553,21 @@ func (r CleanupReport) Text(s Surface) string {
 		if a.Error != "" {
 			state = "failed: " + a.Error
 		}
+		reason := a.Reason
+		if a.Format != "" {
+			times := make([]any, len(a.Times))
+			for i, t := range a.Times {
+				times[i] = "spawn"
+				if !t.IsZero() {
+					times[i] = HumanTime(t)
+				}
+			}
+			reason = fmt.Sprintf(a.Format, times...)
+		}
 		if s == Tool {
-			lines = append(lines, fmt.Sprintf("- %s %s: %s (%s)", a.Kind, Inline(a.ID), Inline(a.Reason), Inline(state)))
+			lines = append(lines, fmt.Sprintf("- %s %s: %s (%s)", a.Kind, Inline(a.ID), Inline(reason), Inline(state)))
 		} else {
-			lines = append(lines, fmt.Sprintf("%-10s %-20s %s (%s)", a.Kind, Inline(a.ID), Inline(a.Reason), Inline(state)))
+			lines = append(lines, fmt.Sprintf("%-10s %-20s %s (%s)", a.Kind, Inline(a.ID), Inline(reason), Inline(state)))
 		}
 	}
 	if s == CLI && !r.Rep.Executed {

@@ -92,3 +92,18 @@ func TestStatusJSONTimesAreUTC(t *testing.T) {
 	}
 	require.Equal(t, zone, st.Turns.Current.StartedAt.Location(), "the status itself is left as it is")
 }
+
+// The janitor's reasons show their times as the rest of the text does,
+// in local time with its zone; JSON keeps them in UTC.
+func TestCleanupReasonsInLocalTime(t *testing.T) {
+	ends := time.Date(2026, 12, 7, 15, 17, 53, 0, time.UTC)
+	w := &fleet.Worker{ID: "lt", RunID: "r1"}
+	rep := CleanupReport{Rep: &fleet.CleanupReport{Actions: []fleet.CleanupAction{
+		fleet.TimedCleanupAction("checkpoint", w, "lease ends %s; stop at %s unless renewed", ends, ends.Add(15*time.Minute)),
+		fleet.TimedCleanupAction("stop", w, "idle since %s; lease ended %s", time.Time{}, ends),
+	}}}
+	text := rep.Text(CLI)
+	require.Contains(t, text, "lease ends "+HumanTime(ends)+"; stop at "+HumanTime(ends.Add(15*time.Minute))+" unless renewed")
+	require.Contains(t, text, "idle since spawn; lease ended "+HumanTime(ends))
+	require.Equal(t, "lease ends 2026-12-07T15:17:53Z; stop at 2026-12-07T15:32:53Z unless renewed", rep.Rep.Actions[0].Reason)
+}
