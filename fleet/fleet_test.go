@@ -347,6 +347,12 @@ func TestCommandResolution(t *testing.T) {
 	require.Contains(t, err.Error(), "PATH")
 	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "bad id!", Command: []string{"true"}})
 	require.ErrorIs(t, err, fleet.ErrInvalidID)
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "filecwd", Cwd: script, Command: []string{"true"}})
+	require.ErrorIs(t, err, fleet.ErrInvalidRequest)
+	require.Contains(t, err.Error(), "working directory "+script+" is not a directory")
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "nocwd", Cwd: filepath.Join(dir, "gone"), Command: []string{"true"}})
+	require.ErrorIs(t, err, fleet.ErrInvalidRequest)
+	require.Contains(t, err.Error(), "does not exist")
 	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "k", Kind: "gemini", Command: []string{"true"}})
 	require.ErrorIs(t, err, fleet.ErrUnsupportedKind)
 	// Coding-agent options on an exec worker would not be applied: refused.

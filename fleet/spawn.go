@@ -137,8 +137,10 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	if !filepath.IsAbs(cwd) {
 		cwd = filepath.Join(f.cfg.CallerCwd, cwd)
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+	if fi, err := os.Stat(cwd); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w: working directory %s does not exist", req.ID, ErrInvalidRequest, cwd)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("spawn %s: %w: working directory %s is not a directory", req.ID, ErrInvalidRequest, cwd)
 	}
 	var wt *Worktree
 	reserved := false
