@@ -177,6 +177,10 @@ type AskResult struct {
 	Reply     *MessageView `json:"reply,omitempty"`
 	Pending   bool         `json:"pending,omitempty"`   // deferred: the reply will appear in pending
 	Cancelled bool         `json:"cancelled,omitempty"` // withdrawn after the wait
+	// ListenerPID, with Pending, is the consuming listen of the session
+	// (Session.Listen): it prints the late reply and takes it out of
+	// pending. 0: none runs.
+	ListenerPID int `json:"listenerPid,omitempty"`
 	WaitedMs  int64        `json:"waitedMs"`
 }
 

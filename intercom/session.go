@@ -645,6 +645,11 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 		}
 		applied, _ := s.client.AskControl(context.WithoutCancel(ctx), typ, msg.ID)
 		res.Cancelled = !res.Pending && applied
+		if res.Pending {
+			s.mu.Lock()
+			res.ListenerPID = s.listener
+			s.mu.Unlock()
+		}
 	case <-ctx.Done():
 		drop()
 		// The caller gave up (e.g. an MCP cancellation): withdraw the ask.

@@ -104,6 +104,26 @@ func TestIntercomListenTwiceAndAfterKill(t *testing.T) {
 	require.NotContains(t, third.stdout.String(), "Listening", "stdout stays JSON only")
 }
 
+// An ask left open by its timeout, from a session a listen consumes, says
+// that the late reply will be printed by that listen — which takes it out
+// of pending — and the listen prints it.
+func TestIntercomAskLeftOpenSaysTheListenPrintsTheReply(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	p := intercom.NewPaths(dir)
+	asker := startTextListener(t, dir, "asker")
+	answerer := startTextListener(t, dir, "answerer")
+	require.Eventually(t, func() bool { return intercom.HolderAlive(p, "asker") && intercom.HolderAlive(p, "answerer") }, 20*time.Second, 10*time.Millisecond)
+	out, err := as(t, dir, "asker", "intercom", "ask", "answerer", "late?", "--timeout", "1s").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), fmt.Sprintf("its reply will be printed by the listen consuming this session's messages (pid %d), not kept in pending", asker.cmd.Process.Pid))
+	require.Eventually(t, func() bool { return strings.Contains(answerer.stdout.String(), "late?") }, 10*time.Second, 10*time.Millisecond)
+	out, err = as(t, dir, "answerer", "intercom", "reply", "late reply").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Eventually(t, func() bool { return strings.Contains(asker.stdout.String(), "late reply") }, 10*time.Second, 10*time.Millisecond)
+}
+
 // A listen that streams from another process's holder (an agent-fleet mcp
 // of the same id) goes on when that process is killed with SIGKILL: it
 // takes the session over and prints what arrives next, instead of exiting

@@ -124,7 +124,7 @@ func newAskCmd(f *factory.Factory, runF func(*askOptions) error) *cobra.Command 
 default, as intercom_ask does; at most 2m). Without a session holder, the ask
 is cancelled when --timeout runs out and the command says so; when your
 session is held (listen, mcp), a late reply lands in the holder: see
-"agent-fleet intercom pending".`,
+"agent-fleet intercom pending" (a listen consuming the session prints it).`,
 		Example: `  agent-fleet intercom ask alpha "is the migration done?"
   agent-fleet intercom ask alpha "ok to deploy?" --timeout 30s --json`,
 		Args: targetAndText,
@@ -185,7 +185,7 @@ func askRun(ctx context.Context, opts *askOptions) error {
 		return nil
 	case res.Pending:
 		if !opts.JSON {
-			fmt.Fprintf(out, "No reply from %q within %s. The ask stays open: the reply will appear in `agent-fleet intercom pending`.\n", res.To, req.Wait)
+			fmt.Fprintf(out, "No reply from %q within %s. The ask stays open: %s.\n", res.To, req.Wait, output.LateReplyWhere(res.ListenerPID))
 		}
 		return nil
 	default:

@@ -294,11 +294,25 @@ func AskRepliedTool(res *intercom.AskResult, to string) (string, map[string]any)
 }
 
 // AskPendingTool is intercom_ask's answer when the wait ran out: the ask
-// stays open and its reply will be listed by intercom_pending.
+// stays open and its reply will be listed by intercom_pending, or printed
+// by the session's consuming listen.
 func AskPendingTool(res *intercom.AskResult, to string, wait time.Duration) (string, map[string]any) {
-	return fmt.Sprintf("No reply from %q within %s. The ask (message %s) stays open: its reply will appear in intercom_pending marked as its reply (nothing to resend).",
-			to, WaitText(wait), res.MessageID),
+	where := "its reply will appear in intercom_pending marked as its reply (nothing to resend)"
+	if res.ListenerPID != 0 {
+		where = LateReplyWhere(res.ListenerPID) + " (nothing to resend)"
+	}
+	return fmt.Sprintf("No reply from %q within %s. The ask (message %s) stays open: %s.", to, WaitText(wait), res.MessageID, where),
 		map[string]any{"ok": true, "message_id": res.MessageID, "pending": true}
+}
+
+// LateReplyWhere says where the late reply to an ask left open will be:
+// printed by the session's consuming listen (listener, its pid), which
+// takes it out of pending, else in pending.
+func LateReplyWhere(listener int) string {
+	if listener != 0 {
+		return fmt.Sprintf("its reply will be printed by the listen consuming this session's messages (pid %d), not kept in pending", listener)
+	}
+	return "the reply will appear in `agent-fleet intercom pending`"
 }
 
 // AttachmentsTool renders attachments for a model, after the text.
