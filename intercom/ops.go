@@ -180,8 +180,8 @@ type AskResult struct {
 	// ListenerPID, with Pending, is the consuming listen of the session
 	// (Session.Listen): it prints the late reply and takes it out of
 	// pending. 0: none runs.
-	ListenerPID int `json:"listenerPid,omitempty"`
-	WaitedMs  int64        `json:"waitedMs"`
+	ListenerPID int   `json:"listenerPid,omitempty"`
+	WaitedMs    int64 `json:"waitedMs"`
 }
 
 // ReplyRequest answers a pending ask, selected by AskID, or by sender To
