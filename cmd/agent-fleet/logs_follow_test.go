@@ -166,3 +166,29 @@ func TestLogsFollow(t *testing.T) {
 	})
 	require.Empty(t, wstderr.String())
 }
+
+// An exec worker's command writes its standard output and error to the
+// log file itself, as systemd opened it: interleaved lines stay in the
+// order they were written, and nothing goes through the shim.
+func TestWorkerOutputReachesTheLogDirectly(t *testing.T) {
+	t.Parallel()
+	unitstest.Require(t)
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	fds := filepath.Join(dir, "fds")
+	out, err := fleetCLI(t, dir, "spawn", "--id", "order-w", "--", "sh", "-c",
+		fmt.Sprintf(`echo one; echo two >&2; echo three; fds=$(readlink /proc/$$/fd/1 /proc/$$/fd/2); echo "$fds" > %s`, fds))
+	require.NoError(t, err, "%s", out)
+	out, err = fleetCLI(t, dir, "wait", "order-w")
+	require.NoError(t, err, "%s", out)
+	out, err = fleetCLI(t, dir, "logs", "order-w", "--all", "--json")
+	require.NoError(t, err, "%s", out)
+	var all struct{ Lines []string }
+	require.NoError(t, json.Unmarshal(out, &all), "%s", out)
+	require.Equal(t, []string{"one", "two", "three"}, all.Lines)
+	got, err := os.ReadFile(fds)
+	require.NoError(t, err)
+	for _, fd := range strings.Fields(string(got)) {
+		require.True(t, strings.HasSuffix(fd, ".log"), "a descriptor on the log file, not a pipe: %s", got)
+	}
+}

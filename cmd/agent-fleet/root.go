@@ -83,6 +83,7 @@ func (w *watchedWriter) Write(p []byte) (int, error) {
 	}
 	return w.w.Write(p)
 }
+func (w *watchedWriter) Unwrap() io.Writer { return w.w } // a worker's command writes to the file itself
 
 // newRootCmd is the whole command tree over f.
 func newRootCmd(f *factory.Factory) *cobra.Command {

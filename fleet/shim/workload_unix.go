@@ -66,7 +66,7 @@ func (w *execWorkload) start(_ context.Context, sig <-chan os.Signal) error {
 	w.done = make(chan struct{})
 	cmd := exec.Command(w.argv[0], w.argv[1:]...)
 	cmd.Env = commandEnv(os.Environ())
-	cmd.Stdout, cmd.Stderr = w.stdout, w.stderr
+	cmd.Stdout, cmd.Stderr = direct(w.stdout), direct(w.stderr)
 	devnull, err := os.Open(os.DevNull)
 	if err == nil {
 		cmd.Stdin = devnull
@@ -132,4 +132,21 @@ func exitOf(ps *os.ProcessState) ending {
 		return ending{code: 128 + int(ws.Signal()), exitCode: kind, status: int(ws.Signal())}
 	}
 	return ending{code: ps.ExitCode(), exitCode: "exited", status: ps.ExitCode()}
+}
+
+// direct is the file w writes to, when w wraps one (Unwrap() io.Writer):
+// the command then gets that file as its descriptor — the unit's log, as
+// systemd opened it — and writes there itself, in its own order and
+// whatever becomes of the shim, not through a pipe into this process.
+func direct(w io.Writer) io.Writer {
+	for {
+		if f, ok := w.(*os.File); ok {
+			return f
+		}
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
