@@ -3,6 +3,7 @@ package output
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -262,6 +263,9 @@ func WaitText(d time.Duration) string {
 	if d < time.Second {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
+	if d%time.Second != 0 && d < time.Minute {
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " seconds" // 1.5 s, not rounded to 2
+	}
 	return plural(int(d.Round(time.Second)/time.Second), "second")
 }
 
@@ -277,8 +281,18 @@ func SendTool(res *intercom.SendResult, to string) (text string, structured map[
 		if reason == "" {
 			reason = "Session may not exist or has disconnected."
 		}
-		return fmt.Sprintf("Message to %q was not delivered: %s", to, reason),
-			map[string]any{"ok": false, "message_id": res.MessageID, "code": res.Code, "reason": reason}, true
+		structured := map[string]any{"ok": false, "message_id": res.MessageID, "code": res.Code, "reason": reason}
+		switch {
+		case errors.Is(&intercom.DeliveryError{Code: res.Code, Reason: res.Reason, Accepted: res.Accepted}, intercom.ErrOutcomeUnknown):
+			// The recipient has it (a paused worker reads it once resumed):
+			// "not delivered" would have the agent send it twice.
+			structured["outcome_unknown"] = true
+			return fmt.Sprintf("Message to %q was not acknowledged in time (%s): %s. The recipient has it and may still read it (a paused worker does once resumed): do not send it again; intercom_history shows what became of it.",
+				to, res.Code, reason), structured, true
+		case res.Code == string(wire.FailSessionNotFound):
+			return fmt.Sprintf("Message to %q was not delivered: %s — check the target with intercom_list.", to, reason), structured, true
+		}
+		return fmt.Sprintf("Message to %q was not delivered: %s", to, reason), structured, true
 	}
 	if res.State == intercom.DeferredQueued {
 		text, structured := KeptTool(res, to)
@@ -289,7 +303,7 @@ func SendTool(res *intercom.SendResult, to string) (text string, structured map[
 
 // AskRepliedTool is intercom_ask's answer when the reply came in time.
 func AskRepliedTool(res *intercom.AskResult, to string) (string, map[string]any) {
-	return fmt.Sprintf("Reply from %s:\n%s%s", to, res.Reply.Text, AttachmentsTool(res.Reply.Attachments)),
+	return fmt.Sprintf("Reply from %s:\n%s", Inline(to), Block(res.Reply.Text+AttachmentsTool(res.Reply.Attachments), "")),
 		map[string]any{"ok": true, "message_id": res.MessageID, "reply": res.Reply}
 }
 
@@ -438,7 +452,7 @@ func pendingEntry(m intercom.MessageView) map[string]any {
 func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]any) {
 	if askID != "" && len(res.Asks) == 1 {
 		ask := res.Asks[0]
-		text := fmt.Sprintf("Pending ask %s\nFrom: %s\n\n%s%s", ask.AskID, DisplayName(ask.From), ask.Text, AttachmentsTool(ask.Attachments))
+		text := fmt.Sprintf("Pending ask %s\nFrom: %s\n\n%s", ask.AskID, DisplayName(ask.From), Block(ask.Text+AttachmentsTool(ask.Attachments), ""))
 		return text, map[string]any{"ask": ask}
 	}
 	// The unread list holds every message; asks are listed once, with their
@@ -455,11 +469,11 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 		case m.ExpectsReply && open[m.AskID]:
 			// Listed under "Pending asks".
 		case m.ExpectsReply:
-			lines = append(lines, fmt.Sprintf("- %s: %s%s (an ask no longer open: withdrawn or expired)", DisplayName(m.From), m.Text, AttachmentsTool(m.Attachments)))
+			lines = append(lines, fmt.Sprintf("- %s: %s (an ask no longer open: withdrawn or expired)", DisplayName(m.From), entryText(m.Text, m.Attachments)))
 		case m.ReplyTo != "":
-			lines = append(lines, fmt.Sprintf("- %s%s (reply to your message %s): %s%s", DisplayName(m.From), teamTag(m.Team), m.ReplyTo, m.Text, AttachmentsTool(m.Attachments)))
+			lines = append(lines, fmt.Sprintf("- %s%s (reply to your message %s): %s", DisplayName(m.From), teamTag(m.Team), Inline(m.ReplyTo), entryText(m.Text, m.Attachments)))
 		default:
-			lines = append(lines, fmt.Sprintf("- %s%s [contextId: %s]: %s%s", DisplayName(m.From), teamTag(m.Team), m.ContextID, m.Text, AttachmentsTool(m.Attachments)))
+			lines = append(lines, fmt.Sprintf("- %s%s [contextId: %s]: %s", DisplayName(m.From), teamTag(m.Team), Inline(m.ContextID), entryText(m.Text, m.Attachments)))
 		}
 	}
 	text := "No unread messages."
@@ -478,7 +492,7 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 			if ask.DeferredAt != 0 {
 				async = " (async: the asker stopped waiting; your reply still reaches it)"
 			}
-			al = append(al, fmt.Sprintf("- %s%s%s: %s [askId: %s]%s", DisplayName(ask.From), teamTag(ask.Team), sel, ask.Preview, ask.AskID, async))
+			al = append(al, fmt.Sprintf("- %s%s%s: %s [askId: %s]%s", DisplayName(ask.From), teamTag(ask.Team), Inline(sel), Block(ask.Preview, "  "), Inline(ask.AskID), async))
 			entry := map[string]any{"from": map[string]any{"id": ask.From.ID, "name": ask.From.Name, "origin": orLocal(ask.From.Origin)},
 				"received_at": int64(ask.ReceivedAt), "read": false, "text": ask.Preview, "expects_reply": true,
 				"selector": ask.Selector, "askId": ask.AskID, "contextId": ask.ContextID, "deferred": ask.DeferredAt != 0}
@@ -490,6 +504,14 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 		text += "\n\nPending asks:\n" + strings.Join(al, "\n")
 	}
 	return text, map[string]any{"unread_messages": unread, "pending_asks": asks}
+}
+
+// entryText is a message's text and attachments as one entry of a list
+// for a model: control characters escaped and every line after the first
+// indented under its sender, so that no line of a peer's message can pass
+// for an entry of the list (README "Messages").
+func entryText(text string, att []wire.Attachment) string {
+	return Block(text+AttachmentsTool(att), "  ")
 }
 
 // ListeningText is the line `intercom listen` writes to stderr once it
