@@ -121,7 +121,7 @@ func TestMCPTools(t *testing.T) {
 
 	r = w.call(t, "intercom_send", map[string]any{"to": "nobody", "message": "x"})
 	require.True(t, r.IsError)
-	require.Equal(t, `Message to "nobody" was not delivered: Session not found`, r.Text)
+	require.Equal(t, `Message to "nobody" was not delivered: Session not found — check the target with intercom_list.`, r.Text)
 	r = w.call(t, "intercom_send", map[string]any{"to": "alpha", "message": "x"})
 	require.True(t, r.IsError)
 	require.Contains(t, r.Text, "Cannot message the current session")
@@ -129,6 +129,15 @@ func TestMCPTools(t *testing.T) {
 	require.True(t, r.IsError, "strict schemas")
 	r = w.call(t, "intercom_set_summary", map[string]any{"summary": strings.Repeat("s", 401)})
 	require.True(t, r.IsError, "maxLength 400")
+	// What the schema refuses is said for the model: the argument, the
+	// rule, bounded, and what to do.
+	r = w.call(t, "intercom_set_summary", map[string]any{"summary": strings.Repeat("s", 100_000)})
+	require.True(t, r.IsError)
+	require.Less(t, len(r.Text), 400, "the value is not repeated whole: %s", r.Text)
+	require.Contains(t, r.Text, `Invalid arguments for intercom_set_summary: summary: maxLength: "sssssssssssssssssssssss…" (100000 bytes)`)
+	require.Equal(t, false, r.Structured["ok"])
+	r = w.call(t, "intercom_ask", map[string]any{"to": "beta", "message": "x", "timeout_ms": -5})
+	require.Equal(t, "Invalid arguments for intercom_ask: timeout_ms: minimum: -5 is less than 1. Nothing was done; call it again with arguments that match its input schema.", r.Text)
 	r = w.call(t, "intercom_set_summary", map[string]any{"summary": "reviewing"})
 	require.Equal(t, "Summary updated.", r.Text)
 	require.Eventually(t, func() bool {

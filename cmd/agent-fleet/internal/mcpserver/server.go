@@ -67,6 +67,7 @@ func New(ops intercom.Ops, opts Options) *mcp.Server {
 		opts.Channel.serverOptions(so)
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "agent-fleet", Title: "agent-fleet intercom", Version: opts.Version}, so)
+	server.AddReceivingMiddleware(argumentErrors)
 	it := &intercomTools{ops: ops, markShownRead: opts.MarkShownRead}
 	if ops != nil {
 		addIntercomTools(server, it)

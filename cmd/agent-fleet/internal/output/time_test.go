@@ -107,3 +107,11 @@ func TestCleanupReasonsInLocalTime(t *testing.T) {
 	require.Contains(t, text, "idle since spawn; lease ended "+HumanTime(ends))
 	require.Equal(t, "lease ends 2026-12-07T15:17:53Z; stop at 2026-12-07T15:32:53Z unless renewed", rep.Rep.Actions[0].Reason)
 }
+
+// An ask's wait is said as given: 1500 ms is 1.5 seconds, not 2.
+func TestWaitText(t *testing.T) {
+	for d, want := range map[time.Duration]string{500 * time.Millisecond: "500 ms", 1500 * time.Millisecond: "1.5 seconds",
+		time.Second: "1 second", 45 * time.Second: "45 seconds", 90 * time.Second: "90 seconds"} {
+		require.Equal(t, want, WaitText(d), "%s", d)
+	}
+}
