@@ -96,7 +96,7 @@ func fleetFailure(rep output.Report, err error) *mcp.CallToolResult {
 	if rep != nil {
 		structured["result"] = rep.Structured()
 	}
-	text := err.Error()
+	text := toolHints(err.Error()) // the calls an agent can make, not the CLI's
 	if several, ok := rep.(output.StopsReport); ok {
 		// The error only counts the failures; each worker's line says
 		// what happened to it.

@@ -127,3 +127,13 @@ func TestSendToolOutcomeUnknown(t *testing.T) {
 	require.Contains(t, text, "The recipient has it and may still read it (a paused worker does once resumed): do not send it again")
 	require.Equal(t, true, structured["outcome_unknown"])
 }
+
+// A paused worker's status tells a person the command and a model the
+// action that lets it run.
+func TestPausedStatusSaysHowToResume(t *testing.T) {
+	st := &fleet.Status{Worker: &fleet.Worker{ID: "pw", RunID: "r1", State: fleet.StateRunning, FrozenAt: time.Now()}}
+	require.Contains(t, StatusReport{St: st}.Text(CLI), "agent-fleet resume pw lets it run")
+	tool := StatusReport{St: st}.Text(Tool)
+	require.Contains(t, tool, "resume it (action resume) to let it run")
+	require.NotContains(t, tool, "agent-fleet resume")
+}

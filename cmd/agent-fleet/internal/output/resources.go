@@ -97,13 +97,16 @@ func usageText(u *fleet.CgroupUsage, l fleet.Limits) string {
 }
 
 // pausedText says since when a worker is paused and what that means.
-func pausedText(w *fleet.Worker, u *fleet.CgroupUsage) string {
+func pausedText(w *fleet.Worker, u *fleet.CgroupUsage, s Surface) string {
 	t := "since " + HumanWhen(w.FrozenAt, time.Now()) + ": its processes are frozen"
 	if u != nil && u.Frozen != nil && !*u.Frozen {
 		t = "since " + HumanWhen(w.FrozenAt, time.Now()) + ", but its cgroup is not frozen now (thawed outside agent-fleet?)"
 	}
 	if !w.LeaseDeadline.IsZero() {
 		t += "; its idle lease is held"
+	}
+	if s == Tool {
+		return t + "; resume it (action resume) to let it run"
 	}
 	return t + "; agent-fleet resume " + Inline(w.ID) + " lets it run"
 }

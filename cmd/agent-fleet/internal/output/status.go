@@ -119,16 +119,16 @@ func (r StatusReport) JSON() any { return viewStatus(r.St, r.LiveUnknown) }
 func (r StatusReport) Structured() any { return viewStatus(r.St, r.LiveUnknown) }
 
 // Text implements Report: the same lines on both surfaces.
-func (r StatusReport) Text(Surface) string { return statusText(r.St, r.LiveUnknown) }
+func (r StatusReport) Text(s Surface) string { return statusText(r.St, r.LiveUnknown, s) }
 
 // WorkerStatusText shows one worker for people: state, role, turns,
 // manager, lease, unit, cgroup, command, cwd, log, error and processes, one
 // line each, every string from the record escaped (Inline).
-func WorkerStatusText(st *fleet.Status) string { return statusText(st, false) }
+func WorkerStatusText(st *fleet.Status) string { return statusText(st, false, CLI) }
 
 // statusText is WorkerStatusText; with unknown, the state is the last
 // known one and the unit's state is unknown.
-func statusText(st *fleet.Status, unknown bool) string {
+func statusText(st *fleet.Status, unknown bool, s Surface) string {
 	var b strings.Builder
 	w := st.Worker
 	fmt.Fprintf(&b, "Worker %s (run %s, generation %d)\n", Inline(w.ID), Inline(w.RunID), w.Generation)
@@ -144,7 +144,7 @@ func statusText(st *fleet.Status, unknown bool) string {
 	}
 	fmt.Fprintf(&b, "  state:    %s\n", state)
 	if w.Paused() {
-		fmt.Fprintf(&b, "  paused:   %s\n", pausedText(w, st.Usage))
+		fmt.Fprintf(&b, "  paused:   %s\n", pausedText(w, st.Usage, s))
 	}
 	if w.NeedsInput != "" && w.State.Live() {
 		fmt.Fprintf(&b, "  needs:    %s, from %s\n", Inline(w.NeedsInput), Inline(w.Manager))
