@@ -124,7 +124,14 @@ func (e *DeliveryError) Is(target error) bool {
 type OpError struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
+	// Code is the error's own code, when it has one (Coded: a Boss
+	// refusal's BOSS_TEAM_SCOPE_DENIED), for the other side to act on.
+	Code string `json:"code,omitempty"`
 }
+
+// Coded is an error with a code of its own that a holder passes on
+// (OpError.Code).
+type Coded interface{ ErrorCode() string }
 
 func (e *OpError) Error() string { return e.Message }
 

@@ -239,7 +239,12 @@ func toOpError(err error) *OpError {
 	if errors.As(err, &oe) {
 		return oe
 	}
-	return &OpError{Kind: errorKind(err), Message: err.Error()}
+	oe = &OpError{Kind: errorKind(err), Message: err.Error()}
+	var coded Coded
+	if errors.As(err, &coded) {
+		oe.Code = coded.ErrorCode()
+	}
+	return oe
 }
 
 func (h *HolderServer) do(ctx context.Context, req HolderRequest) (any, error) {

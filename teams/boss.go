@@ -66,6 +66,7 @@ type BossError struct {
 }
 
 func (e *BossError) Error() string        { return e.Code + ": " + e.Message }
+func (e *BossError) ErrorCode() string    { return e.Code }
 func (e *BossError) Is(target error) bool { return target == ErrBossDenied }
 
 var (

@@ -2,6 +2,7 @@ package teams
 
 import (
 	"context"
+	"errors"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -38,10 +39,22 @@ func (o *bossOps) target(ctx context.Context, to string) (string, error) {
 		return "", err
 	}
 	sessions, err := o.live(ctx)
+	if guardedBeyond(err) {
+		return to, nil // the holder's own guard resolves it
+	}
 	if err != nil {
 		return "", err
 	}
 	return o.boss.ResolveTarget(to, o.self, sessions)
+}
+
+// guardedBeyond reports whether err is the refusal of a listing by the
+// Boss guard of the process that holds the session (a Boss participant's
+// listen or mcp): that holder applies the contract to everything sent
+// through it, with the live sessions it may see and this process may not.
+func guardedBeyond(err error) bool {
+	var oe *intercom.OpError
+	return errors.As(err, &oe) && oe.Code == BossScopeDenied
 }
 
 func (o *bossOps) List(ctx context.Context, req intercom.ListRequest) (*intercom.ListResult, error) {
@@ -80,6 +93,9 @@ func (o *bossOps) Reply(ctx context.Context, req intercom.ReplyRequest) (*interc
 		return nil, err
 	}
 	sessions, err := o.live(ctx)
+	if guardedBeyond(err) {
+		return o.Ops.Reply(ctx, req) // the holder's own guard judges it
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -354,4 +355,43 @@ func TestMCPTaskTeamsWithRealProcesses(t *testing.T) {
 	for _, text := range texts {
 		require.False(t, regexp.MustCompile(`[0-9a-f]{48}`).MatchString(text), text)
 	}
+}
+
+// A Boss participant whose session a listen holds sends, asks and replies
+// to its teammates through that holder, which applies the contract with
+// the live sessions it may see; discovery stays refused.
+func TestBossSessionHeldByListenSends(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	const run, suffix = "boss-1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6", "d1e2f3a4b5c6"
+	manager, worker := "boss-manager-"+suffix, "boss-worker-"+suffix
+	boss := func(role string, args ...string) *exec.Cmd {
+		cmd := as(t, dir, "boss-"+role+"-"+suffix, args...)
+		cmd.Env = append(cmd.Env, "AGENT_INTERCOM_BOSS_RUN_ID="+run, "AGENT_INTERCOM_BOSS_ROLE="+role,
+			"AGENT_INTERCOM_BOSS_CONTROLLER_TARGET=controller-x", "AGENT_INTERCOM_BOSS_MANAGER_TARGET="+manager,
+			`AGENT_INTERCOM_BOSS_TEAM_TARGETS=["`+manager+`","`+worker+`","boss-scout-`+suffix+`","boss-adversary-`+suffix+`"]`,
+			"AGENT_INTERCOM_BOSS_VISIBILITY=team-only")
+		return cmd
+	}
+	p := intercom.NewPaths(dir)
+	for _, role := range []string{"manager", "worker"} {
+		l := boss(role, "intercom", "listen")
+		require.NoError(t, l.Start())
+		t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
+	}
+	require.Eventually(t, func() bool { return intercom.HolderAlive(p, manager) && intercom.HolderAlive(p, worker) }, 20*time.Second, 10*time.Millisecond)
+	out, err := boss("manager", "intercom", "send", worker, "m to w").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "Message sent to "+worker+".\n", string(out))
+	out, err = boss("manager", "intercom", "ask", worker, "ready?", "--timeout", "1s").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	out, err = boss("worker", "intercom", "reply", "ready").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	out, err = boss("manager", "intercom", "send", "outsider", "m to o").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "BOSS_TEAM", "the holder's guard still refuses a target outside the team")
+	out, err = boss("manager", "intercom", "list").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "BOSS_TEAM_SCOPE_DENIED")
 }
