@@ -36,7 +36,12 @@ type remoteError struct {
 	Message string `json:"message"`
 }
 
-func (e *remoteError) Error() string { return e.Message }
+func (e *remoteError) Error() string {
+	if e.Kind == "boss" {
+		return (&BossError{Code: e.Code, Message: e.Message}).Error() // as the holder's own text
+	}
+	return e.Message
+}
 
 func (e *remoteError) Is(target error) bool {
 	if e.Kind == kindInspectionNotFound {

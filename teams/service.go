@@ -398,6 +398,11 @@ func (s *Service) NamedTeams(ctx context.Context) ([]NamedTeam, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.Boss.Present && s.cfg.Boss.Restricted {
+		// The named teams' rosters are other sessions' ids: discovery,
+		// which team-only visibility refuses (spec §7.3).
+		return nil, &BossError{Code: BossScopeDenied, Message: "named teams are unavailable in Boss team-only mode; use intercom_team"}
+	}
 	list, err := s.store.List(self, getenv(s.cfg.Env, EnvScope))
 	if err != nil {
 		return nil, err

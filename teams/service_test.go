@@ -174,6 +174,14 @@ func TestServiceBossTeam(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, SourceLiveRoster, team.Source, "local visibility resolves as usual")
 
+	// Named teams' rosters are other sessions' ids: discovery, refused.
+	_, err = s.NamedTeams(ctx)
+	var be *BossError
+	require.True(t, errors.As(err, &be), "%v", err)
+	require.Equal(t, BossScopeDenied, be.Code)
+	_, err = local.NamedTeams(ctx)
+	require.NoError(t, err, "local visibility may list them")
+
 	bad := NewService(ServiceConfig{Paths: p, Ops: ops, Env: bossEnv("scout")})
 	_, err = bad.Team(ctx)
 	require.ErrorIs(t, err, ErrBossDenied)
