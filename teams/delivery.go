@@ -125,6 +125,21 @@ func (t *TeamOps) route(ctx context.Context, to, team string) (target, msgTeam s
 		return to, "", nil
 	}
 	target = to
+	if team != "" {
+		// The team named settles a name its roster has once, whatever
+		// other teams or the scope hold.
+		i := slices.IndexFunc(mine, func(nt NamedTeam) bool { return nt.Name == team })
+		if i < 0 {
+			return "", "", t.notMember(team)
+		}
+		id, err := t.rosterMatch(ctx, mine[i:i+1], to)
+		if err != nil {
+			return "", "", err
+		}
+		if id != "" {
+			return id, team, nil
+		}
+	}
 	list, err := t.Ops.List(ctx, intercom.ListRequest{IncludeSelf: true})
 	if err != nil {
 		return "", "", err

@@ -237,3 +237,22 @@ func TestMessagesCarryTheSharedTeam(t *testing.T) {
 	require.Len(t, ops.sends, n+1, "refused sends send nothing")
 	_ = p
 }
+
+// A name two of the sender's teams each have once is settled by the team
+// the sender names.
+func TestTeamSettlesAName(t *testing.T) {
+	s, _ := storeAt(t)
+	ops := &recordingOps{fakeOps: &fakeOps{self: "carol", sessions: []intercom.SessionView{{ID: "carol"}, {ID: "eve-5", Name: "Eve"}, {ID: "eve-6", Name: "Eve"}}}}
+	to := &TeamOps{Ops: ops, Self: "carol", Store: s}
+	for team, member := range map[string]string{"ta": "eve-5", "tb": "eve-6"} {
+		_, _, err := s.Join(ctx, MembershipRequest{Name: team, Self: "carol", Members: []string{member}, Create: true})
+		require.NoError(t, err)
+	}
+	_, err := to.Send(ctx, intercom.SendRequest{To: "Eve", Text: "x"})
+	require.ErrorIs(t, err, intercom.ErrAmbiguousTarget)
+	for team, member := range map[string]string{"ta": "eve-5", "tb": "eve-6"} {
+		_, err := to.Send(ctx, intercom.SendRequest{To: "eve", Text: "x", Team: team})
+		require.NoError(t, err, team)
+		require.Equal(t, intercom.SendRequest{To: member, Text: "x", Team: team}, ops.sends[len(ops.sends)-1])
+	}
+}
