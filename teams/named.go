@@ -53,6 +53,20 @@ type Scope struct{ v string }
 // Value is the scope id itself.
 func (s Scope) Value() string { return s.v }
 
+// Env is env (KEY=VALUE entries) for a command run in the team of this
+// scope: its AGENT_INTERCOM_SCOPE_ID and AGENT_INTERCOM_MANAGER_TARGET set
+// to the scope and manager, replacing any it had.
+func (s Scope) Env(env []string, manager string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, EnvScope+"=") || strings.HasPrefix(kv, EnvManagerTarget+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, EnvScope+"="+s.v, EnvManagerTarget+"="+manager)
+}
+
 // IsZero reports whether s holds no scope.
 func (s Scope) IsZero() bool { return s.v == "" }
 

@@ -321,6 +321,10 @@ func (s *Service) Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, er
 	name := req.Name
 	if name == "" {
 		if current == s.homeScope {
+			if team := s.store.TeamOfScope(current); team != "" {
+				// Started in the team (teams join NAME -- CMD): its scope is home.
+				return nil, fmt.Errorf("%w: session %s was started in team %s's scope, so it cannot leave it; end it and start it outside the team", ErrHomeTeam, self, team)
+			}
 			return nil, fmt.Errorf("%w: session %s is in its home scope; name the team to leave", ErrNotMember, self)
 		}
 		if name = s.store.TeamOfScope(current); name == "" {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +131,15 @@ func TestNamedTeamsWithRealProcesses(t *testing.T) {
 	cmd = as(t, dir, "delta", "teams", "join", "billing", "--", "sh", "-c", "exit 7")
 	_, err = cmd.Output()
 	requireExit(t, err, 7)
+	// Nor can it leave the team it was started in, bare leave included.
+	cmd = as(t, dir, "delta", "teams", "join", "billing", "--", "sh", "-c", "agent-fleet teams leave; echo leave=$?")
+	cmd.Env = append(cmd.Env, "PATH="+binDir(t)+":"+os.Getenv("PATH"))
+	out, _ = cmd.CombinedOutput()
+	require.Contains(t, string(out), "session delta was started in team billing's scope, so it cannot leave it")
+	require.Contains(t, string(out), fmt.Sprintf("leave=%d", exitConflict))
+	out, err = as(t, dir, "delta", "teams", "join", "billing", "--stay", "--", "true").CombinedOutput()
+	requireExit(t, err, exitUsage)
+	require.Contains(t, string(out), "give one or the other")
 
 	// A command that cannot run exits 3, as a spawn of it does, and
 	// leaves no membership or team behind.
@@ -200,7 +210,7 @@ func startNamedListener(t *testing.T, dir, id, name string) {
 // command's environment.
 func TestTeamEnv(t *testing.T) {
 	t.Parallel()
-	env := teamEnv([]string{"A=1", teams.EnvScope + "=old-scope-value-x", teams.EnvManagerTarget + "=old", "B=2"}, teams.Scope{}, "boss")
+	env := teams.Scope{}.Env([]string{"A=1", teams.EnvScope + "=old-scope-value-x", teams.EnvManagerTarget + "=old", "B=2"}, "boss")
 	require.Equal(t, []string{"A=1", "B=2", teams.EnvScope + "=", teams.EnvManagerTarget + "=boss"}, env)
 	require.False(t, strings.Contains(strings.Join(env, " "), "old"))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -96,7 +95,9 @@ func teamsRun(ctx context.Context, opts *teamsOptions) error {
 	if why := teams.ManagedReason(teams.ProcessEnv, teams.ReadBoss(nil)); why != "" && (opts.Verb == "join" || opts.Verb == "create") && !req.Stay {
 		return fmt.Errorf("%w: %s", teams.ErrManagedSession, why)
 	}
-	if len(opts.Command) > 0 {
+	if len(opts.Command) > 0 && req.Stay {
+		return factory.Usagef("--stay keeps a session out of the team's scope, and a command run with -- CMD runs in it: give one or the other")
+	} else if len(opts.Command) > 0 {
 		return runInTeam(ctx, opts.IO, p, id.SessionID, req, opts.Command)
 	}
 	st, release, err := f.SessionTeam(p, id)
@@ -146,17 +147,5 @@ func runInTeam(ctx context.Context, io *factory.IOStreams, p intercom.Paths, sel
 	if err != nil {
 		return err
 	}
-	return execInTeam(io, path, command, teamEnv(os.Environ(), scope, team.ManagerSessionID))
-}
-
-// teamEnv is env with the team's scope and manager target set.
-func teamEnv(env []string, scope teams.Scope, manager string) []string {
-	out := make([]string, 0, len(env)+2)
-	for _, kv := range env {
-		if strings.HasPrefix(kv, teams.EnvScope+"=") || strings.HasPrefix(kv, teams.EnvManagerTarget+"=") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, teams.EnvScope+"="+scope.Value(), teams.EnvManagerTarget+"="+manager)
+	return execInTeam(io, path, command, scope.Env(os.Environ(), team.ManagerSessionID))
 }
