@@ -27,12 +27,17 @@ func Read(path string) (*Manifest, error) {
 	if !filepath.IsAbs(path) {
 		return nil, invalid("the manifest path must be absolute")
 	}
+	if strings.HasSuffix(path, "/") {
+		return nil, invalid("the manifest path must name a file, not end in a slash")
+	}
 	dir, err := os.Lstat(filepath.Dir(path))
 	switch {
 	case err != nil:
 		return nil, unavailable("the manifest's directory does not exist or cannot be read")
-	case !dir.IsDir():
+	case dir.Mode()&os.ModeSymlink != 0:
 		return nil, unavailable("the manifest's directory must be a real directory, not a symlink")
+	case !dir.IsDir():
+		return nil, unavailable("the manifest's directory is not a directory")
 	case !ownedWithMode(dir, 0o700):
 		return nil, unavailable("the manifest's directory must be mode 0700 and owned by you")
 	}

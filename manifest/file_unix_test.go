@@ -105,6 +105,16 @@ func TestReadRefused(t *testing.T) {
 			require.NoError(t, os.Symlink(dir, link))
 			return filepath.Join(link, "team.json")
 		}, ErrUnavailable, "the manifest's directory must be a real directory, not a symlink"},
+		"a file's path as its directory": {func(t *testing.T) string {
+			p := filepath.Join(dir, "plain.json")
+			writeManifest(t, p, encode(t, doc()), 0o600)
+			return filepath.Join(p, "x.json")
+		}, ErrUnavailable, "the manifest's directory is not a directory"},
+		"a trailing slash": {func(t *testing.T) string {
+			p := filepath.Join(dir, "slash.json")
+			writeManifest(t, p, encode(t, doc()), 0o600)
+			return p + "/"
+		}, ErrInvalid, "the manifest path must name a file, not end in a slash"},
 		"invalid content": {func(t *testing.T) string {
 			p := filepath.Join(dir, "bad.json")
 			writeManifest(t, p, with("scope", "secret-scope-value"), 0o600)

@@ -124,6 +124,9 @@ func TestAuthorizeInspection(t *testing.T) {
 			} else {
 				require.ErrorIs(t, err, ErrInspectionDenied)
 			}
+			if c.name == "a Boss manager" {
+				require.Contains(t, err.Error(), "this team is a Boss run's metadata, not the fleet registry's")
+			}
 		})
 	}
 }
