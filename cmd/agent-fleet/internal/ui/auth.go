@@ -21,8 +21,9 @@ import (
 
 // hostCheck is which Host headers name this server.
 type hostCheck struct {
-	port   int  // TCP: the port served
-	socket bool // Unix socket: any loopback name (the forwarder's port is not known)
+	port   int    // TCP: the port served
+	ip     string // TCP: the loopback address served (127.0.0.2 is one too)
+	socket bool   // Unix socket: any loopback name (the forwarder's port is not known)
 }
 
 func (h hostCheck) ok(hostHeader string) bool {
@@ -31,7 +32,7 @@ func (h hostCheck) ok(hostHeader string) bool {
 		host, port = hostHeader, ""
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host != "localhost" && host != "127.0.0.1" && host != "::1" {
+	if host != "localhost" && host != "127.0.0.1" && host != "::1" && (h.ip == "" || host != h.ip) {
 		return false
 	}
 	if h.socket {

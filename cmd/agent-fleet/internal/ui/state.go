@@ -38,9 +38,10 @@ type Snapshot struct {
 	Unread   int                `json:"unread"`
 	Activity []Activity         `json:"activity"`
 	Chart    Chart              `json:"chart"`
-	// States are the worker states in order (live first), for the chart.
-	States []fleet.State `json:"states"`
-	At     int64         `json:"at"` // epoch ms
+	// States are the worker states in order (live first), for the chart:
+	// the fleet's, with "paused" after running (chartStates).
+	States []string `json:"states"`
+	At     int64    `json:"at"` // epoch ms
 }
 
 // IntercomView is the dashboard's own session.
@@ -308,7 +309,7 @@ func (k *stateKeeper) sample(ctx context.Context) {
 // publishes it.
 func (k *stateKeeper) rebuild(ctx context.Context) {
 	snap := &Snapshot{Caller: k.caller, Workers: []map[string]any{}, Sessions: []intercom.SessionView{},
-		Teams: []TeamView{}, Asks: []intercom.AskView{}, States: fleet.States,
+		Teams: []TeamView{}, Asks: []intercom.AskView{}, States: chartStates,
 		Intercom: IntercomView{Session: k.caller}}
 	fe := k.env()
 	if fe.Offline != nil {
@@ -391,7 +392,7 @@ func (k *stateKeeper) rebuild(ctx context.Context) {
 		last := snap.Chart.Samples[n-1]
 		last.States = map[string]int{}
 		for _, w := range ws {
-			last.States[string(w.State)]++
+			last.States[chartState(w)]++
 		}
 		snap.Chart.Samples[n-1] = last
 		k.samples[len(k.samples)-1].States = last.States
@@ -413,4 +414,26 @@ func (k *stateKeeper) rebuild(ctx context.Context) {
 	for c := range k.subs {
 		kick(c)
 	}
+}
+
+// chartStates are the states the chart stacks, in order: the fleet's,
+// with paused (a live worker frozen by pause) after running, as list and
+// status show it.
+var chartStates = func() []string {
+	var out []string
+	for _, st := range fleet.States {
+		out = append(out, string(st))
+		if st == fleet.StateRunning {
+			out = append(out, "paused")
+		}
+	}
+	return out
+}()
+
+// chartState is the state w counts under in the chart.
+func chartState(w *fleet.Worker) string {
+	if w.Paused() {
+		return "paused"
+	}
+	return string(w.State)
 }

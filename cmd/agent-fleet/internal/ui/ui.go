@@ -108,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		bound := s.ln.Addr().(*net.TCPAddr)
 		port := bound.Port
-		s.host = hostCheck{port: port}
+		s.host = hostCheck{port: port, ip: bound.IP.String()}
 		s.cookie = fmt.Sprintf("agent-fleet-ui-%d", port) // cookies ignore ports: one per server
 		// The address it listens on: ::1 is not 127.0.0.1.
 		s.url = fmt.Sprintf("http://%s/?token=%s", net.JoinHostPort(bound.IP.String(), strconv.Itoa(port)), s.token)
@@ -161,9 +161,12 @@ func (s *Server) Run(ctx context.Context) error {
 // is all that guards the dashboard, and only this machine's users may
 // even try it.
 func loopbackOnly(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return factory.Usagef("--listen %q: %v", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return factory.Usagef("--listen %q: the port must be a number from 0 to 65535", addr)
 	}
 	if host == "localhost" {
 		return nil
@@ -189,6 +192,9 @@ func listenSocket(path string) (net.Listener, error) {
 		}
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
+	}
+	if len(path) > intercom.MaxSocketPathBytes {
+		return nil, factory.Usagef("--socket %s is %d bytes, the limit is %d: give a shorter path", path, len(path), intercom.MaxSocketPathBytes)
 	}
 	ln, err := intercom.ListenSocket(path)
 	if err != nil {

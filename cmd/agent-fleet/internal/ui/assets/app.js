@@ -4,7 +4,7 @@
 // as HTML.
 "use strict";
 
-const STATE_COLORS = { provisioning: "#ca8a04", running: "#16a34a", stopping: "#ea580c", stopped: "#9ca3af",
+const STATE_COLORS = { provisioning: "#ca8a04", running: "#16a34a", paused: "#65a30d", stopping: "#ea580c", stopped: "#9ca3af",
   exited: "#0891b2", failed: "#dc2626", lost: "#7c3aed" };
 // Fields of a worker record the fleet table shows in columns of its own;
 // every other field shows on the worker's page, and those named in EXTRAS
