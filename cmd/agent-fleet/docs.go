@@ -16,6 +16,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/completion"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 )
 
@@ -103,6 +104,7 @@ func finishCommandTree(root *cobra.Command, f *factory.Factory) {
 		{[]string{"spawn"}, "kind", kinds},
 		{[]string{"spawn"}, "permission", harness.PermissionValues()},
 		{[]string{"intercom", "reply"}, "which", []string{"oldest", "latest"}},
+		{[]string{"usage"}, "by", fleet.UsageBy},
 		{[]string{"broker"}, "log-level", []string{"debug", "info", "warn", "error"}},
 		{[]string{"mcp"}, "log-level", []string{"debug", "info", "warn", "error"}},
 	}
@@ -188,7 +190,9 @@ search; "man -l FILE" reads one page wherever it is.`,
 }
 
 func manRun(root *cobra.Command, dir string, opts *manOptions) error {
-	if dir == "" {
+	if opts.section == "" || strings.ContainsAny(opts.section, "/. \t") {
+		return factory.Usagef("--section %q: a man section is a name such as 1 or 1x", opts.section)
+	} else if dir == "" {
 		home := opts.Getenv("HOME")
 		if home == "" {
 			return factory.Usagef("HOME is not set: name the directory (agent-fleet man DIR)")

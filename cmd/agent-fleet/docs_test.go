@@ -132,6 +132,9 @@ func TestCompletionScripts(t *testing.T) {
 	comp, err = runCLI(t, "__complete", "intercom", "reply", "--which", "")
 	require.NoError(t, err)
 	require.Contains(t, comp, "oldest\nlatest\n")
+	comp, err = runCLI(t, "__complete", "usage", "--by", "")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(comp, "worker\nmanager\nkind\n"), comp)
 }
 
 // Each verb completes the workers it can act on, through the binary's
@@ -204,7 +207,10 @@ func TestCompletionOffersWhatEachVerbTakes(t *testing.T) {
 func TestManPages(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "man1")
-	out, err := runCLI(t, "man", dir)
+	out, err := runCLI(t, "man", dir, "--section", "")
+	require.Equal(t, exitUsage, exitCode(err), "%v", err)
+	require.Contains(t, err.Error(), "a man section is a name", out)
+	out, err = runCLI(t, "man", dir)
 	require.NoError(t, err, out)
 	root := newRootCmd(testFactory(factory.System()))
 	n := 0
@@ -293,4 +299,13 @@ func TestUsageMistakesExit2(t *testing.T) {
 		require.NoError(t, err, "%v", args)
 		require.Contains(t, out, "Usage:", "%v", args)
 	}
+}
+
+// doctor's --timeout is --pair's: given alone, it is a usage error, not
+// ignored.
+func TestDoctorTimeoutNeedsPair(t *testing.T) {
+	t.Parallel()
+	_, err := runCLI(t, "doctor", "--timeout", "1s")
+	require.Equal(t, exitUsage, exitCode(err), "%v", err)
+	require.Contains(t, err.Error(), "it needs --pair")
 }

@@ -53,6 +53,9 @@ holder, B's acknowledgement and reply, A's receipt, each leg timed (README).`,
 }
 
 func doctorRun(ctx context.Context, opts *hostOptions) error {
+	if opts.Timeout != time.Minute && !opts.Pair {
+		return factory.Usagef("--timeout is how long doctor --pair waits for B: it needs --pair")
+	}
 	rep, err := verbs.Host(ctx, opts.Factory, verbs.Args{Action: "doctor", Timeout: opts.Timeout, Pair: opts.Args})
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ func newPruneCmd(f *factory.Factory, runF func(*pruneOptions) error) *cobra.Comm
 	}
 	cmd.Flags().BoolVar(&opts.Acknowledge, "acknowledge", false, "confirm that the records are deleted")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "every manager's records, not only yours")
-	cmd.Flags().DurationVar(&opts.OlderThan, "older-than", 0, "only records of workers that ended longer ago than this")
+	cmd.Flags().Var(verbs.DurationValue(&opts.OlderThan), "older-than", "only records of workers that ended longer ago than this (168h, 7d)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"deleted": N} as JSON`)
 	return cmd
 }

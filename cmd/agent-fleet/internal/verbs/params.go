@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
@@ -97,9 +99,9 @@ func durationParam(p Param, field func(*Args) *time.Duration) *Param {
 		label = strings.ReplaceAll(p.Flag, "-", " ")
 	}
 	p.fromText = func(a *Args, s string) error {
-		d, err := time.ParseDuration(s)
+		d, err := ParseDuration(s)
 		if err != nil || d < 0 {
-			return fmt.Errorf("%s must be a duration such as 30m, not %q", label, s)
+			return fmt.Errorf("%s must be a duration such as 30m or 7d, not %q", label, s)
 		}
 		*field(a) = d
 		return nil
@@ -256,6 +258,36 @@ func sinceParam(p Param) *Param {
 		return p.fromText(a, s)
 	}
 	return &p
+}
+
+// ParseDuration reads a Go duration ("90m", "36h") or whole days ("7d",
+// 24 h each), as the since filters take them.
+func ParseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if days, ok := strings.CutSuffix(t, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 100_000 {
+			return 0, fmt.Errorf("%q is not a whole number of days", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(t)
+}
+
+// DurationValue is a flag of a duration as ParseDuration reads it.
+func DurationValue(d *time.Duration) pflag.Value { return (*durationValue)(d) }
+
+type durationValue time.Duration
+
+func (v *durationValue) String() string { return time.Duration(*v).String() }
+func (v *durationValue) Type() string   { return "duration" }
+func (v *durationValue) Set(s string) error {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 168h or 7d: %w", err)
+	}
+	*v = durationValue(d)
+	return nil
 }
 
 // ParseSince reads a usage report's start: a duration back from now (a Go

@@ -197,3 +197,19 @@ func TestWorktreeParams(t *testing.T) {
 	_, err = Decode(map[string]any{"action": "status", "id": "w1", "worktree": true})
 	require.ErrorContains(t, err, "does not take worktree")
 }
+
+// Durations take whole days as the since filters do: prune --older-than 7d.
+func TestParseDuration(t *testing.T) {
+	for s, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "0d": 0, "36h": 36 * time.Hour, " 90m ": 90 * time.Minute} {
+		d, err := ParseDuration(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, d, s)
+	}
+	for _, s := range []string{"7x", "1.5d", "-1d", "d", ""} {
+		_, err := ParseDuration(s)
+		require.Error(t, err, s)
+	}
+	var d time.Duration
+	require.NoError(t, DurationValue(&d).Set("7d"))
+	require.Equal(t, 7*24*time.Hour, d)
+}
