@@ -179,6 +179,14 @@ func TestInstallSocketActivationAndJanitor(t *testing.T) {
 	out, err = w.run("install", "--binary", w.bin)
 	require.NoError(t, err, out)
 	require.Contains(t, out, sock+": enabled and listening on "+w.paths.BrokerSocket())
+	// From that other shell, uninstall does not call them uninstalled: it
+	// says where the manager reads them.
+	cmd = w.cmd("uninstall")
+	cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+other)
+	res, err = cmd.CombinedOutput()
+	requireExit(t, err, exitUsage)
+	require.Contains(t, string(res), "run uninstall with XDG_CONFIG_HOME="+w.configHome)
+	require.NotContains(t, string(res), "not installed")
 	data, err := os.ReadFile(filepath.Join(w.unitDir, svc))
 	require.NoError(t, err)
 	require.Contains(t, string(data), `Environment="PI_CODING_AGENT_DIR=`+w.dir+`"`)

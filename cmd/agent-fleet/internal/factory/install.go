@@ -152,7 +152,7 @@ func (f *Factory) Install(ctx context.Context, opts InstallOptions) (*InstallRep
 	if opts.DryRun {
 		// Say now what install would refuse; without a manager, show the plan.
 		if dm, err := connectManager(ctx); err == nil {
-			err = checkUnitPath(ctx, dm, dir)
+			err = checkUnitPath(ctx, dm, dir, "install")
 			dm.Close()
 			if err != nil {
 				return nil, err
@@ -165,7 +165,7 @@ func (f *Factory) Install(ctx context.Context, opts InstallOptions) (*InstallRep
 			return nil, err
 		}
 		defer m.Close()
-		if err := checkUnitPath(ctx, m, dir); err != nil {
+		if err := checkUnitPath(ctx, m, dir, "install"); err != nil {
 			return nil, err
 		}
 	}
@@ -259,7 +259,7 @@ var errUnitPath = errors.New("the user manager does not load unit files from thi
 // checkUnitPath refuses a unit directory the manager does not search: a
 // manager reads the configuration directory of the XDG_CONFIG_HOME it
 // started with, which a shell may not share (sudo, su, a private manager).
-func checkUnitPath(ctx context.Context, m *units.Systemd, dir string) error {
+func checkUnitPath(ctx context.Context, m *units.Systemd, dir, verb string) error {
 	path, err := m.UnitPath(ctx)
 	if err != nil {
 		return err
@@ -282,7 +282,7 @@ func checkUnitPath(ctx context.Context, m *units.Systemd, dir string) error {
 	}
 	hint := ""
 	if len(user) > 0 {
-		hint = fmt.Sprintf("; it reads %s: run install with XDG_CONFIG_HOME=%s", strings.Join(user, ", "), strings.TrimSuffix(filepath.Clean(user[0]), "/systemd/user"))
+		hint = fmt.Sprintf("; it reads %s: run %s with XDG_CONFIG_HOME=%s", strings.Join(user, ", "), verb, strings.TrimSuffix(filepath.Clean(user[0]), "/systemd/user"))
 	}
 	return Usage(fmt.Errorf("%w: %s%s", errUnitPath, dir, hint))
 }
@@ -400,6 +400,15 @@ func (f *Factory) Uninstall(ctx context.Context, opts InstallOptions) (*InstallR
 		}
 	}
 	if len(present) == 0 {
+		// Not here; but the user manager may read another directory, where
+		// an install with its XDG_CONFIG_HOME put them: say which.
+		if dm, err := connectManager(ctx); err == nil {
+			err = checkUnitPath(ctx, dm, dir, "uninstall")
+			dm.Close()
+			if err != nil {
+				return nil, err
+			}
+		}
 		o.say("agent-fleet's units are not installed in %s.\n", dir)
 		return &o.rep, nil
 	}
