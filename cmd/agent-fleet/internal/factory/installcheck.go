@@ -65,7 +65,14 @@ func (f *Factory) installedUnitsCheck(ctx context.Context, p intercom.Paths) fle
 	defer cancel()
 	m, err := units.Connect(cctx, units.Options{DefaultTimeout: 5 * time.Second, Getenv: f.Env})
 	if err != nil {
-		c.Status, c.Detail = fleet.CheckWarn, "installed in "+dir+", but the user manager does not answer: "+err.Error()
+		// One line per check: the error's first line is the finding, its
+		// advice (the lines after) the fix.
+		first, advice, _ := strings.Cut(err.Error(), "\n")
+		c.Status, c.Detail = fleet.CheckWarn, "installed in "+dir+", but the user manager does not answer: "+first
+		c.Fix = strings.Join(strings.Fields(advice), " ")
+		if c.Fix == "" {
+			c.Fix = "start the user manager the units are installed for (the systemd checks above say how)"
+		}
 		return c
 	}
 	defer m.Close()

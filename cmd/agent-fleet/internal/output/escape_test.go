@@ -137,3 +137,12 @@ func TestPausedStatusSaysHowToResume(t *testing.T) {
 	require.Contains(t, tool, "resume it (action resume) to let it run")
 	require.NotContains(t, tool, "agent-fleet resume")
 }
+
+// doctor prints one finding per check: a detail of several lines stays
+// indented under its check, never at the start of a line.
+func TestDoctorTextKeepsLinesUnderTheirCheck(t *testing.T) {
+	rep := DoctorReport{Checks: []fleet.Check{{Name: "systemd units", Status: fleet.CheckWarn, Detail: "first\nsecond", Fix: "do this\nthen that"}}}
+	for _, line := range strings.Split(rep.Text(CLI), "\n")[1:] {
+		require.True(t, strings.HasPrefix(line, "      "), "%q", line)
+	}
+}

@@ -42,9 +42,11 @@ func (r DoctorReport) Text(s Surface) string {
 			lines = append(lines, line)
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%-4s  %-16s %s", status, c.Name, c.Detail))
+		// A detail or fix of several lines stays under its check.
+		indent := "\n" + strings.Repeat(" ", 23)
+		lines = append(lines, fmt.Sprintf("%-4s  %-16s %s", status, c.Name, strings.ReplaceAll(c.Detail, "\n", indent)))
 		if c.Fix != "" {
-			lines = append(lines, fmt.Sprintf("      %-16s fix: %s", "", c.Fix))
+			lines = append(lines, fmt.Sprintf("      %-16s fix: %s", "", strings.ReplaceAll(c.Fix, "\n", indent+"     ")))
 		}
 	}
 	return strings.Join(lines, "\n")
