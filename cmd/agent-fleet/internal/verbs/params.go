@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
@@ -274,19 +272,21 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.ParseDuration(t)
 }
 
-// DurationValue is a flag of a duration as ParseDuration reads it.
-func DurationValue(d *time.Duration) pflag.Value { return (*durationValue)(d) }
+// DurationValue is a flag value (a pflag.Value, without this engine
+// importing the flag package) of a duration as ParseDuration reads it.
+func DurationValue(d *time.Duration) *Duration { return (*Duration)(d) }
 
-type durationValue time.Duration
+// Duration is a duration flag that takes whole days too (DurationValue).
+type Duration time.Duration
 
-func (v *durationValue) String() string { return time.Duration(*v).String() }
-func (v *durationValue) Type() string   { return "duration" }
-func (v *durationValue) Set(s string) error {
+func (v *Duration) String() string { return time.Duration(*v).String() }
+func (v *Duration) Type() string   { return "duration" }
+func (v *Duration) Set(s string) error {
 	d, err := ParseDuration(s)
 	if err != nil {
 		return fmt.Errorf("want a duration such as 168h or 7d: %w", err)
 	}
-	*v = durationValue(d)
+	*v = Duration(d)
 	return nil
 }
 
