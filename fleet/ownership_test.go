@@ -792,3 +792,26 @@ func TestForgetOfAnotherManagersEndedWorkerSaysWhatCan(t *testing.T) {
 	_, err = other.Adopt(ctx, "ew", false)
 	require.ErrorIs(t, err, fleet.ErrEnded)
 }
+
+// A unit still active after its shim recorded the command's end (the shim
+// finishes its worktree record and owed notices before it exits) does not
+// revive the record: another process's fleet open must not make a worker
+// that ended live again for a moment (wait, then forget, refused).
+func TestReconcileLeavesRecordedEndsEnded(t *testing.T) {
+	w := newWorld(t)
+	run := strings.Repeat("e", 12)
+	name := fleet.WorkerUnitName("w2", run)
+	require.NoError(t, w.reg.Insert(ctx, &fleet.Worker{ID: "w2", RunID: run, Unit: name, State: fleet.StateExited,
+		Manager: "boss", FirstManager: "boss", HasExit: true, ExitCode: "exited", ExitStatus: 0}))
+	_, err := w.m.StartService(ctx, units.ServiceSpec{Name: name, Argv: []string{"/bin/sleep", "300"},
+		Env: []string{fleet.EnvWorkerID + "=w2", fleet.EnvRunID + "=" + run, fleet.EnvAgentDir + "=" + w.p.AgentDir}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.m.KillUnit(context.Background(), name, syscall.SIGKILL) })
+
+	rep, err := w.f.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Revived)
+	rec, err := w.reg.GetRun(ctx, "w2", run)
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateExited, rec.State, "still ended")
+}

@@ -135,6 +135,10 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		case u.ActiveState == "deactivating":
 			// Ending (its stop or exit record is being written): an ended
 			// record is right, and a missing one is not worth rebuilding.
+		case err == nil && w.HasExit:
+			// Its shim recorded how the command ended and is finishing (the
+			// worktree's record, owed notices) before it exits: the unit is
+			// still active, but the worker has ended.
 		case err == nil:
 			orphans = append(orphans, orphan{u.Name, id, run, true})
 		case errors.Is(err, ErrNotFound):
