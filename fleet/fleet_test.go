@@ -546,6 +546,17 @@ func TestMaxRuntimeIsTheStopReason(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.StopMaxRuntime, rec.StopReason, "recorded")
 
+	// One that outlives systemd's SIGTERM is SIGKILLed at the stop timeout:
+	// still an end at its maximum runtime, not a failure.
+	_, err = w.f.Spawn(ctx, fleet.SpawnRequest{ID: "stubborn", Command: []string{"sh", "-c", `trap "" TERM; while :; do sleep 1; done`}, MaxRuntime: time.Second})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err = w.f.Status(ctx, "stubborn")
+		return err == nil && !st.Worker.State.Live()
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, fleet.StateExited, st.Worker.State, "%+v", st.Worker)
+	require.Equal(t, fleet.EndMaxRuntime, fleet.EndOf(st.Worker))
+
 	stopped := w.spawn("asked", "sleep", "300")
 	_, err = w.f.Stop(ctx, stopped.ID)
 	require.NoError(t, err)

@@ -131,6 +131,11 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 				r.State, r.StateReason = StateLost, "unit-gone"
 			case r.ExitCode == "exited":
 				r.State = StateExited
+			case r.StopReason == StopMaxRuntime:
+				// systemd's stop at the limit, SIGKILL for a command that
+				// outlived its SIGTERM: an end, as the shim records one
+				// that obeyed, not a failure.
+				r.State = StateExited
 			default:
 				r.State = StateFailed
 			}
