@@ -159,6 +159,8 @@ func TestLogsFollow(t *testing.T) {
 	var st output.Status
 	require.NoError(t, json.Unmarshal([]byte(status.until("a status", func(string) bool { return true })), &st))
 	require.Equal(t, "exited", st.Worker.State)
+	out, err = fleetCLI(t, dir, "status", "-w", "nosuch", "--json")
+	requireExit(t, err, exitNotFound) // a wrong id is not watched for ever
 	out, err = fleetCLI(t, dir, "stop", "watched")
 	require.NoError(t, err, "%s", out)
 	watch.until("the stopped worker in a listing", func(l string) bool {

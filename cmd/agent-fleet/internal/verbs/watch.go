@@ -3,6 +3,7 @@ package verbs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -42,6 +43,8 @@ func Watch(ctx context.Context, fe *factory.FleetEnv, a Args, out io.Writer, ter
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case last == nil && errors.Is(err, fleet.ErrNotFound):
+			return err // a worker that is not there to begin with: a wrong id, exit 3
 		case err != nil && asJSON:
 			_ = output.PrintJSON(&buf, output.Failure(err))
 		case err != nil:
