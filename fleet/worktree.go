@@ -243,8 +243,11 @@ func planWorktree(ctx context.Context, dir, root, id, branch string) (*worktreeP
 	if defaulted {
 		branch = DefaultBranchPrefix + id
 	}
-	if strings.HasPrefix(branch, "-") {
-		return nil, fmt.Errorf("%w: %q is not a branch name", ErrInvalidRequest, branch)
+	// A branch spelled as its full ref is that branch; HEAD, @ and other
+	// refs name no branch (git would make one named so, or fail raw).
+	branch = strings.TrimPrefix(branch, "refs/heads/")
+	if strings.HasPrefix(branch, "-") || branch == "HEAD" || branch == "@" || strings.HasPrefix(branch, "refs/") {
+		return nil, fmt.Errorf("%w: %q is not a branch name (give the branch's short name, such as feature/x)", ErrInvalidRequest, branch)
 	}
 	if _, err := git(ctx, dir, "check-ref-format", "refs/heads/"+branch); gitExit(err) > 0 {
 		return nil, fmt.Errorf("%w: %q is not a valid branch name (git check-ref-format)", ErrInvalidRequest, branch)

@@ -88,7 +88,7 @@ func TestWorktreeRefusesWhatItCannotMake(t *testing.T) {
 	repo := testRepo(t)
 	_, _, err = f.createWorktree(ctx, "w1", filepath.Join(repo, ".git"), "")
 	require.ErrorIs(t, err, ErrNotRepository, "a git directory has no work tree")
-	for _, bad := range []string{"a..b", "-x", "has space", "x.lock"} {
+	for _, bad := range []string{"a..b", "-x", "has space", "x.lock", "HEAD", "@", "refs/remotes/origin/x", "refs/heads/HEAD"} {
 		_, _, err = f.createWorktree(ctx, "w1", repo, bad)
 		require.ErrorIs(t, err, ErrInvalidRequest, bad)
 	}
@@ -206,10 +206,12 @@ func TestWorktreePushedAndGivenBranches(t *testing.T) {
 	require.False(t, out.BranchDeleted, "pushed, not merged: the branch stays")
 	require.Equal(t, "feature/x", gitT(t, repo, "branch", "--list", "--format=%(refname:short)", "feature/x"))
 
-	// The existing branch, checked out again: merged or not, never deleted.
-	wt2, _, err := f.createWorktree(ctx, "p2", repo, "feature/x")
+	// The existing branch, checked out again (spelled as its full ref
+	// too): merged or not, never deleted.
+	wt2, _, err := f.createWorktree(ctx, "p2", repo, "refs/heads/feature/x")
 	require.NoError(t, err)
 	require.False(t, wt2.CreatedBranch)
+	require.Equal(t, "feature/x", wt2.Branch)
 	w2 := reserveWith(t, reg, "p2", wt2)
 	end(t, reg, w2)
 	out = f.releaseWorktree(ctx, wt2, true)
