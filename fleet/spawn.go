@@ -145,6 +145,11 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 	var wt *Worktree
 	reserved := false
 	if req.Worktree || req.Branch != "" {
+		// A live worker of the id is the conflict to name, not its
+		// worktree, which the new one would otherwise collide with.
+		if err := f.refuseRunningUnit(ctx, req.ID); err != nil {
+			return nil, err
+		}
 		var err error
 		if wt, cwd, err = f.createWorktree(ctx, req.ID, cwd, req.Branch); err != nil {
 			return nil, fmt.Errorf("spawn %s: %w", req.ID, err)

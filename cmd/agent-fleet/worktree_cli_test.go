@@ -118,6 +118,11 @@ func TestWorktreesOfTwoWorkers(t *testing.T) {
 	out, err = fleetCLI(t, dir, "spawn", "--id", "wt-c", "--cwd", repo, "--worktree=agent-fleet/wt-a", "--", "sleep", "300")
 	requireExit(t, err, exitConflict)
 	require.Contains(t, string(out), "branch agent-fleet/wt-a is checked out by live worker wt-a at "+wa.Worktree.Path)
+	// A live worker's own id: that worker is the conflict, not its worktree.
+	out, err = fleetCLI(t, dir, "spawn", "--id", "wt-a", "--cwd", repo, "--worktree=other", "--", "sleep", "300")
+	requireExit(t, err, exitConflict)
+	require.Contains(t, string(out), "stop it first")
+	require.NotContains(t, string(out), "move it away")
 	out, err = fleetCLI(t, dir, "spawn", "--id", "wt-c", "--cwd", t.TempDir(), "--worktree", "--json", "--", "sleep", "300")
 	requireExit(t, err, exitUsage)
 	require.Contains(t, string(out), `"ok":false`)
