@@ -506,7 +506,9 @@ func safeToRemove(ctx context.Context, wt *Worktree) (string, error) {
 	if err != nil || strings.TrimSpace(pushed) != "" {
 		return "", err
 	}
-	n, _ := git(ctx, wt.CommonDir, "rev-list", "--count", ref+".."+head)
+	// Counted as neither merged nor on a remote-tracking branch: some of
+	// them may be pushed already.
+	n, _ := git(ctx, wt.CommonDir, "rev-list", "--count", head, "--not", ref, "--remotes")
 	return fmt.Sprintf("%s not merged into %s nor pushed", Plural(atoi(strings.TrimSpace(n)), "commit"), name), nil
 }
 
