@@ -97,6 +97,15 @@ type Limits struct {
 // running worker that pause froze (the registry keeps it running).
 const StatePaused = "paused"
 
+// ViewState is the state JSON gives w: StatePaused for a worker pause
+// froze, else its registry state.
+func ViewState(w *fleet.Worker) string {
+	if w.Paused() {
+		return StatePaused
+	}
+	return string(w.State)
+}
+
 // LiveUnknown is Worker.LiveState (and Status.UnitActive) when no user
 // manager answered.
 const LiveUnknown = "unknown"
@@ -125,7 +134,7 @@ func Stamp(t time.Time) string {
 func ViewWorker(w *fleet.Worker) Worker {
 	v := Worker{ID: w.ID, RunID: w.RunID, Generation: w.Generation, Kind: w.Kind, Role: w.Role, Task: w.Task,
 		Cwd: w.Cwd, Command: w.Command, EnvKeys: w.EnvKeys, Unit: w.Unit, MainPID: w.MainPID, ControlGroup: w.ControlGroup,
-		State: string(w.State), StateReason: w.StateReason, Manager: w.Manager, FirstManager: w.FirstManager,
+		State: ViewState(w), StateReason: w.StateReason, Manager: w.Manager, FirstManager: w.FirstManager,
 		LeaseDeadline: Stamp(w.LeaseDeadline), LeaseSeconds: int64(w.LeaseDuration / time.Second), LastActivity: Stamp(w.LastActivity),
 		Checkpoints: w.CheckpointAttempts, GraceDeadline: Stamp(w.GraceDeadline), CreatedAt: Stamp(w.CreatedAt), ReadyAt: Stamp(w.ReadyAt), EndedAt: Stamp(w.EndedAt),
 		LastError: w.LastError, StopReason: w.StopReason, LogPath: w.LogPath,
@@ -141,7 +150,7 @@ func ViewWorker(w *fleet.Worker) Worker {
 		v.PausedUntil, v.NeedsInput = Stamp(w.PausedUntil), w.NeedsInput
 	}
 	if w.Paused() {
-		v.State, v.PausedAt = StatePaused, Stamp(w.FrozenAt)
+		v.PausedAt = Stamp(w.FrozenAt)
 	}
 	if !w.Limits.IsZero() {
 		v.Limits = &Limits{MemoryMax: w.Limits.MemoryMax, CPUQuota: w.Limits.CPUQuotaPercent, TasksMax: w.Limits.TasksMax}

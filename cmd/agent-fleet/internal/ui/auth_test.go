@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
+	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/fleet"
 )
 
@@ -57,7 +58,7 @@ func TestListenSocketTooLong(t *testing.T) {
 // status show it.
 func TestChartStates(t *testing.T) {
 	require.Equal(t, []string{"provisioning", "running", "paused", "stopping", "stopped", "exited", "failed", "lost"}, chartStates)
-	require.Equal(t, "paused", chartState(&fleet.Worker{State: fleet.StateRunning, FrozenAt: time.Now()}))
-	require.Equal(t, "running", chartState(&fleet.Worker{State: fleet.StateRunning}))
-	require.Equal(t, "stopped", chartState(&fleet.Worker{State: fleet.StateStopped, FrozenAt: time.Now()}))
+	require.Equal(t, "paused", output.ViewState(&fleet.Worker{State: fleet.StateRunning, FrozenAt: time.Now()}))
+	require.Equal(t, "running", output.ViewState(&fleet.Worker{State: fleet.StateRunning}))
+	require.Equal(t, "stopped", output.ViewState(&fleet.Worker{State: fleet.StateStopped, FrozenAt: time.Now()}))
 }

@@ -392,7 +392,7 @@ func (k *stateKeeper) rebuild(ctx context.Context) {
 		last := snap.Chart.Samples[n-1]
 		last.States = map[string]int{}
 		for _, w := range ws {
-			last.States[chartState(w)]++
+			last.States[output.ViewState(w)]++
 		}
 		snap.Chart.Samples[n-1] = last
 		k.samples[len(k.samples)-1].States = last.States
@@ -424,16 +424,8 @@ var chartStates = func() []string {
 	for _, st := range fleet.States {
 		out = append(out, string(st))
 		if st == fleet.StateRunning {
-			out = append(out, "paused")
+			out = append(out, output.StatePaused)
 		}
 	}
 	return out
 }()
-
-// chartState is the state w counts under in the chart.
-func chartState(w *fleet.Worker) string {
-	if w.Paused() {
-		return "paused"
-	}
-	return string(w.State)
-}
