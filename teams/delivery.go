@@ -166,10 +166,7 @@ func (t *TeamOps) route(ctx context.Context, to, team string) (target, msgTeam s
 		}
 	}
 	switch {
-	case team != "":
-		if !slices.ContainsFunc(mine, func(nt NamedTeam) bool { return nt.Name == team }) {
-			return "", "", t.notMember(team)
-		}
+	case team != "": // one of mine: checked above
 		if !slices.Contains(shared, team) {
 			return "", "", fmt.Errorf("%w: %q is not a member of team %s; both sessions must belong to it", ErrNotMember, to, team)
 		}

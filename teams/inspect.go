@@ -42,11 +42,7 @@ func AuthorizeInspection(ctx context.Context, t *Team, sessions []Session, reque
 		return deny("only a manager may inspect another session's pending-ask inbox")
 	}
 	if !t.fromRegistry {
-		source := t.Source.Describe()
-		if t.Source == SourceOrchestrator {
-			source = "a Boss run's metadata, not the fleet registry's" // Boss teams are "orchestrator" too
-		}
-		return deny("inbox inspection is only available for teams of fleet workers you spawned or adopted (this team is %s)", source)
+		return deny("inbox inspection is only available for teams of fleet workers you spawned or adopted (this team is %s)", t.describeSource())
 	}
 	member := false
 	for _, c := range t.Coworkers {

@@ -320,14 +320,13 @@ func (s *Service) Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, er
 	current := getenv(s.cfg.Env, EnvScope)
 	name := req.Name
 	if name == "" {
-		if current == s.homeScope {
-			if team := s.store.TeamOfScope(current); team != "" {
-				// Started in the team (teams join NAME -- CMD): its scope is home.
-				return nil, fmt.Errorf("%w: session %s was started in team %s's scope, so it cannot leave it; end it and start it outside the team", ErrHomeTeam, self, team)
-			}
+		// The current team; the one it was started in (teams join NAME --
+		// CMD: its scope is home) is refused below, as when named.
+		name = s.store.TeamOfScope(current)
+		if name == "" && current == s.homeScope {
 			return nil, fmt.Errorf("%w: session %s is in its home scope; name the team to leave", ErrNotMember, self)
 		}
-		if name = s.store.TeamOfScope(current); name == "" {
+		if name == "" {
 			// Its team was deleted while it was in its scope: nothing is
 			// left to leave but the scope.
 			if s.cfg.Switch == nil {

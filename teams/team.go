@@ -25,10 +25,14 @@ const (
 	SourceStandalone   Source = "standalone"   // no team
 )
 
-// Describe says in words where a team came from.
-func (s Source) Describe() string {
-	switch s {
+// describeSource says in words where t came from. An orchestrator team
+// not read from the fleet registry by this process is a Boss run's.
+func (t *Team) describeSource() string {
+	switch t.Source {
 	case SourceOrchestrator:
+		if !t.fromRegistry {
+			return "a Boss run's metadata, not the fleet registry's"
+		}
 		return "the fleet registry's"
 	case SourceManifest:
 		return "a TmuxDeck manifest's"
@@ -37,7 +41,7 @@ func (s Source) Describe() string {
 	case SourceStandalone:
 		return "none"
 	}
-	return string(s)
+	return string(t.Source)
 }
 
 // Team is a session's team as intercom_team reports it: the text of Format
