@@ -502,8 +502,10 @@ func (hc *HolderClient) Listen(ctx context.Context, req ListenRequest, emit func
 // holderListening reports whether something accepts connections on the
 // holder socket of sessionID: a holder, whether or not it would serve
 // this process (a worker's admits only the worker's own processes).
-func holderListening(p Paths, sessionID string) bool {
-	c, err := net.DialTimeout("unix", p.HolderSocket(sessionID), time.Second)
+func holderListening(ctx context.Context, p Paths, sessionID string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := (&HolderClient{path: p.HolderSocket(sessionID), sessionID: sessionID}).dial(ctx)
 	if err != nil {
 		return false
 	}

@@ -570,7 +570,7 @@ func (s *Session) reconnecting(ctx context.Context, res *SendResult, err error) 
 	s.mu.Lock()
 	_, seen := s.roster[res.TargetID]
 	s.mu.Unlock()
-	if !seen && !holderListening(s.cfg.Paths, res.TargetID) {
+	if !seen && !holderListening(ctx, s.cfg.Paths, res.TargetID) {
 		return false
 	}
 	select {

@@ -147,7 +147,7 @@ func (a *Args) Check() error {
 		return factory.Usagef("older than must not be negative")
 	}
 	if a.Timeout < 0 {
-		return factory.Usagef("the timeout must not be negative (agent_fleet: timeout; CLI: --timeout)")
+		return errNegativeTimeout
 	}
 	if err := a.checkHost(); err != nil {
 		return err
@@ -412,6 +412,9 @@ func CheckPairArgs(pair bool, args []string) error {
 	return nil
 }
 
+// errNegativeTimeout refuses a negative timeout (wait's, doctor --pair's).
+var errNegativeTimeout = factory.Usagef("the timeout must not be negative (agent_fleet: timeout; CLI: --timeout)")
+
 // CheckSpawnID checks spawn's --id before anything is opened, so that a
 // bad id is the answer whatever the host has: given says the flag was.
 func CheckSpawnID(given bool, id string) error {
@@ -438,7 +441,7 @@ func Host(ctx context.Context, f *factory.Factory, a Args) (output.Report, error
 				return nil, err
 			}
 			if a.Timeout < 0 {
-				return nil, factory.Usagef("the timeout must not be negative (agent_fleet: timeout; CLI: --timeout)")
+				return nil, errNegativeTimeout
 			}
 			if factory.LiveExecWorker(ctx, p, a.Pair[1]) {
 				// Its holder admits only its own processes, so B would
