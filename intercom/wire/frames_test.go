@@ -331,3 +331,12 @@ func TestMessageControlRoundTrip(t *testing.T) {
 	_, err = ParseMessage(m.AppendJSON(nil))
 	require.ErrorIs(t, err, ErrInvalidMessage)
 }
+
+// MessagePayloadSize counts what AppendMessage writes, byte for byte: the
+// broker refuses a send by it before building the frame.
+func TestMessagePayloadSize(t *testing.T) {
+	from := []byte(`{"id":"a","name":"A"}`)
+	msg := []byte(`{"id":"m1","timestamp":1,"content":{"text":"hi"}}`)
+	id := "0f8fad5b-d9cb-469f-a165-70867728950e"
+	require.Equal(t, len(AppendMessage(nil, id, from, msg))-HeaderBytes, MessagePayloadSize(len(id), from, msg))
+}
