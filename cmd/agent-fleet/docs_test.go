@@ -305,7 +305,9 @@ func TestUsageMistakesExit2(t *testing.T) {
 // ignored.
 func TestDoctorTimeoutNeedsPair(t *testing.T) {
 	t.Parallel()
-	_, err := runCLI(t, "doctor", "--timeout", "1s")
-	require.Equal(t, exitUsage, exitCode(err), "%v", err)
-	require.Contains(t, err.Error(), "it needs --pair")
+	for _, d := range []string{"1s", "1m"} { // 1m is the default: given, it is still refused
+		_, err := runCLI(t, "doctor", "--timeout", d)
+		require.Equal(t, exitUsage, exitCode(err), "%s: %v", d, err)
+		require.Contains(t, err.Error(), "it needs --pair")
+	}
 }

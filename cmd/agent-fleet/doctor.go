@@ -16,11 +16,12 @@ import (
 var errDoctorFailed = errors.New("doctor found problems")
 
 type hostOptions struct {
-	Factory *factory.Factory
-	JSON    bool
-	Pair    bool // test the two sessions of Args instead of the host
-	Args    []string
-	Timeout time.Duration
+	Factory    *factory.Factory
+	JSON       bool
+	Pair       bool // test the two sessions of Args instead of the host
+	Args       []string
+	Timeout    time.Duration
+	TimeoutSet bool // --timeout was given (only --pair takes it)
 }
 
 func newDoctorCmd(f *factory.Factory, runF func(*hostOptions) error) *cobra.Command {
@@ -39,7 +40,7 @@ holder, B's acknowledgement and reply, A's receipt, each leg timed (README).`,
 		Example: "  agent-fleet doctor\n  agent-fleet doctor --json\n  agent-fleet doctor --pair reviewer builder",
 		Args:    func(_ *cobra.Command, args []string) error { return verbs.CheckPairArgs(opts.Pair, args) },
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Args = args
+			opts.Args, opts.TimeoutSet = args, cmd.Flags().Changed("timeout")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -53,7 +54,7 @@ holder, B's acknowledgement and reply, A's receipt, each leg timed (README).`,
 }
 
 func doctorRun(ctx context.Context, opts *hostOptions) error {
-	if opts.Timeout != time.Minute && !opts.Pair {
+	if opts.TimeoutSet && !opts.Pair {
 		return factory.Usagef("--timeout is how long doctor --pair waits for B: it needs --pair")
 	}
 	rep, err := verbs.Host(ctx, opts.Factory, verbs.Args{Action: "doctor", Timeout: opts.Timeout, Pair: opts.Args})

@@ -116,3 +116,12 @@ func TestHistoryWithReceiptsFromRealSessions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 }
+
+// history's --limit defaults to history.DefaultLimit: a 0 given is
+// refused as the MCP tool's schema refuses it, not taken as the default.
+func TestHistoryLimitZeroIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := runCLI(t, "intercom", "history", "--limit", "0")
+	require.Equal(t, exitUsage, exitCode(err), "%v", err)
+	require.Contains(t, err.Error(), "limit must be between 1 and")
+}

@@ -33,6 +33,8 @@ type HistoryArgs struct {
 	JSON                      bool // the CLI's --json
 }
 
+var errLimitRange = fmt.Errorf("%w: limit must be between 1 and %d", intercom.ErrInvalidInput, history.MaxLimit)
+
 // FlagSet is the part of the CLI's flag set (pflag's) that Flags uses.
 type FlagSet interface {
 	StringVar(p *string, name, value, usage string)
@@ -46,12 +48,17 @@ func (a *HistoryArgs) Flags(fs FlagSet) {
 	fs.StringVar(&a.Team, "team", "", "only messages exchanged in this named team")
 	fs.StringVar(&a.Search, "search", "", "only messages whose text contains this (any letter case)")
 	fs.StringVar(&a.Since, "since", "", "only messages since a duration ago (2h, 7d) or a time (2026-12-01)")
-	fs.IntVar(&a.Limit, "limit", 0, fmt.Sprintf("at most this many of the newest messages (default %d, at most %d)", history.DefaultLimit, history.MaxLimit))
+	fs.IntVar(&a.Limit, "limit", history.DefaultLimit, fmt.Sprintf("at most this many of the newest messages (1 to %d)", history.MaxLimit))
 	fs.BoolVar(&a.JSON, "json", false, "print as JSON")
 }
 
-// ShowHistory prints the caller's history as the CLI does.
+// ShowHistory prints the caller's history as the CLI does: its --limit
+// defaults to history.DefaultLimit, so a 0 was given (and is refused, as
+// the MCP tool's schema refuses it).
 func ShowHistory(ctx context.Context, f *factory.Factory, a HistoryArgs) error {
+	if a.Limit == 0 {
+		return errLimitRange
+	}
 	p, id, err := f.Identity()
 	if err != nil {
 		return err
@@ -75,7 +82,7 @@ func History(ctx context.Context, f *factory.Factory, p intercom.Paths, id strin
 		q.Since = t
 	}
 	if args.Limit < 0 || args.Limit > history.MaxLimit {
-		return nil, fmt.Errorf("%w: limit must be between 1 and %d", intercom.ErrInvalidInput, history.MaxLimit)
+		return nil, errLimitRange
 	}
 	if _, err := os.Stat(history.Path(p)); errors.Is(err, os.ErrNotExist) {
 		return []history.Entry{}, nil // nothing recorded yet: none is created by reading
