@@ -409,3 +409,17 @@ func TestInstallNode(t *testing.T) {
 	require.False(t, w.unit(node).Running())
 	require.Eventually(t, func() bool { return syscall.Kill(st.PID, 0) != nil }, 10*time.Second, 20*time.Millisecond)
 }
+
+// install --binary runs the program it is given only once it proved to be
+// an agent-fleet of this protocol: /bin/true, or one that speaks another
+// protocol version, is a usage error before anything is written.
+func TestInstallRefusesABinaryThatIsNotAgentFleet(t *testing.T) {
+	t.Parallel()
+	other := filepath.Join(shortDir(t), "agent-fleet")
+	require.NoError(t, os.WriteFile(other, []byte("#!/bin/sh\necho '{\"protocol\":\"pi-intercom v3\"}'\n"), 0o755))
+	for bin, says := range map[string]string{"/bin/true": "is not agent-fleet", other: "speaks pi-intercom v3"} {
+		_, err := runCLI(t, "install", "--dry-run", "--binary", bin)
+		require.Equal(t, exitUsage, exitCode(err), "%s: %v", bin, err)
+		require.Contains(t, err.Error(), says)
+	}
+}

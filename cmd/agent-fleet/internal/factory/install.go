@@ -3,17 +3,21 @@ package factory
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	contribsystemd "github.com/agent-fleet/agent-fleet/contrib/systemd"
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/federation"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
@@ -93,8 +97,9 @@ func (o *installOutput) unit(name, state, detail string) {
 var errNeedsLinux = errors.New("agent-fleet's units are systemd user units: install needs Linux with systemd")
 
 // installBinary is the executable the units run: --binary, else this one,
-// refusing a throwaway build (go run, go test).
-func installBinary(flag string) (string, error) {
+// refusing a throwaway build (go run, go test), and a --binary that is not
+// an agent-fleet speaking this intercom protocol (isAgentFleet).
+func installBinary(ctx context.Context, flag string) (string, error) {
 	bin := flag
 	if bin == "" {
 		exe, err := os.Executable()
@@ -116,7 +121,32 @@ func installBinary(flag string) (string, error) {
 	if flag == "" && strings.Contains(bin, "/go-build") { // go run, go test
 		return "", Usage(fmt.Errorf("this agent-fleet is a temporary build (%s): install it first (go install ./cmd/agent-fleet), or pass --binary PATH", bin))
 	}
+	if flag != "" {
+		if err := isAgentFleet(ctx, bin); err != nil {
+			return "", Usage(err)
+		}
+	}
 	return bin, nil
+}
+
+// isAgentFleet runs `bin version --json` (10 s at most) and checks that it
+// reports this intercom protocol: the units would otherwise run a program
+// that is not agent-fleet, or one the broker's clients cannot talk to.
+func isAgentFleet(ctx context.Context, bin string) error {
+	want := fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion)
+	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(vctx, bin, "version", "--json").Output()
+	var v struct {
+		Protocol string `json:"protocol"`
+	}
+	switch {
+	case err != nil || json.Unmarshal(out, &v) != nil || v.Protocol == "":
+		return fmt.Errorf("%s is not agent-fleet: `%s version --json` did not report its protocol", bin, filepath.Base(bin))
+	case v.Protocol != want:
+		return fmt.Errorf("%s speaks %s, this agent-fleet %s: install a matching build", bin, v.Protocol, want)
+	}
+	return nil
 }
 
 // Install writes the unit files to the user unit directory, reloads the
@@ -129,7 +159,7 @@ func (f *Factory) Install(ctx context.Context, opts InstallOptions) (*InstallRep
 	if f.GOOS != "linux" {
 		return nil, fmt.Errorf("%w (%s)", units.ErrUnsupported, errNeedsLinux)
 	}
-	bin, err := installBinary(opts.Binary)
+	bin, err := installBinary(ctx, opts.Binary)
 	if err != nil {
 		return nil, err
 	}
