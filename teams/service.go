@@ -344,7 +344,7 @@ func (s *Service) Leave(ctx context.Context, req LeaveRequest) (*LeaveResult, er
 	}
 	inIt := scope.Value() == current
 	if inIt && (current == s.homeScope || s.cfg.Switch == nil) {
-		return nil, fmt.Errorf("%w: session %s was started in team %s's scope, so it cannot leave it; end it and start it outside the team", ErrHomeTeam, self, team.Name)
+		return nil, fmt.Errorf("%w: session %s was started in team %s's scope, so it cannot leave it; end it, then leave (agent-fleet teams leave %s)", ErrHomeTeam, self, team.Name, team.Name)
 	}
 	if err := s.store.Leave(ctx, team.Name, self); err != nil {
 		return nil, err

@@ -137,6 +137,10 @@ func TestNamedTeamsWithRealProcesses(t *testing.T) {
 	out, _ = cmd.CombinedOutput()
 	require.Contains(t, string(out), "session delta was started in team billing's scope, so it cannot leave it")
 	require.Contains(t, string(out), fmt.Sprintf("leave=%d", exitConflict))
+	require.Contains(t, string(out), "end it, then leave (agent-fleet teams leave billing)")
+	// Its membership outlives the command; once it ended, it can leave.
+	out, err = as(t, dir, "delta", "teams", "leave", "billing").CombinedOutput()
+	require.NoError(t, err, "%s", out)
 	out, err = as(t, dir, "delta", "teams", "join", "billing", "--stay", "--", "true").CombinedOutput()
 	requireExit(t, err, exitUsage)
 	require.Contains(t, string(out), "give one or the other")

@@ -46,7 +46,8 @@ participants cannot move into a team.`,
 session holder is in, the holder moves back to the scope the session was
 started in (its home); with no NAME, that team is the one left. A manager
 cannot leave its own team (delete it instead), and a session started in a
-team (teams join NAME -- CMD) cannot leave that one: end it instead.`,
+team (teams join NAME -- CMD) cannot leave that one while it runs; its
+membership outlives it: leave once it ended.`,
 		Example: "  agent-fleet teams leave billing\n  agent-fleet teams leave",
 	},
 	"delete": {
