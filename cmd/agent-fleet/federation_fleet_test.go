@@ -101,6 +101,15 @@ func TestFederationWorkerOnAnotherHost(t *testing.T) {
 	require.True(t, r.IsError, "an unknown host is an error: %s", r.Text)
 	require.NoError(t, cs.Close())
 
+	// A worker on B that ends non-zero: wait --host prints how, as a
+	// local wait does, and logs --host prints its lines as they are.
+	a.must(manager, "spawn", "--host", "b", "--id", "far-exit", "--", "sh", "-c", "printf 'alpha\\nbeta\\n'; sleep 1; exit 7")
+	out, err = a.run(manager, "wait", "far-exit", "--host", "b", "--timeout", "2m")
+	requireExit(t, err, exitEndNonZero)
+	require.Contains(t, out, "far-exit: exited with status 7", out)
+	out = a.must(manager, "logs", "far-exit", "--host", "b")
+	require.Equal(t, "alpha\nbeta\n", out)
+
 	// Without --host: A's registry does not know far-worker, B's
 	// published record does.
 	out = a.must(manager, "stop", "far-worker")

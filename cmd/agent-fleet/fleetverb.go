@@ -89,8 +89,8 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 // printFleetReport prints a fleet verb's report (runFleetVerb).
 func printFleetReport(o fleetOptions, rep output.Report, err error) error {
 	if err != nil {
-		_, several := rep.(output.StopsReport)
-		_, waited := rep.(output.WaitReport)
+		_, several := output.Local(rep).(output.StopsReport)
+		_, waited := output.Local(rep).(output.WaitReport)
 		switch {
 		case rep != nil && o.JSON:
 			_ = output.PrintJSON(o.IO.Out, rep.JSON())
@@ -99,7 +99,7 @@ func printFleetReport(o fleetOptions, rep output.Report, err error) error {
 		}
 		return err
 	}
-	if logs, ok := rep.(output.LogsReport); ok && len(logs.Lines) == 0 && !o.JSON && isTerminal(o.IO.Err) {
+	if logs, ok := output.Local(rep).(output.LogsReport); ok && len(logs.Lines) == 0 && !o.JSON && isTerminal(o.IO.Err) {
 		// Nothing on stdout, as tail; a person at a terminal is told why.
 		fmt.Fprintln(o.IO.Err, "agent-fleet:", output.EmptyLogNote(logs.ID))
 	}

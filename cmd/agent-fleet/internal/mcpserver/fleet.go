@@ -97,7 +97,7 @@ func fleetFailure(rep output.Report, err error) *mcp.CallToolResult {
 		structured["result"] = rep.Structured()
 	}
 	text := toolHints(err.Error()) // the calls an agent can make, not the CLI's
-	if several, ok := rep.(output.StopsReport); ok {
+	if several, ok := output.Local(rep).(output.StopsReport); ok {
 		// The error only counts the failures; each worker's line says
 		// what happened to it.
 		text = several.Text(output.Tool) + "\n" + text + "."

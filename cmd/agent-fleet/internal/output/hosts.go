@@ -27,13 +27,22 @@ func (r HostReport) JSON() any { return withHost{r.Host, r.R.JSON()} }
 // Structured implements Report.
 func (r HostReport) Structured() any { return withHost{r.Host, r.R.Structured()} }
 
-// Text implements Report.
+// Text implements Report. A log's lines are printed as they are, as
+// tail prints them: the host is not put before the first.
 func (r HostReport) Text(s Surface) string {
 	t := r.R.Text(s)
-	if t == "" {
-		return ""
+	if _, logs := r.R.(LogsReport); t == "" || logs {
+		return t
 	}
 	return "On host " + r.Host + ": " + t
+}
+
+// Local is the report r carries from another host (HostReport), else r.
+func Local(r Report) Report {
+	if h, ok := r.(HostReport); ok {
+		return h.R
+	}
+	return r
 }
 
 // withHost marshals v with "host" added to its object, or to each object
