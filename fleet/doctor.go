@@ -356,7 +356,11 @@ func registryCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, 
 	}
 	var stray []string
 	for _, u := range live {
-		if !known[u.Name] {
+		if known[u.Name] {
+			continue
+		}
+		// Another agent directory's workers may share this user manager.
+		if mine, err := unitOfAgentDir(uctx, m, u.Name, p.AgentDir); err == nil && mine {
 			stray = append(stray, u.Name)
 		}
 	}

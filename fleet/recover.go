@@ -184,13 +184,21 @@ func (f *Fleet) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 // ownUnit reports whether a worker unit belongs to this fleet's agent
 // directory: several agent directories may share one user manager.
 func (f *Fleet) ownUnit(ctx context.Context, unit string) (bool, error) {
-	env, err := f.cfg.Units.ServiceEnvironment(ctx, unit)
+	return unitOfAgentDir(ctx, f.cfg.Units, unit, f.cfg.Paths.AgentDir)
+}
+
+// unitOfAgentDir reports whether a worker unit's environment names
+// agentDir as its agent directory.
+func unitOfAgentDir(ctx context.Context, m interface {
+	ServiceEnvironment(context.Context, string) ([]string, error)
+}, unit, agentDir string) (bool, error) {
+	env, err := m.ServiceEnvironment(ctx, unit)
 	if err != nil {
 		return false, err
 	}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, EnvAgentDir+"="); ok {
-			return v == f.cfg.Paths.AgentDir, nil
+			return v == agentDir, nil
 		}
 	}
 	return false, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/mcpserver/mcptest"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
 
@@ -369,4 +370,55 @@ func TestKilledWorkersMailIsFoldedIntoItsInbox(t *testing.T) {
 	for _, text := range []string{"one", "two", "three"} {
 		require.Contains(t, string(data), `"text":"`+text+`"`)
 	}
+}
+
+// doctor's registry check names the live worker units of this agent
+// directory that have no record, never another directory's workers on
+// the same user manager (stopping those, as its fix says, would end
+// someone else's work).
+func TestDoctorStrayUnitsAreThisAgentDirectorys(t *testing.T) {
+	t.Parallel()
+	inst := unitstest.Require(t)
+	dir, other := shortDir(t), shortDir(t)
+	t.Cleanup(func() {
+		_, _ = fleetCLI(t, other, "stop", "elsewhere")
+		stopBroker(t, dir)
+		stopBroker(t, other)
+	})
+	out, err := fleetCLI(t, dir, "spawn", "--id", "here", "--", "true") // this directory's registry
+	require.NoError(t, err, "%s", out)
+	out, err = fleetCLI(t, other, "spawn", "--id", "elsewhere", "--", "sleep", "300")
+	require.NoError(t, err, "%s", out)
+	registry := func() (status, detail string) {
+		out, err := fleetCLI(t, dir, "doctor", "--json")
+		require.NoError(t, err, "%s", out)
+		var doc struct {
+			Checks []struct{ Name, Status, Detail string } `json:"checks"`
+		}
+		require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
+		for _, c := range doc.Checks {
+			if c.Name == "registry" {
+				return c.Status, c.Detail
+			}
+		}
+		t.Fatalf("no registry check: %s", out)
+		return "", ""
+	}
+	status, detail := registry()
+	require.Equal(t, "ok", status, detail)
+	require.NotContains(t, detail, "elsewhere")
+
+	// A worker unit of this directory that nobody recorded is one.
+	m := unitstest.Connect(t, inst)
+	sleep, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	name := unitstest.UnitName("agent-fleet-worker-stray")
+	unitstest.Cleanup(t, m, name)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = m.StartService(ctx, units.ServiceSpec{Name: name, Argv: []string{sleep, "300"}, Env: []string{"PI_CODING_AGENT_DIR=" + dir}})
+	require.NoError(t, err)
+	status, detail = registry()
+	require.Equal(t, "warn", status, detail)
+	require.Contains(t, detail, "1 live worker units have no record: "+name)
 }
