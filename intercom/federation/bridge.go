@@ -377,6 +377,15 @@ func (br *Bridge) reshare() {
 }
 
 func (br *Bridge) localJoined(s broker.LocalSession) {
+	for host, r := range br.remote {
+		if r.sessions[s.ID] {
+			// The broker replaced that host's proxy with this local
+			// session (a local id wins): hidden until the local one
+			// leaves (localLeft).
+			delete(r.sessions, s.ID)
+			br.hide(host, s.ID)
+		}
+	}
 	old, was := br.shared[s.ID]
 	if !br.isShared(s) {
 		if was {
@@ -406,6 +415,11 @@ func (br *Bridge) localLeft(id string, unregistered bool) {
 	if unregistered {
 		delete(br.explicit, id)
 		delete(br.talkers, id)
+	}
+	if host, ok := br.hidden[id]; ok && br.remote[host] != nil {
+		// The remote session it hid is shown again: its host's snapshot
+		// has its info (attach).
+		br.requestSnapshot(host)
 	}
 	if _, ok := br.shared[id]; !ok {
 		return
@@ -547,10 +561,7 @@ func (br *Bridge) attach(host string, r *remoteHost, id string, raw json.RawMess
 	err = br.b.AttachProxy(host, info, token)
 	switch {
 	case errors.Is(err, broker.ErrSessionIDTaken):
-		if br.hidden[id] != host {
-			br.log.Warn("a local session holds the id of another host's session: the remote one is not shown", "host", host, "session", id)
-		}
-		br.hidden[id] = host
+		br.hide(host, id)
 		delete(r.sessions, id)
 	case err != nil:
 		br.log.Warn("attach a session of another host", "host", host, "session", id, "err", err)
@@ -558,6 +569,15 @@ func (br *Bridge) attach(host string, r *remoteHost, id string, raw json.RawMess
 		delete(br.hidden, id)
 		r.sessions[id] = true
 	}
+}
+
+// hide notes that a local session holds id, which host announced: the
+// remote session is not shown (Status says so).
+func (br *Bridge) hide(host, id string) {
+	if br.hidden[id] != host {
+		br.log.Warn("a local session holds the id of another host's session: the remote one is not shown", "host", host, "session", id)
+	}
+	br.hidden[id] = host
 }
 
 func (br *Bridge) detach(host string, r *remoteHost, id string, unregistered bool) {

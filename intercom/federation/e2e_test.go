@@ -146,3 +146,49 @@ func TestBridgeTwoBrokers(t *testing.T) {
 		t.Fatalf("alpha status %+v", st)
 	}
 }
+
+// A local session that registers with the id of another host's session
+// hides it (the local id wins, and status says so); once it left, the
+// remote session is shown again and both directions deliver as before.
+func TestBridgeLocalIDHidesTheRemoteUntilItLeaves(t *testing.T) {
+	t.Parallel()
+	w := newNATSWorld(t, 2)
+	alpha := w.realHost(t, "alpha", 0)
+	beta := w.realHost(t, "beta", 1)
+	l := alpha.h.Register("shared-l", intercomtest.RegisterOptions{})
+	r := beta.h.Register("shared-r", intercomtest.RegisterOptions{})
+	awaitJoined(t, l, "shared-r")
+	awaitJoined(t, r, "shared-l")
+
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(hangGuard); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+		}
+	}
+	local := alpha.h.Register("shared-r", intercomtest.RegisterOptions{})
+	if info := awaitJoined(t, l, "shared-r"); info.Origin != "local" {
+		t.Fatalf("the local session replaced the proxy: %+v", info)
+	}
+	eventually("alpha's status names the hidden remote session", func() bool {
+		st := alpha.bridge.Status()
+		return slices.Equal(st.HiddenCollisions, []string{"shared-r"})
+	})
+
+	_ = local.Conn.Close()
+	if info := awaitJoined(t, l, "shared-r"); info.Origin != "remote" || info.RemoteHostID != "beta" {
+		t.Fatalf("beta's session is shown again: %+v", info)
+	}
+	eventually("alpha's status no longer hides it", func() bool { return len(alpha.bridge.Status().HiddenCollisions) == 0 })
+	l.Send("shared-r", intercomtest.Message("m1", "to beta again"))
+	expect(t, l, wire.TypeDeliveryAccepted)
+	if m := expect(t, r, wire.TypeMessage); m.From.ID != "shared-l" {
+		t.Fatalf("R got %+v", m)
+	}
+	r.Send("shared-l", intercomtest.Message("m2", "and back"))
+	if m := expect(t, l, wire.TypeMessage); m.From.ID != "shared-r" || m.From.RemoteHostID != "beta" {
+		t.Fatalf("L got %+v", m)
+	}
+}
