@@ -259,10 +259,12 @@ func (f *Fleet) peer(ctx context.Context, sessionID string) *intercom.PeerInfo {
 	return p
 }
 
-// Forget deletes the ended records of one of the caller's workers, and
-// removes their worktrees where nothing would be lost (releaseWorktree);
-// a worktree with uncommitted or unmerged work is kept, and the outcomes
-// say which and why.
+// Forget deletes the caller's ended records of id — another manager's
+// runs of the same id, ended or live, are that manager's — and removes
+// their worktrees where nothing would be lost (releaseWorktree); a
+// worktree with uncommitted or unmerged work is kept, and the outcomes say
+// which and why. Errors: ErrNotTerminal (the caller's run of id is live),
+// an OwnerError (only other managers' runs), ErrNotFound.
 func (f *Fleet) Forget(ctx context.Context, id string, acknowledge bool) (int, []WorktreeOutcome, error) {
 	if !acknowledge {
 		return 0, nil, fmt.Errorf("forget %s: %w", id, ErrNeedsAcknowledge)
@@ -274,22 +276,31 @@ func (f *Fleet) Forget(ctx context.Context, id string, acknowledge bool) (int, [
 	if err != nil {
 		return 0, nil, fmt.Errorf("forget %s: %w", id, err)
 	}
-	if err := f.own(w, "forget"); err != nil {
-		return 0, nil, err
-	}
-	w, _ = f.settle(ctx, w)
-	if w.State.Live() {
-		return 0, nil, fmt.Errorf("forget %s: %w: stop it first", id, ErrNotTerminal)
+	if w.Manager == f.cfg.Caller {
+		if w, _ = f.settle(ctx, w); w.State.Live() {
+			return 0, nil, fmt.Errorf("forget %s: %w: stop it first", id, ErrNotTerminal)
+		}
 	}
 	wts, err := f.cfg.Registry.Worktrees(ctx, id)
 	if err != nil {
 		return 0, nil, fmt.Errorf("forget %s: %w", id, err)
 	}
-	n, err := f.cfg.Registry.Forget(ctx, id)
+	n, err := f.cfg.Registry.Forget(ctx, id, f.cfg.Caller)
+	if errors.Is(err, ErrNotFound) {
+		if oerr := f.own(w, "forget"); oerr != nil {
+			return 0, nil, oerr // none of the caller's: the latest says whose
+		}
+	}
 	if err != nil {
 		return 0, nil, err
 	}
-	return n, f.releaseWorktrees(ctx, wts, true), nil
+	var gone []*Worktree // of the runs deleted: other runs keep theirs
+	for _, wt := range wts {
+		if _, err := f.cfg.Registry.GetRun(ctx, wt.ID, wt.RunID); errors.Is(err, ErrNotFound) {
+			gone = append(gone, wt)
+		}
+	}
+	return n, f.releaseWorktrees(ctx, gone, true), nil
 }
 
 // Prune deletes ended records of the caller's workers (every manager's with

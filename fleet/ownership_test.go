@@ -815,3 +815,34 @@ func TestReconcileLeavesRecordedEndsEnded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.StateExited, rec.State, "still ended")
 }
+
+// Runs of one id by two managers: each forgets only its own runs, also
+// while the other's newer run is live; with none of its own, the latest
+// run says whose the id is.
+func TestForgetDeletesOnlyTheCallersRuns(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.fleet("alice"), w.fleet("bob")
+	_, err := alice.Spawn(ctx, fleet.SpawnRequest{ID: "shared", Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	_, err = alice.Stop(ctx, "shared")
+	require.NoError(t, err)
+	_, err = bob.Spawn(ctx, fleet.SpawnRequest{ID: "shared", Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+
+	n, _, err := alice.Forget(ctx, "shared", true)
+	require.NoError(t, err, "bob's live run does not keep alice from forgetting hers")
+	require.Equal(t, 1, n)
+	runs, err := w.reg.List(ctx, fleet.Filter{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	require.Equal(t, "bob", runs[0].Manager)
+	require.Equal(t, fleet.StateRunning, runs[0].State)
+
+	_, err = bob.Stop(ctx, "shared")
+	require.NoError(t, err)
+	_, _, err = alice.Forget(ctx, "shared", true)
+	require.ErrorIs(t, err, fleet.ErrNotOwner, "none of alice's is left: bob's ended run is bob's")
+	n, _, err = bob.Forget(ctx, "shared", true)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}

@@ -623,23 +623,27 @@ func (r *Registry) Unreserve(ctx context.Context, id, runID string) error {
 	return nil
 }
 
-// Forget deletes every incarnation of id once none is live, and returns how
-// many it deleted. The ledgers keep the id's generation and RunIDs, so a later
-// spawn of the id gets the next generation and a never-used RunID. Errors:
-// ErrInvalidID, ErrConflict (a live incarnation exists; nothing deleted),
-// ErrNotFound (no incarnation recorded).
-func (r *Registry) Forget(ctx context.Context, id string) (int, error) {
+// Forget deletes the ended incarnations of id that manager manages (""
+// = every manager's, and only once none of id is live), and returns how
+// many it deleted. Another manager's incarnations, ended or live, are
+// left as they are. The ledgers keep the id's generation and RunIDs, so a
+// later spawn of the id gets the next generation and a never-used RunID.
+// Errors: ErrInvalidID, ErrConflict (with manager "": a live incarnation
+// exists; nothing deleted), ErrNotFound (nothing to delete).
+func (r *Registry) Forget(ctx context.Context, id, manager string) (int, error) {
 	if err := ValidID(id); err != nil {
 		return 0, fmt.Errorf("forget worker: %w", err)
 	}
 	var n int64
 	err := r.write(ctx, func(tx querier) error {
-		if live, err := liveIncarnation(ctx, tx, id); err != nil {
-			return err
-		} else if live != nil {
-			return conflictLive(live)
+		if manager == "" {
+			if live, err := liveIncarnation(ctx, tx, id); err != nil {
+				return err
+			} else if live != nil {
+				return conflictLive(live)
+			}
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE id = ? AND `+terminalStatesSQL, id)
+		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE id = ? AND `+terminalStatesSQL+` AND (? = '' OR manager = ?)`, id, manager, manager)
 		if err != nil {
 			return classify(err)
 		}

@@ -563,7 +563,7 @@ func TestForgetKeepsLedger(t *testing.T) {
 	ctx := context.Background()
 	r := openTestRegistry(t, registryPath(t), nil)
 
-	_, err := r.Forget(ctx, "nobody")
+	_, err := r.Forget(ctx, "nobody", "")
 	require.ErrorIs(t, err, ErrNotFound)
 
 	seen := map[string]bool{}
@@ -574,13 +574,13 @@ func TestForgetKeepsLedger(t *testing.T) {
 		assert.False(t, seen[w.RunID], "run id %s reused", w.RunID)
 		seen[w.RunID] = true
 
-		_, err := r.Forget(ctx, "again")
+		_, err := r.Forget(ctx, "again", "")
 		require.ErrorIs(t, err, ErrConflict, "a live incarnation is never forgotten")
 		_, err = r.Get(ctx, "again")
 		require.NoError(t, err)
 
 		finish(t, r, w, StateStopped)
-		n, err := r.Forget(ctx, "again")
+		n, err := r.Forget(ctx, "again", "")
 		require.NoError(t, err)
 		assert.Equal(t, 1, n)
 		_, err = r.Get(ctx, "again")
@@ -607,13 +607,13 @@ func TestForgetRefusesLiveKeepsTerminal(t *testing.T) {
 	finish(t, r, a, StateExited)
 	b := &Worker{ID: "f"}
 	require.NoError(t, r.Reserve(ctx, b))
-	_, err := r.Forget(ctx, "f")
+	_, err := r.Forget(ctx, "f", "")
 	require.ErrorIs(t, err, ErrConflict)
 	all, err := r.List(ctx, Filter{})
 	require.NoError(t, err)
 	assert.Len(t, all, 2, "nothing deleted while live")
 	finish(t, r, b, StateLost)
-	n, err := r.Forget(ctx, "f")
+	n, err := r.Forget(ctx, "f", "")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 }
@@ -732,7 +732,7 @@ func TestInvalidIDsRefused(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidID, "%q", id)
 		_, err = r.Update(ctx, id, "0123456789ab", func(*Worker) error { return nil })
 		require.ErrorIs(t, err, ErrInvalidID, "%q", id)
-		_, err = r.Forget(ctx, id)
+		_, err = r.Forget(ctx, id, "")
 		require.ErrorIs(t, err, ErrInvalidID, "%q", id)
 		require.ErrorIs(t, r.Insert(ctx, &Worker{ID: id, RunID: "0123456789ab", State: StateLost}), ErrInvalidID, "%q", id)
 	}

@@ -129,7 +129,7 @@ func TestTurnUsageTotalsAndReport(t *testing.T) {
 
 	// Forgetting the records keeps what they spent.
 	finish(t, r, c, StateExited)
-	_, err = r.Forget(ctx, "c")
+	_, err = r.Forget(ctx, "c", "")
 	require.NoError(t, err)
 	rep, err = r.UsageReport(ctx, time.Time{}, UsageByWorker)
 	require.NoError(t, err)
