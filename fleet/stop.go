@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -89,7 +90,8 @@ func (f *Fleet) Stop(ctx context.Context, id string) (*StopResult, error) {
 // is left, or the shim recorded nothing: it was killed) it waits for the
 // unit to be inactive, reads the cgroup, SIGKILLs whatever is still there,
 // reads it again, and resets the unit; the exit record then says how the
-// shim ended. Stopping an ended worker only settles its record.
+// shim ended. Stopping an ended worker leaves its record as it is and ends
+// what it left in its unit (endLeftovers).
 func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*StopResult, error) {
 	began := time.Now()
 	if err := f.writable(); err != nil {
@@ -104,7 +106,7 @@ func (f *Fleet) StopWith(ctx context.Context, id string, opts StopOptions) (*Sto
 	}
 	if w.State.Terminal() {
 		f.withWorktrees(ctx, w)
-		return &StopResult{Worker: w, AlreadyEnded: true}, nil
+		return f.endLeftovers(ctx, w, opts)
 	}
 	// The unit's own stop timeout decides who sends the SIGTERM (endUnit):
 	// where it is not recorded, read it while the fence is written.
@@ -249,6 +251,80 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 	}
 	f.log.Info("worker stopped", "id", w.ID, "run", w.RunID)
 	return res, nil
+}
+
+// endLeftovers is the stop of a worker that had ended: processes it
+// started that outlive it in its unit's cgroup (systemd's own stop of the
+// unit, at the unit's stop timeout, may be under way) get SIGTERM and,
+// once the grace has passed since the worker ended (at once with
+// opts.Kill), SIGKILL through the cgroup. The stop succeeds only once the
+// cgroup holds none but systemd's control process; the record is left as
+// it is: the worker ended before the stop.
+func (f *Fleet) endLeftovers(ctx context.Context, w *Worker, opts StopOptions) (*StopResult, error) {
+	res := &StopResult{Worker: w, AlreadyEnded: true}
+	if w.ControlGroup == "" {
+		return res, nil
+	}
+	if _, empty := f.onlyControl(ctx, w.Unit, w.ControlGroup); empty {
+		return res, nil
+	}
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = f.cfg.StopTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+15*time.Second)
+	defer cancel()
+	step := func(sig string, d time.Duration) {
+		if opts.Progress != nil {
+			opts.Progress(StopStep{ID: w.ID, Signal: sig, Grace: d})
+		}
+	}
+	if !opts.Kill {
+		if err := f.cfg.Units.KillUnit(sctx, w.Unit, syscall.SIGTERM); err == nil {
+			left := time.Until(w.EndedAt.Add(grace))
+			step("SIGTERM", max(left, 0))
+			gctx, stop := context.WithTimeout(sctx, left)
+			for _, pid := range f.leftoverPIDs(sctx, w) {
+				if gctx.Err() != nil || f.cfg.Cgroups.WaitExit(gctx, pid, w.ControlGroup) != nil {
+					break
+				}
+			}
+			stop()
+		}
+	}
+	if pids := f.leftoverPIDs(sctx, w); len(pids) > 0 {
+		rep, kerr := f.cfg.Cgroups.Kill(sctx, w.ControlGroup)
+		step("SIGKILL", grace)
+		res.Killed, res.Survivors = pids, rep.Survivors
+		for _, pid := range rep.Signalled {
+			if !slices.Contains(res.Killed, pid) {
+				res.Killed = append(res.Killed, pid)
+			}
+		}
+		if kerr != nil && len(res.Survivors) == 0 {
+			res.Survivors = f.cfg.Cgroups.Processes(f.leftoverPIDs(sctx, w))
+		}
+		f.log.Warn("processes outlived the worker; killed through its cgroup", "id", w.ID, "pids", pids)
+	}
+	if len(res.Survivors) > 0 {
+		return res, fmt.Errorf("stop %s: %w: %s survived SIGKILL: %v", w.ID, ErrCleanupIncomplete, Plural(len(res.Survivors), "process"), res.Survivors)
+	}
+	return res, nil
+}
+
+// leftoverPIDs are the processes in the cgroup of w, an ended worker,
+// other than its unit's control process.
+func (f *Fleet) leftoverPIDs(ctx context.Context, w *Worker) []int {
+	pids, err := f.cfg.Cgroups.Procs(w.ControlGroup)
+	if err != nil || len(pids) == 0 {
+		return nil
+	}
+	if len(pids) == 1 {
+		if control, err := f.cfg.Units.ControlPID(ctx, w.Unit); err == nil && control == pids[0] {
+			return nil
+		}
+	}
+	return pids
 }
 
 // errNoRecordNeeded: the exit record file is not read, the shim having

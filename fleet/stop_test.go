@@ -89,6 +89,41 @@ func TestStopKillsWhatOutlivesTheShim(t *testing.T) {
 	require.Empty(t, left)
 }
 
+// A worker that ended left a process that ignores SIGTERM in its unit
+// (systemd's own stop of the unit waits for the unit's stop timeout): a
+// stop of the ended worker SIGKILLs it once the grace has passed since
+// the end, proves the cgroup empty, and keeps the record's end.
+func TestStopOfAnEndedWorkerEndsWhatItLeft(t *testing.T) {
+	w := newWorld(t, func(c *fleet.Config) { c.StopTimeout = 2 * time.Minute })
+	wk := w.spawn("leaver", "sh", "-c", `(trap "" TERM HUP; exec sleep 303) </dev/null >/dev/null 2>&1 & sleep 1`)
+	left := processNamed(t, w, wk.ID, "sleep", "303")
+	require.Eventually(t, func() bool {
+		r, err := w.reg.Get(ctx, "leaver")
+		return err == nil && r.State.Terminal()
+	}, time.Minute, 20*time.Millisecond, "the worker's command ended")
+	var steps []string
+	res, err := w.f.StopWith(ctx, "leaver", fleet.StopOptions{Grace: 500 * time.Millisecond, Progress: func(s fleet.StopStep) {
+		steps = append(steps, s.Signal)
+	}})
+	require.NoError(t, err)
+	require.True(t, res.AlreadyEnded)
+	require.Equal(t, fleet.StateExited, res.Worker.State, "the record keeps how the worker ended")
+	require.Equal(t, []string{"SIGTERM", "SIGKILL"}, steps)
+	require.Contains(t, res.Killed, left)
+	unitstest.RequireEnded(t, left)
+	cg, err := units.OpenCgroups("/")
+	require.NoError(t, err)
+	procs, err := cg.Procs(wk.ControlGroup)
+	require.NoError(t, err)
+	if len(procs) == 1 { // the exit record's ExecStopPost, systemd's own
+		control, err := w.m.ControlPID(ctx, wk.Unit)
+		require.NoError(t, err)
+		require.Equal(t, control, procs[0])
+	} else {
+		require.Empty(t, procs)
+	}
+}
+
 // A shim killed outside a stop records nothing: the exit record its unit's
 // ExecStopPost wrote says how it ended.
 func TestAShimKilledUnseenLeavesItsEnd(t *testing.T) {

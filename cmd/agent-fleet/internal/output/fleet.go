@@ -314,6 +314,9 @@ func (r StopReport) Structured() any { return ViewStop(r.Res) }
 func (r StopReport) Text(Surface) string {
 	w := r.Res.Worker
 	switch {
+	case r.Res.AlreadyEnded && len(r.Res.Killed) > 0:
+		return fmt.Sprintf("Worker %s had already ended (%s); %s it left %s killed; nothing of it is left in its cgroup.", w.ID, w.State,
+			plural(len(r.Res.Killed), "process"), wasWere(len(r.Res.Killed)))
 	case r.Res.AlreadyEnded:
 		return fmt.Sprintf("Worker %s had already ended (%s).", w.ID, w.State)
 	case len(r.Res.Killed) > 0:
