@@ -671,6 +671,30 @@ func TestRenewAllPassesOverEndedWorkersAndAdoptRenews(t *testing.T) {
 	requireSameTime(t, c.Now().Add(adopted.LeaseDuration), adopted.LeaseDeadline, "adopting one's own worker renews it")
 }
 
+// A paused worker rebuilt after the registry was lost is paused: a stop
+// thaws it first (within its grace, not twice over), and the record keeps
+// how it ended.
+func TestRebuiltRecordOfAPausedWorkerIsPaused(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "pw", Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	_, err = w.f.Pause(ctx, "pw")
+	require.NoError(t, err)
+
+	w.loseRegistry()
+	boss := w.fleet("boss")
+	rep, err := boss.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Recovered, 1)
+	got, err := w.reg.Get(ctx, "pw")
+	require.NoError(t, err)
+	require.True(t, got.Paused(), "rebuilt as paused: %+v", got)
+	res, err := boss.Stop(ctx, "pw")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, res.Worker.State)
+	require.True(t, res.Worker.HasExit, "the thawed shim recorded how its command ended")
+}
+
 // A record rebuilt after the registry was lost keeps what the unit knows —
 // the command, the working directory, the start, the log — and never a
 // longer lease than the worker had: deleting the registry must not keep

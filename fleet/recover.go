@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/fleet/harness"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/units"
 )
 
 // UnitPrefix starts the name of every worker unit.
@@ -242,6 +243,11 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 	if w.ReadyAt.IsZero() {
 		w.ReadyAt = f.cfg.Now() // not reported: at least it is ready now
 	}
+	if unitFrozen(f.cfg.Cgroups, st) {
+		// Paused: when is lost with the registry, and its lease is held
+		// from now on (a resume moves the deadline on by the pause).
+		w.FrozenAt = f.cfg.Now()
+	}
 	if spec, err := harness.ReadSpec(WorkerDir(f.cfg.Paths, id, run)); err == nil {
 		// A coding agent: its spec says what it is.
 		w.Kind, w.Command, w.Task, w.Cwd = spec.Kind, spec.Command, spec.Task, spec.Cwd
@@ -263,6 +269,20 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 	// that a command's warning level does not print it a second time.
 	f.log.Info("rebuilt a worker record from its unit", "id", id, "run", run, "manager", manager)
 	return w, ""
+}
+
+// unitFrozen reports whether a unit's processes are frozen: by systemd
+// (FreezerState), or through its cgroup where systemd cannot freeze units
+// (Fleet.freeze's fallback).
+func unitFrozen(cg *units.Cgroups, st units.UnitState) bool {
+	if st.FreezerState == "frozen" || st.FreezerState == "freezing" {
+		return true
+	}
+	if cg == nil || st.ControlGroup == "" {
+		return false
+	}
+	u, err := cg.Usage(st.ControlGroup)
+	return err == nil && u.Frozen != nil && *u.Frozen
 }
 
 // recoveredLease is the idle lease of a worker rebuilt from its unit: the
