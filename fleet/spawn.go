@@ -508,12 +508,14 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 		_ = f.cfg.Units.ResetFailed(sctx, w.Unit)
 	}
 	rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
+	stopped := false // a stop fenced it: the stop records its end
 	updated, err := f.cfg.Registry.Update(sctx, w.ID, w.RunID, func(r *Worker) error {
+		stopped = r.State == StateStopping || r.State == StateStopped
 		r.StopRequestedAt, r.LogPath = f.cfg.Now(), w.LogPath
-		if recErr == nil {
-			applyExitRecord(r, rec)
+		if recErr == nil && !r.HasExit {
+			applyExitRecord(r, rec) // the shim's record of its command comes first
 		}
-		if r.State.Live() {
+		if r.State.Live() && !stopped {
 			r.State = StateFailed
 		}
 		r.StateReason = "spawn-failed"
@@ -525,6 +527,8 @@ func (f *Fleet) spawnFailed(ctx context.Context, w *Worker, reason string, unans
 		f.deliverEnded(sctx, updated)
 	}
 	switch {
+	case err == nil && stopped:
+		reason = "stopped before it was ready"
 	case err == nil && updated.State == StateExited:
 		reason = startedButEnded(updated) // its shim recorded the command's end
 	case err == nil && updated.HasExit:

@@ -211,3 +211,29 @@ func TestStopUsesTheRecordedStopTimeout(t *testing.T) {
 	require.Empty(t, res.Survivors)
 	require.EqualValues(t, 1, reads.n.Load(), "read from the unit")
 }
+
+// A worker stopped while its spawn waits out the readiness grace: the
+// spawn says it was stopped, not that it exited 143 (its shim's status),
+// and the record keeps the command's end as the shim saw it.
+func TestStopDuringTheReadinessGrace(t *testing.T) {
+	w := newWorld(t, func(c *fleet.Config) { c.ReadyGrace = 30 * time.Second })
+	spawned := make(chan error, 1)
+	go func() {
+		_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "prov", Command: []string{"sleep", "600"}})
+		spawned <- err
+	}()
+	processNamed(t, w, "prov", "sleep", "600")
+	_, err := w.f.Stop(ctx, "prov")
+	require.NoError(t, err)
+	select {
+	case err = <-spawned:
+	case <-time.After(time.Minute):
+		t.Fatal("the spawn did not return")
+	}
+	require.ErrorContains(t, err, "stopped before it was ready")
+	rec, err := w.reg.Get(ctx, "prov")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, rec.State)
+	require.Equal(t, "killed", rec.ExitCode, "%+v", rec)
+	require.Equal(t, int(syscall.SIGTERM), rec.ExitStatus)
+}
