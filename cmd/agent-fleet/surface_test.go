@@ -168,8 +168,11 @@ func TestEveryFleetVerbAgreesWithAgentFleet(t *testing.T) {
 	stops := func(v any) any { return v.(map[string]any)["stops"] }
 	cli("spawn", "--id", "cmp-c", "--", "sleep", "300")
 	tool(map[string]any{"action": "spawn", "id": "cmp-d", "command": []any{"sleep", "300"}})
+	r := call("agent_fleet", map[string]any{"action": "wait", "id": "cmp-d", "timeout": "200ms"})
+	require.True(t, r.IsError, "a wait that timed out is an error result: %s", r.Text)
+	require.Contains(t, r.Text, `cmp-d still running; call agent_fleet {action: "wait"} again to wait on`)
 	byCLI = cliFails("stop", "cmp-c", "cmp-nobody", "--timeout", "5s")
-	r := call("agent_fleet", map[string]any{"action": "stop", "ids": []any{"cmp-d", "cmp-nobody"}, "timeout": "5s"})
+	r = call("agent_fleet", map[string]any{"action": "stop", "ids": []any{"cmp-d", "cmp-nobody"}, "timeout": "5s"})
 	require.True(t, r.IsError, r.Text)
 	same("stop", noIDs(byCLI), noIDs(stops(r.Structured["result"])))
 	require.Len(t, byCLI, 2)

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -74,8 +75,11 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	rep, err := verbs.Run(ctx, fe, a)
 	rep, err = verbs.Federate(ctx, f, caller, a, rep, err)
 	var ended *fleet.WaitError
-	if errors.As(err, &ended) && !ended.TimedOut {
+	switch {
+	case errors.As(err, &ended) && !ended.TimedOut:
 		err = nil // workers that ended badly are news, not a failed call
+	case errors.As(err, &ended):
+		err = fmt.Errorf("%w; call agent_fleet {action: \"wait\"} again to wait on", err)
 	}
 	return report(rep, err)
 }
@@ -97,6 +101,7 @@ func fleetFailure(rep output.Report, err error) *mcp.CallToolResult {
 		structured["result"] = rep.Structured()
 	}
 	text := toolHints(err.Error()) // the calls an agent can make, not the CLI's
+	structured["error"] = text
 	if several, ok := output.Local(rep).(output.StopsReport); ok {
 		// The error only counts the failures; each worker's line says
 		// what happened to it.
