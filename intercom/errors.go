@@ -104,7 +104,9 @@ func (e *DeliveryError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.
 // Is maps delivery failures onto the operation errors. DELIVERY_TIMEOUT is
 // ErrOutcomeUnknown: the broker handed the message to the recipient, which
 // did not acknowledge it within 8 s (spec §3.2) but may still read it — a
-// paused worker does once it is resumed.
+// paused worker does once it is resumed. So is RECIPIENT_DISCONNECTED once
+// accepted: the recipient went away (or its host stopped answering) after
+// the message was handed on, and may have read it first.
 func (e *DeliveryError) Is(target error) bool {
 	switch target {
 	case ErrTargetNotFound:
@@ -112,7 +114,7 @@ func (e *DeliveryError) Is(target error) bool {
 	case ErrAmbiguousTarget:
 		return e.Code == "AMBIGUOUS_TARGET"
 	case ErrOutcomeUnknown:
-		return e.Code == "DELIVERY_TIMEOUT"
+		return e.Code == "DELIVERY_TIMEOUT" || e.Code == "RECIPIENT_DISCONNECTED" && e.Accepted
 	case ErrAskEdgeOpen:
 		return e.Code == "ASK_ALREADY_PENDING" || e.Code == "MUTUAL_ASK"
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/factory"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // as runs agent-fleet as the session id.
@@ -486,6 +489,29 @@ func TestIntercomUnacknowledgedSendIsNotCalledUndelivered(t *testing.T) {
 	require.Equal(t, "while frozen", l.messages()[0].Text)
 	time.Sleep(200 * time.Millisecond)
 	require.Len(t, l.messages(), 1, "read once")
+}
+
+// A recipient that goes away after it was handed the message, before it
+// acknowledged it, may have read it: the send's outcome is unknown (exit
+// 8), not "not delivered" — a host that stops answering looks the same.
+func TestIntercomSendToARecipientThatLeftUnacknowledged(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	startListener(t, dir, "anyone") // the broker runs
+	mute := intercomtest.Register(t, intercom.NewPaths(dir), "mute", intercomtest.RegisterOptions{})
+	mute.SkipBroadcasts = true
+	send := as(t, dir, "src", "intercom", "send", "mute", "read, never acknowledged")
+	var out bytes.Buffer
+	send.Stdout, send.Stderr = &out, &out
+	require.NoError(t, send.Start())
+	mute.Expect(wire.TypeMessage)
+	require.NoError(t, mute.Conn.Close())
+	err := send.Wait()
+	requireExit(t, err, exitUnknown)
+	require.Contains(t, out.String(), `message to "mute" was not acknowledged: RECIPIENT_DISCONNECTED`)
+	require.Contains(t, out.String(), "may have read it")
+	require.NotContains(t, out.String(), "not delivered")
 }
 
 // A second ask to a session while the first is still open is refused by

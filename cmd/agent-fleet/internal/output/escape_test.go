@@ -126,6 +126,17 @@ func TestSendToolOutcomeUnknown(t *testing.T) {
 	require.NotContains(t, text, "not delivered")
 	require.Contains(t, text, "The recipient has it and may still read it (a paused worker does once resumed): do not send it again")
 	require.Equal(t, true, structured["outcome_unknown"])
+
+	// Handed on, then the recipient went away: it may have read it.
+	text, structured, failed = SendTool(&intercom.SendResult{MessageID: "m2", Accepted: true, Code: "RECIPIENT_DISCONNECTED",
+		Reason: "Recipient disconnected before acknowledging the message"}, "lis")
+	require.True(t, failed)
+	require.NotContains(t, text, "not delivered")
+	require.Contains(t, text, "it may have been read: do not send it again blindly")
+	require.Equal(t, true, structured["outcome_unknown"])
+	// Refused before it was handed on: not delivered.
+	text, _, _ = SendTool(&intercom.SendResult{MessageID: "m3", Code: "RECIPIENT_DISCONNECTED", Reason: "gone"}, "lis")
+	require.Contains(t, text, "was not delivered")
 }
 
 // A paused worker's status tells a person the command and a model the

@@ -283,6 +283,10 @@ func SendTool(res *intercom.SendResult, to string) (text string, structured map[
 		}
 		structured := map[string]any{"ok": false, "message_id": res.MessageID, "code": res.Code, "reason": reason}
 		switch {
+		case res.Code == string(wire.FailRecipientDisconnected) && res.Accepted:
+			structured["outcome_unknown"] = true
+			return fmt.Sprintf("Message to %q was not acknowledged (%s): %s. It was handed on before the recipient went away (or its host stopped answering), so it may have been read: do not send it again blindly; intercom_history shows what became of it.",
+				to, res.Code, reason), structured, true
 		case errors.Is(&intercom.DeliveryError{Code: res.Code, Reason: res.Reason, Accepted: res.Accepted}, intercom.ErrOutcomeUnknown):
 			// The recipient has it (a paused worker reads it once resumed):
 			// "not delivered" would have the agent send it twice.
@@ -542,7 +546,10 @@ func ListeningAgainText(id string) string {
 // (intercom.ErrOutcomeUnknown, exit 8).
 func DeliveryFailed(what, failed, code, reason string, accepted bool) error {
 	err := &intercom.DeliveryError{Code: code, Reason: reason, Accepted: accepted}
-	if errors.Is(err, intercom.ErrOutcomeUnknown) {
+	switch {
+	case errors.Is(err, intercom.ErrOutcomeUnknown) && code == string(wire.FailRecipientDisconnected):
+		return fmt.Errorf("%s was not acknowledged: %w; the recipient went away after it was handed on (or its host stopped answering) and may have read it: do not resend it blindly", what, err)
+	case errors.Is(err, intercom.ErrOutcomeUnknown):
 		return fmt.Errorf("%s was not acknowledged: %w; the recipient has it and may still read it (a paused worker does once resumed): do not resend it blindly", what, err)
 	}
 	return fmt.Errorf("%s %s: %w", what, failed, err)
