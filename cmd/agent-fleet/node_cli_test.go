@@ -137,6 +137,9 @@ func TestNodeHostsJoinOverEmbeddedNATS(t *testing.T) {
 	require.Equal(t, "alpha", cfg.Name)
 	require.Equal(t, []string{key.PublicKey}, cfg.Embedded.Nkeys)
 	require.Len(t, cfg.ClusterKey, federation.ClusterKeyBytes)
+	// Adding a host's key again keeps this host's name and address.
+	require.Contains(t, rep.OtherHosts, "here: agent-fleet node init --embedded --name alpha --listen 127.0.0.1:0 --cluster "+
+		rep.Cluster+" --prefix "+rep.Prefix+" --allow-nkey THAT-KEY --force, and restart this node")
 	_, err = a.run("node", "init", "--embedded", "--name", "alpha")
 	requireExit(t, err, exitConflict)
 	require.Equal(t, "Multi-node routing: off (node not running)", a.routing())

@@ -341,7 +341,7 @@ func (c *Config) Validate() error {
 	}
 	for field, f := range map[string]string{"creds": c.Creds, "nkey": c.Nkey, "password_file": c.PasswordFile} {
 		if f != "" {
-			if err := readable(f); err != nil {
+			if err := secretFile(f); err != nil {
 				return c.errf(field, "%v", err)
 			}
 		}
@@ -462,6 +462,19 @@ func (c *Config) validateEmbedded() error {
 		return c.errf("embedded.listen", "%s is reachable from other hosts and no credential is allowed: list embedded.nkeys or embedded.users", e.Listen)
 	}
 	return nil
+}
+
+// secretFile checks that a credential file can be read, and by nobody
+// else (as ReadClusterKey does the cluster key).
+func secretFile(f string) error {
+	st, err := os.Stat(f)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is readable by others (mode %04o): chmod 600 it", f, st.Mode().Perm())
+	}
+	return readable(f)
 }
 
 func readable(f string) error {

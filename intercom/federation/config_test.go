@@ -118,6 +118,26 @@ func TestClusterKeyFileMustBePrivate(t *testing.T) {
 	}
 }
 
+// The node's credential files are secrets like the cluster key: one that
+// others can read is refused, saying how to fix it.
+func TestCredentialFilesMustBePrivate(t *testing.T) {
+	for field, text := range map[string]string{"nkey": "nkey = \"node.nk\"\n", "creds": "creds = \"node.nk\"\n"} {
+		p := writeNodeTOML(t, text)
+		seed := filepath.Join(p.Dir, "node.nk")
+		if err := os.WriteFile(seed, []byte("SUAIBDPBAUTWCWBKIO6XHQNINK5FWJW4OHLXC3HQ2KFE4PEJUA44CNHTC4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := federation.LoadConfig(p)
+		wantConfigError(t, err, field, "readable by others (mode 0644): chmod 600 it")
+		if err := os.Chmod(seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := federation.LoadConfig(p); err != nil {
+			t.Fatalf("%s at 0600: %v", field, err)
+		}
+	}
+}
+
 func TestWriteConfigRoundTrip(t *testing.T) {
 	p := writeNodeTOML(t, "")
 	cfg := federation.NewConfig(p)

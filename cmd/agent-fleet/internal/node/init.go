@@ -224,10 +224,18 @@ func (r *InitReport) joinHints(cfg *federation.Config) {
 	if cfg.Embedded.TLS != nil {
 		join += " --tls-ca CA-FILE"
 	}
+	// The same init again, with the key added: --force keeps only the keys.
+	again := fmt.Sprintf("agent-fleet node init --embedded --name %s --listen %s --cluster %s --prefix %s", cfg.Name, cfg.Embedded.Listen, cfg.Cluster, cfg.Prefix)
+	if t := cfg.Embedded.TLS; t != nil {
+		again += " --tls-cert " + t.Cert + " --tls-key " + t.Key
+		if t.CA != "" {
+			again += " --tls-ca " + t.CA
+		}
+	}
 	r.OtherHosts = []string{
 		keyHint,
 		"agent-fleet node key   (prints the host's public nkey)",
-		"here: agent-fleet node init --embedded ... --allow-nkey THAT-KEY --force, and restart this node",
+		"here: " + again + " --allow-nkey THAT-KEY --force, and restart this node",
 		join,
 		"agent-fleet node run",
 	}
