@@ -200,6 +200,9 @@ func dial(cfg *Config, o LinkOptions, host bool) (*Link, error) {
 		nats.PingInterval(2 * time.Second),
 		nats.MaxPingsOutstanding(3),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				return // this link closed it (a refused join, the node's end): ClosedHandler follows
+			}
 			l.log.Warn("NATS link down, reconnecting", "err", err)
 			l.state("reconnecting")
 		}),
