@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // Team-addressed targets of a send.
@@ -198,7 +199,7 @@ func (t *TeamOps) rosterMatch(ctx context.Context, mine []NamedTeam, to string) 
 				continue
 			}
 			name, live, _ := look(id)
-			if id == to || live && name != "" && strings.EqualFold(name, to) {
+			if id == to || live && name != "" && wire.LowerName(name) == wire.LowerName(to) {
 				found = append(found, id)
 			}
 		}

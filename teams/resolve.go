@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/agent-fleet/agent-fleet/manifest"
 )
 
@@ -163,7 +164,7 @@ func (r *Resolver) connected(ctx context.Context, sessions []Session, target str
 
 func connectedTo(sessions []Session, target string) bool {
 	for _, s := range sessions {
-		if s.ID == target || (s.Name != "" && strings.EqualFold(s.Name, target)) {
+		if s.ID == target || (s.Name != "" && wire.LowerName(s.Name) == wire.LowerName(target)) {
 			return true
 		}
 	}

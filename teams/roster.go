@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // Roster is a named team as its members see it (the Codex adapter's
@@ -163,7 +164,7 @@ func matchSession(sessions []intercom.SessionView, to string) (string, error) {
 		if v.ID == to {
 			return to, nil
 		}
-		if v.Name != "" && strings.EqualFold(v.Name, to) {
+		if v.Name != "" && wire.LowerName(v.Name) == wire.LowerName(to) {
 			byName = append(byName, v.ID)
 		}
 		if len(to) >= intercom.MinTargetPrefix && strings.HasPrefix(v.ID, to) {

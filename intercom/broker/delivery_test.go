@@ -416,3 +416,26 @@ func TestDeliveryTimeoutsAmongAcknowledged(t *testing.T) {
 	require.Equal(t, "ok", a.Expect(wire.TypeDelivered).MessageID)
 	a.ExpectFailed("late", true, wire.FailDeliveryTimeout)
 }
+
+// Names match as the TypeScript broker lowercases them (JavaScript's
+// toLowerCase, wire.LowerName): İ is "i̇", a word-final Σ is ς — a name
+// written with its ordinary final sigma reaches the session here as there.
+func TestSendMatchesNamesAsJavaScriptLowercases(t *testing.T) {
+	h := startBroker(t)
+	a := h.Register("sender", intercomtest.RegisterOptions{})
+	a.SkipBroadcasts = true
+	h.Register("uc-b", intercomtest.RegisterOptions{Name: "İstanbul"})
+	h.Register("uc-c", intercomtest.RegisterOptions{Name: "ΟΔΟΣ"})
+	for i, c := range []struct {
+		to    string
+		found bool
+	}{{"i\u0307stanbul", true}, {"istanbul", false}, {"οδος", true}, {"οδοσ", false}, {"ΟΔΟΣ", true}} {
+		id := fmt.Sprintf("n%d", i)
+		a.Send(c.to, intercomtest.Message(id, "hello"))
+		if c.found {
+			require.Equal(t, id, a.Expect(wire.TypeDeliveryAccepted).MessageID, c.to)
+		} else {
+			a.ExpectFailed(id, false, wire.FailSessionNotFound)
+		}
+	}
+}

@@ -29,7 +29,7 @@ func (s *session) refreshInfo() {
 	s.infoRaw = s.info.AppendJSON(s.infoRaw[:0])
 	s.nameLower = ""
 	if s.info.HasName {
-		s.nameLower = strings.ToLower(s.info.Name)
+		s.nameLower = wire.LowerName(s.info.Name)
 	}
 }
 
@@ -100,7 +100,7 @@ func (b *Broker) resolve(from *session, to string) []*session {
 		return nil
 	}
 	var out []*session
-	lower := strings.ToLower(to)
+	lower := wire.LowerName(to)
 	for _, m := range g.members {
 		if m.info.HasName && m.nameLower == lower {
 			out = append(out, m)
