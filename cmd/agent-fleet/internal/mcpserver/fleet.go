@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -79,7 +78,11 @@ func FleetAction(ctx context.Context, f *factory.Factory, caller string, args ma
 	case errors.As(err, &ended) && !ended.TimedOut:
 		err = nil // workers that ended badly are news, not a failed call
 	case errors.As(err, &ended):
-		err = fmt.Errorf("%w; call agent_fleet {action: \"wait\"} again to wait on", err)
+		r := report(rep, err)
+		if t, ok := r.Content[0].(*mcp.TextContent); ok {
+			t.Text += `; call agent_fleet {action: "wait"} again to wait on`
+		}
+		return r
 	}
 	return report(rep, err)
 }
@@ -100,8 +103,9 @@ func fleetFailure(rep output.Report, err error) *mcp.CallToolResult {
 	if rep != nil {
 		structured["result"] = rep.Structured()
 	}
-	text := toolHints(err.Error()) // the calls an agent can make, not the CLI's
-	structured["error"] = text
+	// The text names the calls an agent can make; structuredContent stays
+	// the CLI's --json error object (json_contract_test.go).
+	text := toolHints(err.Error())
 	if several, ok := output.Local(rep).(output.StopsReport); ok {
 		// The error only counts the failures; each worker's line says
 		// what happened to it.
