@@ -262,11 +262,8 @@ func (f *Fleet) stopUnit(ctx context.Context, w *Worker, opts StopOptions, timeo
 // it is: the worker ended before the stop.
 func (f *Fleet) endLeftovers(ctx context.Context, w *Worker, opts StopOptions) (*StopResult, error) {
 	res := &StopResult{Worker: w, AlreadyEnded: true}
-	if w.ControlGroup == "" {
-		return res, nil
-	}
-	if _, empty := f.onlyControl(ctx, w.Unit, w.ControlGroup); empty {
-		return res, nil
+	if len(f.leftoverPIDs(ctx, w)) == 0 {
+		return res, nil // the common case: its cgroup is empty, or gone
 	}
 	grace := opts.Grace
 	if grace <= 0 {
@@ -313,17 +310,16 @@ func (f *Fleet) endLeftovers(ctx context.Context, w *Worker, opts StopOptions) (
 }
 
 // leftoverPIDs are the processes in the cgroup of w, an ended worker,
-// other than its unit's control process.
+// other than its unit's control process (onlyControl); none where the
+// cgroup is gone or cannot be read.
 func (f *Fleet) leftoverPIDs(ctx context.Context, w *Worker) []int {
-	pids, err := f.cfg.Cgroups.Procs(w.ControlGroup)
-	if err != nil || len(pids) == 0 {
+	if w.ControlGroup == "" {
 		return nil
 	}
-	if len(pids) == 1 {
-		if control, err := f.cfg.Units.ControlPID(ctx, w.Unit); err == nil && control == pids[0] {
-			return nil
-		}
+	if _, ok := f.onlyControl(ctx, w.Unit, w.ControlGroup); ok {
+		return nil
 	}
+	pids, _ := f.cfg.Cgroups.Procs(w.ControlGroup)
 	return pids
 }
 
