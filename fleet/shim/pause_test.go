@@ -256,3 +256,28 @@ func TestRateLimitBackoff(t *testing.T) {
 	require.Equal(t, 15*time.Minute, backoffAfter(100))
 	require.True(t, slices.IsSorted(got))
 }
+
+// The manager's ask in a batch a rate limit keeps gets the notice as its
+// reply (it is not left waiting); the kept turn then shows it as a plain
+// message — an intercom_reply to the closed ask would fail — and its final
+// answer reaches the manager as a message.
+func TestWakeKeptAskAnsweredByTheNoticeIsAMessageToTheTurn(t *testing.T) {
+	w := newWakeWorld(t, "", withRecord(t, fleet.Budget{}))
+	<-w.ready
+	w.mu.Lock()
+	w.limits = 1
+	w.mu.Unlock()
+	ans, err := w.boss.Ask(context.Background(), intercom.AskRequest{To: "w1", Text: "what is 6*7?", Wait: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, ans.Replied, "%+v", ans)
+	require.Contains(t, ans.Reply.Text, "hit the model provider's rate limit")
+	st := w.stateWhen(func(st *harness.TurnState) bool { return st.Pause != nil })
+	w.jumpTo(st.Pause.Until)
+
+	got := w.received(1)
+	require.Equal(t, "done: what is 6*7?", got[0].Text, "the answer reaches the manager")
+	kept := w.turnsSoFar()[1]
+	require.Contains(t, kept.prompt, "📨 From boss:\nwhat is 6*7?")
+	require.NotContains(t, kept.prompt, "awaiting your reply")
+	require.NotContains(t, kept.prompt, "This is an ask")
+}

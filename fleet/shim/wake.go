@@ -301,7 +301,7 @@ func (w *wakeLoop) manager(ctx context.Context) string {
 // limit keeps k to run again (pauseForRateLimit).
 func (w *wakeLoop) turn(ctx context.Context, k *turnWork, started func()) {
 	spec := w.cfg.Spec
-	reason, batch := k.reason, k.batch
+	reason, batch := k.reason, w.withClosedAsks(ctx, k.batch)
 	manager := w.manager(ctx)
 	w.state.Turns++
 	n := w.state.Turns
@@ -652,6 +652,31 @@ func (w *wakeLoop) saveState() {
 	if err := harness.WriteTurnState(w.cfg.Dir, &w.state); err != nil {
 		w.cfg.Logger.Warn("could not write the turn record", "err", err)
 	}
+}
+
+// withClosedAsks is batch with the asks that are no longer pending shown
+// as plain messages: a pause's notice answered its manager's (tell), so an
+// intercom_reply to them would fail; the turn's final answer reaches the
+// asker as a message instead.
+func (w *wakeLoop) withClosedAsks(ctx context.Context, batch []intercom.MessageView) []intercom.MessageView {
+	if !hasAsk(batch) {
+		return batch
+	}
+	pending, err := w.cfg.Session.Pending(ctx, intercom.PendingRequest{})
+	if err != nil {
+		return batch
+	}
+	open := map[string]bool{}
+	for _, a := range pending.Asks {
+		open[a.AskID] = true
+	}
+	out := slices.Clone(batch)
+	for i := range out {
+		if out[i].ExpectsReply && !open[out[i].AskID] {
+			out[i].ExpectsReply, out[i].AskID = false, ""
+		}
+	}
+	return out
 }
 
 func hasAsk(batch []intercom.MessageView) bool {
