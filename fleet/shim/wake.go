@@ -405,6 +405,10 @@ func (w *wakeLoop) turn(ctx context.Context, k *turnWork, started func()) {
 		}
 	case limited:
 		// Nothing was lost: the next turn resumes what this one did.
+	case exit.TimedOut && t.Session != "":
+		// Ended at its time limit, so it said no session: the
+		// conversation it resumed is still there to resume.
+		w.state.Session = t.Session
 	case res.Failed:
 		// No conversation to resume: the next turn starts one, with the
 		// task again if this was not the first.

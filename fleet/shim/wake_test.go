@@ -249,6 +249,8 @@ func (w *wakeWorld) run(ctx context.Context, cmd *harness.TurnCommand, _ turnPro
 		return turnExit{Stdout: b, Status: 1}
 	case strings.HasPrefix(last, "CRASH"):
 		return turnExit{StderrTail: []string{"panic: boom", "goroutine 1"}, Status: 2}
+	case strings.HasPrefix(last, "SLOW"): // killed at --turn-timeout: no output
+		return turnExit{TimedOut: true, Status: -1}
 	}
 	w.mu.Lock()
 	w.totals[session] += turnTokens
@@ -403,6 +405,27 @@ func TestWakeFinalAnswerRouting(t *testing.T) {
 	w.received(2)
 	require.Len(t, w.turnsSoFar(), 5, "the message left unread started the next turn")
 	require.Contains(t, w.turnsSoFar()[4].prompt, "📨 From peer:\nread me next turn")
+}
+
+// A turn ended at its time limit says no session, but the conversation it
+// resumed is still there: the next turn resumes it, with no recap.
+func TestWakeTimedOutTurnKeepsTheConversation(t *testing.T) {
+	w := newWakeWorld(t, "")
+	<-w.ready
+	w.send(w.boss, "first")
+	require.Equal(t, "done: first", w.received(1)[0].Text)
+	sid := argAfterTest(w.turnsSoFar()[0].argv, "--session-id")
+	w.send(w.boss, "SLOW")
+	require.Contains(t, w.received(1)[0].Text, "the turn ran past its limit")
+	st := w.stateWhen(func(st *harness.TurnState) bool { return st.Last != nil && st.Last.N == 2 })
+	require.Equal(t, sid, st.Session)
+	require.False(t, st.ContextLost)
+	w.stateWhen(func(st *harness.TurnState) bool { return st.NextTurnAt.IsZero() || !st.NextTurnAt.After(time.Now()) })
+	w.send(w.boss, "third")
+	require.Equal(t, "done: third", w.received(1)[0].Text)
+	third := w.turnsSoFar()[2]
+	require.Equal(t, sid, argAfterTest(third.argv, "--resume"), "the same conversation")
+	require.NotContains(t, third.prompt, "new conversation")
 }
 
 func TestWakeFailedTurnsAreReportedAndBackedOff(t *testing.T) {
