@@ -108,6 +108,9 @@ type Client struct {
 	controls  map[string]chan bool
 	sessionID string
 	scope     string // the scope registrations use (Identity.Scope until SetScope)
+	// presence is what Presence set last (name, status, model): every
+	// registration carries it, so a new broker shows what the old one did.
+	presence wire.Presence
 
 	switchMu sync.Mutex // one SetScope at a time
 	// retiring is the connection a SetScope is replacing: the broker ends
@@ -245,6 +248,15 @@ func (c *Client) register(ctx context.Context) (net.Conn, *bufio.Reader, error) 
 		StartedAt: id.StartedAt, LastActivity: float64(time.Now().UnixMilli()),
 		Name: id.Name, HasName: id.Name != "", RuntimeInstanceID: id.RuntimeID,
 	}
+	c.mu.Lock()
+	if p := c.presence; p.HasName {
+		req.Name, req.HasName = p.Name, true
+	}
+	if p := c.presence; p.HasModel {
+		req.Model = p.Model
+	}
+	req.Status, req.HasStatus = c.presence.Status, c.presence.HasStatus
+	c.mu.Unlock()
 	deadline := time.Now().Add(10 * time.Second) // spec §6.5 register timeout
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
@@ -718,8 +730,21 @@ func (c *Client) AskControl(ctx context.Context, typ, messageID string) (bool, e
 	}
 }
 
-// Presence publishes name/status/model changes (no answer frame).
+// Presence publishes name/status/model changes (no answer frame); every
+// later registration carries them, so a broker restarted meanwhile shows
+// them too.
 func (c *Client) Presence(ctx context.Context, p wire.Presence) error {
+	c.mu.Lock()
+	if p.HasName {
+		c.presence.Name, c.presence.HasName = p.Name, true
+	}
+	if p.HasStatus {
+		c.presence.Status, c.presence.HasStatus = p.Status, true
+	}
+	if p.HasModel {
+		c.presence.Model, c.presence.HasModel = p.Model, true
+	}
+	c.mu.Unlock()
 	nc, err := c.waitReady(ctx)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package intercom_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -192,4 +193,43 @@ func TestShortTargetPrefix(t *testing.T) {
 	pend, err := other.Pending(ctx, intercom.PendingRequest{})
 	require.NoError(t, err)
 	require.Len(t, pend.Unread, 1)
+}
+
+// A presence status set before a broker restart, or while the broker was
+// gone, is what the new broker shows: every registration carries the last
+// one (a worker's "needs-input" must not turn blank).
+func TestPresenceSurvivesReconnect(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	br := startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha", func(c *intercom.SessionConfig) { c.Reconnect = true })
+	require.NoError(t, a.SetSummary(ctx, "needs-input: permission to run mv"))
+	statusOf := func(viewer *intercom.Session) string {
+		res, err := viewer.List(ctx, intercom.ListRequest{})
+		require.NoError(t, err)
+		for _, s := range res.Sessions {
+			if s.ID == "alpha" {
+				return s.Status
+			}
+		}
+		return ""
+	}
+	b := open(t, p, "beta", "Beta")
+	require.Eventually(t, func() bool { return statusOf(b) == "needs-input: permission to run mv" }, 5*time.Second, 10*time.Millisecond)
+
+	br.Stop()
+	require.Eventually(t, func() bool { return !a.Client().Connected() }, 5*time.Second, 5*time.Millisecond)
+	br = startBroker(t, p)
+	require.Eventually(t, a.Client().Connected, 10*time.Second, 10*time.Millisecond)
+	c := open(t, p, "gamma", "Gamma")
+	require.Equal(t, "needs-input: permission to run mv", statusOf(c), "the new broker has it from the registration")
+
+	br.Stop()
+	require.Eventually(t, func() bool { return !a.Client().Connected() }, 5*time.Second, 5*time.Millisecond)
+	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_ = a.SetSummary(sctx, "working · turn 4") // no broker: kept for the next registration
+	cancel()
+	startBroker(t, p)
+	require.Eventually(t, a.Client().Connected, 10*time.Second, 10*time.Millisecond)
+	d := open(t, p, "delta", "Delta")
+	require.Equal(t, "working · turn 4", statusOf(d))
 }
