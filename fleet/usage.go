@@ -29,11 +29,21 @@ func (b Budget) IsZero() bool { return b.USD == 0 && b.Tokens == 0 }
 func (b Budget) Spent(t harness.UsageTotals) (bool, string) {
 	switch {
 	case b.USD > 0 && t.CostUSD >= b.USD:
-		return true, fmt.Sprintf("$%.2f of $%.2f", t.CostUSD, b.USD)
+		return true, USD(t.CostUSD) + " of " + USD(b.USD)
 	case b.Tokens > 0 && t.Tokens() >= b.Tokens:
 		return true, fmt.Sprintf("%d of %d tokens", t.Tokens(), b.Tokens)
 	}
 	return false, ""
+}
+
+// USD is an amount of US dollars for people: "$1.23", and below a cent
+// to a hundredth of one, "$0.004" (a budget of $0.001 is not "$0.00").
+func USD(usd float64) string {
+	if usd > 0 && usd < 0.01 {
+		s := strings.TrimRight(fmt.Sprintf("$%.4f", usd), "0")
+		return strings.TrimSuffix(s, ".")
+	}
+	return fmt.Sprintf("$%.2f", usd)
 }
 
 // BudgetChange is a change to a worker's budget (spawn's, renew's): a nil

@@ -158,6 +158,8 @@ func TestBudget(t *testing.T) {
 	spent, how = b.Spent(harness.UsageTotals{CostUSD: 5.02})
 	require.True(t, spent)
 	require.Equal(t, "$5.02 of $5.00", how)
+	_, how = Budget{USD: 0.001}.Spent(harness.UsageTotals{CostUSD: 0.0046})
+	require.Equal(t, "$0.0046 of $0.001", how, "amounts under a cent are not $0.00")
 	spent, how = b.Spent(harness.UsageTotals{OutputTokens: 150, CacheReadTokens: 60})
 	require.True(t, spent)
 	require.Equal(t, "210 of 200 tokens", how)

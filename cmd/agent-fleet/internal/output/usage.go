@@ -68,13 +68,9 @@ func trimZero(s string) string {
 	return s
 }
 
-// CostText is an amount of US dollars for people: "$1.23", "$0.004".
-func CostText(usd float64) string {
-	if usd > 0 && usd < 0.01 {
-		return trimZero(fmt.Sprintf("$%.4f", usd))
-	}
-	return fmt.Sprintf("$%.2f", usd)
-}
+// CostText is an amount of US dollars for people: "$1.23", "$0.004"
+// (fleet.USD).
+func CostText(usd float64) string { return fleet.USD(usd) }
 
 // costOf is t's cost for people: "$1.23", "$1.23 + 2 turns without a
 // cost", "" when no turn reported one.
