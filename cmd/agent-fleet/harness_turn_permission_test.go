@@ -161,7 +161,7 @@ func TestRealCodexPermissionRelay(t *testing.T) {
 	model := modeltest.Start(t,
 		modeltest.Step{Name: "task", Expect: modeltest.PromptContains("make the markers"), Reply: escalate("touch allowed")},
 		modeltest.Step{Name: "allowed", Expect: modeltest.ToolResultContains("Process exited with code 0"), Reply: escalate("touch denied")},
-		modeltest.Step{Name: "denied", Expect: modeltest.ToolResultContains("Permission to run `touch denied` in " + cwd + " was denied by boss. They said: no escalation"),
+		modeltest.Step{Name: "denied", Expect: modeltest.ToolResultContains("Permission to run `touch denied` in " + cwd + " was denied by boss. They said: no escalation. The action was not performed."),
 			Reply: modeltest.Reply{Text: "One marker made."}},
 	)
 	w.spawnCmd("cx-p", "codex", append([]string{codex}, codexEndpoint(model.URL)...), "--model", codexModel,

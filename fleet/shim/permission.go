@@ -106,6 +106,9 @@ func (p *permissionRelay) decide(ctx context.Context, req harness.PermissionRequ
 	msg := fmt.Sprintf("Permission to %s was denied by %s.", what, who)
 	if note != "" {
 		msg += " They said: " + note
+		if !strings.ContainsAny(note[len(note)-1:], ".!?") {
+			msg += "."
+		}
 	}
 	p.log.Info("permission denied", "tool", req.Tool, "by", who)
 	return harness.PermissionDecision{Message: msg + " The action was not performed."}
