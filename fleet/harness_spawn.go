@@ -34,6 +34,9 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error)
 	if err := checkPermissionWait(req); err != nil {
 		return nil, err
 	}
+	if err := checkClaudeBypassAsRoot(req, os.Geteuid()); err != nil {
+		return nil, err
+	}
 	name := harness.Executables[req.Kind]
 	var extra []string
 	if len(req.Command) > 0 {
@@ -65,6 +68,24 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error)
 
 // checkPermissionWait refuses a permission wait that would not apply:
 // out of range, or for a worker whose prompts are not relayed.
+// checkClaudeBypassAsRoot refuses a claude worker with permission full
+// (bypassPermissions) that would run as root (euid 0: the user manager
+// runs the caller's units as the caller): Claude Code refuses that mode as
+// root outside a sandbox it knows of (IS_SANDBOX=1 or
+// CLAUDE_CODE_BUBBLEWRAP in its environment), so every turn would fail.
+func checkClaudeBypassAsRoot(req SpawnRequest, euid int) error {
+	if req.Kind != "claude" || euid != 0 || (req.Permission != harness.PermissionFull && req.Permission != "bypassPermissions") {
+		return nil
+	}
+	for _, kv := range req.Env {
+		if kv == "IS_SANDBOX=1" || strings.HasPrefix(kv, "CLAUDE_CODE_BUBBLEWRAP=") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: Claude Code refuses --permission %s (bypassPermissions) as root, so every turn would fail: "+
+		"spawn it as another user, with another permission, or, in a sandbox (a container), with --env IS_SANDBOX=1", ErrInvalidRequest, req.Permission)
+}
+
 func checkPermissionWait(req SpawnRequest) error {
 	switch w := req.PermissionWait; {
 	case w == 0:

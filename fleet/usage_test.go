@@ -175,3 +175,17 @@ func TestBudget(t *testing.T) {
 	require.ErrorIs(t, BudgetChange{USD: &neg}.check("pi"), ErrInvalidRequest)
 	require.ErrorIs(t, BudgetChange{Tokens: &zero}.check("pi"), ErrInvalidRequest)
 }
+
+// Claude Code refuses bypassPermissions as root outside a sandbox it
+// knows of: such a spawn is refused at once, not failed at every turn.
+func TestClaudeBypassAsRootIsRefused(t *testing.T) {
+	full := SpawnRequest{Kind: "claude", Permission: "full"}
+	err := checkClaudeBypassAsRoot(full, 0)
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	require.ErrorContains(t, err, "--env IS_SANDBOX=1")
+	require.ErrorIs(t, checkClaudeBypassAsRoot(SpawnRequest{Kind: "claude", Permission: "bypassPermissions"}, 0), ErrInvalidRequest)
+	require.NoError(t, checkClaudeBypassAsRoot(full, 1000), "not root")
+	require.NoError(t, checkClaudeBypassAsRoot(SpawnRequest{Kind: "claude", Permission: "full", Env: []string{"IS_SANDBOX=1"}}, 0))
+	require.NoError(t, checkClaudeBypassAsRoot(SpawnRequest{Kind: "claude", Permission: "workspace-write"}, 0))
+	require.NoError(t, checkClaudeBypassAsRoot(SpawnRequest{Kind: "codex", Permission: "full"}, 0))
+}
