@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -396,7 +397,18 @@ func (hc *HolderClient) call(ctx context.Context, op string, args any, out any) 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("holder closed the connection: %v", sc.Err())
+		cause := sc.Err()
+		if cause == nil {
+			cause = io.EOF
+		}
+		switch op {
+		case HolderOpSend, HolderOpAsk, HolderOpReply:
+			// It may have sent the message before it went (its outbox
+			// has it, for the next holder to replay): a retry could
+			// deliver it twice.
+			return fmt.Errorf("%w: the session's holder went away during the %s (%v)", ErrOutcomeUnknown, op, cause)
+		}
+		return fmt.Errorf("holder closed the connection: %v", cause)
 	}
 	var resp HolderResponse
 	if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {

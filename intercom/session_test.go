@@ -579,3 +579,38 @@ func TestSendRefusesAMessageOverTheFrameOnceEncoded(t *testing.T) {
 	defer ob.Close()
 	require.Zero(t, ob.Len(), "nothing left queued: the poison dropped, the rest delivered")
 }
+
+// blockedSend is a holder's Ops whose Send never returns until released:
+// the holder goes away in the middle of it.
+type blockedSend struct {
+	intercom.Ops
+	entered, release chan struct{}
+}
+
+func (b blockedSend) Send(ctx context.Context, req intercom.SendRequest) (*intercom.SendResult, error) {
+	close(b.entered)
+	<-b.release
+	return nil, ctx.Err()
+}
+
+// A holder that goes away during a send may have sent it (its outbox
+// keeps it for the next holder): the caller hears the outcome is unknown,
+// not a failure that invites a resend.
+func TestHolderGoneDuringASendIsOutcomeUnknown(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	ops := blockedSend{Ops: a, entered: make(chan struct{}), release: make(chan struct{})}
+	hs, err := intercom.ListenHolder(intercom.HolderConfig{Paths: p, SessionID: "alpha", Ops: ops})
+	require.NoError(t, err)
+	hctx, stop := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() { _ = hs.Serve(hctx); close(served) }()
+	t.Cleanup(func() { close(ops.release); stop(); <-served })
+	hc, err := intercom.DialHolder(ctx, p, "alpha")
+	require.NoError(t, err)
+	go func() { <-ops.entered; stop() }()
+	_, err = hc.Send(ctx, intercom.SendRequest{To: "beta", Text: "in flight"})
+	require.ErrorIs(t, err, intercom.ErrOutcomeUnknown)
+	require.ErrorContains(t, err, "the session's holder went away during the send")
+}
