@@ -690,6 +690,9 @@ func (s *Session) Reply(ctx context.Context, req ReplyRequest) (*SendResult, err
 		to = ask.From.ID
 	}
 	res, err := s.send(ctx, to, ask.From.ID, msg)
+	for s.reconnecting(ctx, res, err) { // the asker may be on its way back to a new broker
+		res, err = s.send(ctx, to, ask.From.ID, msg)
+	}
 	s.recordSent(msg, res, err)
 	if res != nil && replyTo != "" {
 		res.AskID = ask.AskID()

@@ -614,3 +614,50 @@ func TestHolderGoneDuringASendIsOutcomeUnknown(t *testing.T) {
 	require.ErrorIs(t, err, intercom.ErrOutcomeUnknown)
 	require.ErrorContains(t, err, "the session's holder went away during the send")
 }
+
+// A reply, like a send, waits for an asker that was on the broker before
+// it restarted and is on its way back (its holder still listens).
+func TestReplyWaitsForAnAskerReconnectingToANewBroker(t *testing.T) {
+	t.Parallel()
+	p := intercom.NewPaths(shortDir(t))
+	serve := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true,
+				Logger: slog.New(slog.DiscardHandler)})
+		}()
+		require.Eventually(t, func() bool { _, err := os.Stat(p.PIDFile()); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		return func() { cancel(); require.NoError(t, <-done) }
+	}
+	require.NoError(t, intercom.EnsureDir(filepath.Dir(p.HolderSocket("alpha"))))
+	holder, err := net.Listen("unix", p.HolderSocket("alpha"))
+	require.NoError(t, err)
+	defer holder.Close()
+
+	first := serve()
+	alpha := open(t, p, "alpha", "Alpha")
+	gamma := open(t, p, "gamma", "Gamma", func(c *intercom.SessionConfig) { c.Reconnect = true })
+	asked, err := alpha.Ask(context.Background(), intercom.AskRequest{To: "gamma", Text: "which branch?", Wait: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.False(t, asked.Replied)
+	require.NoError(t, alpha.Close()) // its ask deferred: a late reply still reaches it
+	first()
+	t.Cleanup(serve())
+	require.Eventually(t, gamma.Client().Connected, 10*time.Second, 10*time.Millisecond)
+
+	replied := make(chan *intercom.SendResult, 1)
+	go func() {
+		res, err := gamma.Reply(context.Background(), intercom.ReplyRequest{Text: "main"})
+		assert.NoError(t, err)
+		replied <- res
+	}()
+	time.Sleep(300 * time.Millisecond) // alpha's reconnect backoff
+	back := open(t, p, "alpha", "Alpha")
+	res := <-replied
+	require.True(t, res.OK, "%+v", res)
+	require.Eventually(t, func() bool {
+		pend, err := back.Pending(context.Background(), intercom.PendingRequest{})
+		return err == nil && len(pend.Unread) == 1 && pend.Unread[0].Text == "main"
+	}, 10*time.Second, 10*time.Millisecond, "the late reply reached alpha")
+}
