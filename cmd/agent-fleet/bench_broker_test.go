@@ -68,19 +68,26 @@ func TestBenchBrokerStartsAndStopsItsBroker(t *testing.T) {
 	requireSaneMeasurement(t, res.Result, true)
 	require.GreaterOrEqual(t, res.Result.Delivered, 600)
 
-	// Segments cover the measured messages back to back.
+	// Segments cover the measured messages back to back, each (but the
+	// last) at least --segment long. How many there are depends on the
+	// machine's speed: the load is unpaced and a segment ends at the first
+	// look (every 2 ms) after it is long enough.
 	segs := res.Result.Segments
-	require.GreaterOrEqual(t, len(segs), 3)
+	require.NotEmpty(t, segs)
 	next := 0
 	for i, s := range segs {
 		require.Equal(t, i+1, s.Index)
 		require.Equal(t, next, s.From)
 		require.Equal(t, s.Messages, s.Latency.N)
+		if i < len(segs)-1 {
+			require.GreaterOrEqual(t, s.Messages, 200)
+		}
 		next += s.Messages
 	}
 	require.Equal(t, res.Result.Delivered, next)
-
-	require.NotNil(t, res.Drift, "segments are compared")
+	if len(segs) > 1 {
+		require.NotNil(t, res.Drift, "segments are compared")
+	}
 	require.NotContains(t, raw, "targets", "no absolute pass/fail figures")
 
 	if runtime.GOOS == "linux" {
