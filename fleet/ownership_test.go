@@ -18,6 +18,8 @@ import (
 	"github.com/agent-fleet/agent-fleet/fleet"
 	"github.com/agent-fleet/agent-fleet/fleet/shim"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/intercomtest"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 	"github.com/agent-fleet/agent-fleet/units"
 	"github.com/agent-fleet/agent-fleet/units/unitstest"
 )
@@ -382,26 +384,28 @@ func TestImpersonationRenewsNothing(t *testing.T) {
 	imp.Close()
 
 	// Another process using the worker's id while the worker's own
-	// connection is down (its shim frozen, the broker restarted).
+	// connection is down (its shim frozen, the broker restarted): a raw
+	// v4 client, since an agent-fleet session cannot even open the id's
+	// files while the shim has them (OpenSession's lock).
 	require.NoError(t, syscall.Kill(wk.MainPID, syscall.SIGSTOP))
 	defer syscall.Kill(wk.MainPID, syscall.SIGCONT)
 	w.stop()
 	w.startBroker()
-	imp = openSession(t, w, "w1", "w1")
+	raw := intercomtest.Register(t, w.p, "w1", intercomtest.RegisterOptions{Name: "w1"})
+	raw.SkipBroadcasts = true
 	require.Eventually(t, func() bool {
 		p, err := (&intercom.LocalAPIClient{Path: w.p.LocalAPISocket()}).Peer(ctx, "boss")
 		return err == nil && p.Connected
 	}, 10*time.Second, 20*time.Millisecond, "boss reconnects")
-	res, err = imp.Send(ctx, intercom.SendRequest{To: "boss", Text: "renew me"})
-	require.NoError(t, err)
-	require.True(t, res.OK)
+	raw.Send("boss", intercomtest.Message("renew-1", "renew me"))
+	raw.Expect(wire.TypeDeliveryAccepted)
 	boss.receive(t, "w1", "renew me")
 	r = boss.outcome(t)
 	require.ErrorIs(t, r.err, fleet.ErrUnverifiedActivity)
 	rec, err := w.reg.Get(ctx, "w1")
 	require.NoError(t, err)
 	requireSameTime(t, before, rec.LeaseDeadline, "the lease did not move")
-	imp.Close()
+	require.NoError(t, raw.Conn.Close())
 	require.NoError(t, syscall.Kill(wk.MainPID, syscall.SIGCONT))
 }
 

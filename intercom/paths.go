@@ -106,6 +106,10 @@ func SessionFileName(sessionID string) string {
 	return hex.EncodeToString(sum[:]) + ".json"
 }
 
+// SessionLock is the lock file of a session's inbox and outbox: the
+// process that has them open holds it (OpenSession, until Close).
+func (p Paths) SessionLock(sessionID string) string { return p.Outbox(sessionID) + ".lock" }
+
 // Outbox is a session's durable outbox (spec §5.3).
 func (p Paths) Outbox(sessionID string) string {
 	return filepath.Join(p.Dir, "outbox", SessionFileName(sessionID))

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -111,6 +112,8 @@ type Session struct {
 	listener int
 	// receipts counts read receipts being sent (Close waits for them).
 	receipts sync.WaitGroup
+	// unlock releases the session's files (lockSession), once.
+	unlock func()
 }
 
 type askWaiter struct {
@@ -139,16 +142,22 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if err := EnsureDir(cfg.Paths.Dir); err != nil {
 		return nil, err
 	}
+	unlock, err := lockSession(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	outbox, err := OpenOutbox(cfg.Paths, cfg.Identity.SessionID)
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	inbox, err := OpenInbox(cfg.Paths, cfg.Identity.SessionID)
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	s := &Session{
-		cfg: cfg, log: cfg.Logger, inbox: inbox, outbox: outbox,
+		cfg: cfg, log: cfg.Logger, inbox: inbox, outbox: outbox, unlock: sync.OnceFunc(unlock),
 		waiters: make(map[string]*askWaiter), claimed: make(map[string]bool),
 		wake: make(chan struct{}), roster: make(map[string]struct{}),
 	}
@@ -168,9 +177,50 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		OnRegistered: onRegistered, InUse: cfg.InUse,
 	})
 	if err := s.client.Connect(ctx); err != nil {
+		s.unlock()
 		return nil, err
 	}
 	return s, nil
+}
+
+// sessionLockWait is how long OpenSession waits for another process of
+// this machine to release the session's files: as long as a registration
+// refused SESSION_ID_IN_USE is retried (ClientConfig.InUseRetry).
+const sessionLockWait = 2 * time.Second
+
+// lockSession takes the lock on the session's inbox and outbox files, for
+// as long as this process has them open (until Close): another process
+// with the same id (two one-shot commands of one shell's id) reads them
+// only once this one wrote all it has. Otherwise its copy, read while this
+// one still sent, would overwrite this one's last sends on its close — a
+// send that exited 8 "will be retried" lost from the outbox. A lock held
+// past sessionLockWait is ErrSessionIDInUse, as the broker's refusal; the
+// InUse hook, consulted meanwhile, may say why at once.
+func lockSession(ctx context.Context, cfg SessionConfig) (unlock func(), err error) {
+	path := cfg.Paths.SessionLock(cfg.Identity.SessionID)
+	if err := EnsureDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(sessionLockWait)
+	for {
+		unlock, err := LockFile(ctx, path, 0)
+		if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) {
+			return unlock, err
+		}
+		if cfg.InUse != nil {
+			if why := cfg.InUse(ctx); why != nil {
+				return nil, inUseFinal{why}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: SESSION_ID_IN_USE: session %q is open in another process of this machine", ErrSessionIDInUse, cfg.Identity.SessionID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // SwitchScope moves the session to another scope in place, keeping its
@@ -198,6 +248,7 @@ func (s *Session) Inbox() *Inbox { return s.inbox }
 func (s *Session) Close() error {
 	s.receipts.Wait()
 	err := errors.Join(s.client.Close(true), s.inbox.Close())
+	s.unlock() // all written: another process may open the files now
 	if s.cfg.History != nil {
 		err = errors.Join(err, s.cfg.History.Flush())
 	}

@@ -661,3 +661,38 @@ func TestReplyWaitsForAnAskerReconnectingToANewBroker(t *testing.T) {
 		return err == nil && len(pend.Unread) == 1 && pend.Unread[0].Text == "main"
 	}, 10*time.Second, 10*time.Millisecond, "the late reply reached alpha")
 }
+
+// Two processes of one id (two one-shot commands of a shell, say): the
+// second reads the session's files only once the first has closed them.
+// Before, it read them while the first still sent, and its close wrote
+// that stale copy over the first's queued send — which had exited 8, "will
+// be retried from the outbox" — and it was never sent.
+func TestSecondSessionOfAnIDKeepsTheFirstsQueuedSend(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	mute := intercomtest.Register(t, p, "mute", intercomtest.RegisterOptions{}) // never acknowledges
+	mute.SkipBroadcasts = true
+	open(t, p, "gamma", "Gamma")
+	first := open(t, p, "s1", "S1")
+	second := make(chan *intercom.Session, 1)
+	go func() {
+		s, err := intercom.OpenSession(context.Background(), intercom.SessionConfig{Paths: p, Identity: identity(t, "s1", "S1")})
+		assert.NoError(t, err)
+		second <- s
+	}()
+	time.Sleep(100 * time.Millisecond) // the second is opening meanwhile
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _ = first.Send(sctx, intercom.SendRequest{To: "mute", Text: "queued, unacknowledged"}) // its wait runs out
+	cancel()
+	mute.Expect(wire.TypeMessage)
+	require.NoError(t, first.Close())
+	s := <-second
+	require.NotNil(t, s)
+	res, err := s.Send(ctx, intercom.SendRequest{To: "gamma", Text: "the second's own send"})
+	require.NoError(t, err)
+	require.True(t, res.OK, "%+v", res)
+	require.NoError(t, s.Close())
+	o, err := intercom.OpenOutbox(p, "s1")
+	require.NoError(t, err)
+	require.Equal(t, 1, o.Len(), "the first's unacknowledged send is still queued")
+}

@@ -163,8 +163,8 @@ func (l *clientLoad) startSender(ctx context.Context, s *intercom.Session, to st
 	}
 }
 
-// closeAll unregisters every session and removes the inbox and outbox
-// files the run created.
+// closeAll unregisters every session and removes the inbox, outbox and
+// lock files the run created.
 func (l *clientLoad) closeAll() {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
@@ -173,6 +173,7 @@ func (l *clientLoad) closeAll() {
 		_ = s.Close()
 		_ = os.Remove(l.paths.Inbox(id))
 		_ = os.Remove(l.paths.Outbox(id))
+		_ = os.Remove(l.paths.SessionLock(id))
 	}
 	l.opened = nil
 }
