@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // WriteFileAtomic replaces path with data so that readers see either the old
@@ -25,6 +26,20 @@ func WriteFileAtomic(path string, data []byte) error {
 // crash the file may hold an older state. For derived views that are
 // rewritten whole from their source of truth at every change.
 func ReplaceFile(path string, data []byte) error { return replaceFile(path, data, false) }
+
+// removeStaleTemps removes the temporary files of WriteFileAtomic for
+// path that a process killed mid-write left behind: those whose pid is
+// not alive.
+func removeStaleTemps(path string) {
+	matches, _ := filepath.Glob(path + ".*.tmp")
+	for _, m := range matches {
+		rest := strings.TrimSuffix(strings.TrimPrefix(m, path+"."), ".tmp")
+		pid, _, ok := strings.Cut(rest, ".")
+		if n, err := strconv.Atoi(pid); ok && err == nil && !ProcessAlive(n) {
+			_ = os.Remove(m)
+		}
+	}
+}
 
 func replaceFile(path string, data []byte, durable bool) error {
 	var rnd [8]byte

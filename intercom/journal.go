@@ -226,6 +226,7 @@ func appendListRecord(dst []byte, op, field string, values []string) []byte {
 // the state between the two reads puts what the journal held into the
 // file read second, where replay skips it.
 func readJournaled(file string) (data, journal []byte, err error) {
+	removeStaleTemps(file)
 	journal, err = os.ReadFile(journalPath(file))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("read %s: %w", journalPath(file), err)

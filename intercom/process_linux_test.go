@@ -1,7 +1,10 @@
 package intercom
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,4 +23,23 @@ func TestZombieIsNotAlive(t *testing.T) {
 	require.False(t, ProcessAlive(pid), "a zombie")
 	require.NoError(t, cmd.Wait())
 	require.False(t, ProcessAlive(pid), "reaped")
+}
+
+// A temporary file a process killed mid-write left beside an outbox goes
+// when the outbox is opened next; one of a live process stays.
+func TestOpeningRemovesStaleTemps(t *testing.T) {
+	p := NewPaths(t.TempDir())
+	path := p.Outbox("s1")
+	require.NoError(t, EnsureDir(filepath.Dir(path)))
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	stale := path + "." + strconv.Itoa(dead.Process.Pid) + ".00ff00ff00ff00ff.tmp"
+	live := path + "." + strconv.Itoa(os.Getpid()) + ".00ff00ff00ff00ff.tmp"
+	for _, f := range []string{stale, live} {
+		require.NoError(t, os.WriteFile(f, []byte("{"), FileMode))
+	}
+	_, err := OpenOutbox(p, "s1")
+	require.NoError(t, err)
+	require.NoFileExists(t, stale)
+	require.FileExists(t, live)
 }
