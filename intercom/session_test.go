@@ -499,22 +499,8 @@ func TestSendOutcomeOutlastsTheAcknowledgementTimeout(t *testing.T) {
 func TestSendWaitsForATargetReconnectingToANewBroker(t *testing.T) {
 	t.Parallel()
 	p := intercom.NewPaths(shortDir(t))
-	serve := func() (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true,
-				Logger: slog.New(slog.DiscardHandler)})
-		}()
-		require.Eventually(t, func() bool { _, err := os.Stat(p.PIDFile()); return err == nil }, 10*time.Second, 10*time.Millisecond)
-		return func() { cancel(); require.NoError(t, <-done) }
-	}
-	// alpha's holder, as a listen or a worker's shim keeps it while its
-	// session reconnects.
-	require.NoError(t, intercom.EnsureDir(filepath.Dir(p.HolderSocket("alpha"))))
-	holder, err := net.Listen("unix", p.HolderSocket("alpha"))
-	require.NoError(t, err)
-	defer holder.Close()
+	serve := func() func() { return serveBroker(t, p) }
+	listenAsHolder(t, p, "alpha") // alpha's holder, as a listen or a worker's shim keeps it while its session reconnects
 
 	serve()() // the broker alpha was on, gone
 	t.Cleanup(serve())
@@ -620,20 +606,8 @@ func TestHolderGoneDuringASendIsOutcomeUnknown(t *testing.T) {
 func TestReplyWaitsForAnAskerReconnectingToANewBroker(t *testing.T) {
 	t.Parallel()
 	p := intercom.NewPaths(shortDir(t))
-	serve := func() (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true,
-				Logger: slog.New(slog.DiscardHandler)})
-		}()
-		require.Eventually(t, func() bool { _, err := os.Stat(p.PIDFile()); return err == nil }, 10*time.Second, 10*time.Millisecond)
-		return func() { cancel(); require.NoError(t, <-done) }
-	}
-	require.NoError(t, intercom.EnsureDir(filepath.Dir(p.HolderSocket("alpha"))))
-	holder, err := net.Listen("unix", p.HolderSocket("alpha"))
-	require.NoError(t, err)
-	defer holder.Close()
+	serve := func() func() { return serveBroker(t, p) }
+	listenAsHolder(t, p, "alpha")
 
 	first := serve()
 	alpha := open(t, p, "alpha", "Alpha")
@@ -695,4 +669,27 @@ func TestSecondSessionOfAnIDKeepsTheFirstsQueuedSend(t *testing.T) {
 	o, err := intercom.OpenOutbox(p, "s1")
 	require.NoError(t, err)
 	require.Equal(t, 1, o.Len(), "the first's unacknowledged send is still queued")
+}
+
+// serveBroker runs a broker on p in this process until the returned stop.
+func serveBroker(t *testing.T, p intercom.Paths) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- broker.ListenAndServe(ctx, broker.Config{Paths: p, IdleExit: -1, TrustedLocal: true, CheckPeerUID: true,
+			Logger: slog.New(slog.DiscardHandler)})
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(p.PIDFile()); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	return func() { cancel(); require.NoError(t, <-done) }
+}
+
+// listenAsHolder listens on id's holder socket until the test ends: a
+// holder that is there, as while its session reconnects.
+func listenAsHolder(t *testing.T, p intercom.Paths, id string) {
+	t.Helper()
+	require.NoError(t, intercom.EnsureDir(filepath.Dir(p.HolderSocket(id))))
+	holder, err := net.Listen("unix", p.HolderSocket(id))
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close() })
 }
