@@ -4,8 +4,10 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,4 +47,27 @@ func TestBrokerCheckTellsAForeignListener(t *testing.T) {
 	require.Equal(t, CheckFail, st, detail)
 	require.Contains(t, detail, "something listens on "+p.BrokerSocket()+" but does not answer as an intercom v4 broker")
 	require.Contains(t, fix, "never replaces a live listener")
+}
+
+// A live broker whose socket was removed under it (its owner file names a
+// live process, nothing answers on the socket) is no "not running": no
+// other broker can start until it is stopped.
+func TestBrokerCheckTellsAnOwnerWithoutItsSocket(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "afd")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := intercom.NewPaths(dir)
+	require.NoError(t, intercom.EnsureDir(p.Dir))
+	require.NoError(t, os.WriteFile(p.OwnerFile(), []byte(strconv.Itoa(os.Getpid())), intercom.FileMode)) // a live process
+
+	_, st, detail, fix := brokerCheck(context.Background(), p)
+	require.Equal(t, CheckFail, st, detail)
+	require.Contains(t, detail, fmt.Sprintf("broker pid %d owns", os.Getpid()))
+	require.Contains(t, fix, fmt.Sprintf("ps -o args= -p %d", os.Getpid()))
+
+	require.NoError(t, os.WriteFile(p.OwnerFile(), []byte("999999999"), intercom.FileMode)) // long gone
+	_, st, detail, _ = brokerCheck(context.Background(), p)
+	require.Equal(t, CheckOK, st)
+	require.Equal(t, "not running (started on demand)", detail)
 }
