@@ -20,11 +20,7 @@ import (
 // so clients would wait for one in vain.
 func TestBrokerCheckTellsAForeignListener(t *testing.T) {
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "afd")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := intercom.NewPaths(dir)
-	require.NoError(t, intercom.EnsureDir(p.Dir))
+	p := brokerCheckPaths(t)
 
 	_, st, detail, _ := brokerCheck(context.Background(), p)
 	require.Equal(t, CheckOK, st)
@@ -54,11 +50,7 @@ func TestBrokerCheckTellsAForeignListener(t *testing.T) {
 // other broker can start until it is stopped.
 func TestBrokerCheckTellsAnOwnerWithoutItsSocket(t *testing.T) {
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "afd")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := intercom.NewPaths(dir)
-	require.NoError(t, intercom.EnsureDir(p.Dir))
+	p := brokerCheckPaths(t)
 	require.NoError(t, os.WriteFile(p.OwnerFile(), []byte(strconv.Itoa(os.Getpid())), intercom.FileMode)) // a live process
 
 	_, st, detail, fix := brokerCheck(context.Background(), p)
@@ -70,4 +62,16 @@ func TestBrokerCheckTellsAnOwnerWithoutItsSocket(t *testing.T) {
 	_, st, detail, _ = brokerCheck(context.Background(), p)
 	require.Equal(t, CheckOK, st)
 	require.Equal(t, "not running (started on demand)", detail)
+}
+
+// brokerCheckPaths is an empty agent directory with a short path (a
+// socket path has to fit in sun_path).
+func brokerCheckPaths(t *testing.T) intercom.Paths {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "afd")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := intercom.NewPaths(dir)
+	require.NoError(t, intercom.EnsureDir(p.Dir))
+	return p
 }
