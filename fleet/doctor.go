@@ -9,7 +9,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -277,7 +276,7 @@ func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, st
 		return "broker", CheckFail, "something listens on " + p.BrokerSocket() + " but does not answer as an intercom v4 broker (" + detail + "): no broker can start there",
 			"find what holds the socket (ss -xlp | grep broker.sock) and stop it — agent-fleet never replaces a live listener"
 	case h == intercom.Unreachable:
-		if pid := ownerPID(p); pid > 0 && intercom.ProcessAlive(pid) {
+		if pid := intercom.ReadPIDFile(p.OwnerFile()); pid > 0 && intercom.ProcessAlive(pid) {
 			// Its socket was removed under it: it serves its sessions,
 			// nobody new reaches it, and no other broker can start.
 			return "broker", CheckFail, fmt.Sprintf("broker pid %d owns %s but does not answer on %s (its socket was removed?): no other broker can start", pid, p.OwnerFile(), p.BrokerSocket()),
@@ -293,16 +292,6 @@ func brokerCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, st
 	}
 	return "broker", CheckWarn, "a compatible TypeScript broker (" + wire.ProtocolName + " v4) without agent-fleet's local API: lease activity falls back to sender ids",
 		"let it exit (it does 5 s after its last session) so agent-fleet starts its own"
-}
-
-// ownerPID is the pid the broker's owner file names (0: none).
-func ownerPID(p intercom.Paths) int {
-	data, err := os.ReadFile(p.OwnerFile())
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	return pid
 }
 
 func permissionsCheck(p intercom.Paths) (string, CheckStatus, string, string) {

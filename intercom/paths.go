@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -89,6 +90,20 @@ func (p Paths) OwnerFile() string { return filepath.Join(p.Dir, "broker.owner") 
 
 // PIDFile holds the broker's pid once it listens (spec §6.1).
 func (p Paths) PIDFile() string { return filepath.Join(p.Dir, "broker.pid") }
+
+// ReadPIDFile is the pid a pid file (PIDFile, OwnerFile) holds: a decimal
+// number, surrounding space ignored; 0 when it is missing or holds none.
+func ReadPIDFile(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
 
 // SpawnLock serialises clients that start a broker (spec §6.2).
 func (p Paths) SpawnLock() string { return filepath.Join(p.Dir, "broker.spawn.lock") }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
 )
@@ -140,7 +139,7 @@ func acquireOwner(path string) error {
 		if !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("create %s: %w", path, err)
 		}
-		pid := readPID(path)
+		pid := intercom.ReadPIDFile(path)
 		if pid > 0 && intercom.ProcessAlive(pid) {
 			return &OwnerError{PID: pid, File: path}
 		}
@@ -153,24 +152,12 @@ func acquireOwner(path string) error {
 	}
 }
 
-func readPID(path string) int {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return 0
-	}
-	return pid
-}
-
 // releaseOwner removes the broker's files if broker.owner still names this
 // process; a broker that lost ownership leaves its successor's files alone.
 // removeSocket removes the endpoint this broker bound (nothing under socket
 // activation).
 func releaseOwner(p intercom.Paths, removeSocket func()) {
-	if readPID(p.OwnerFile()) != os.Getpid() {
+	if intercom.ReadPIDFile(p.OwnerFile()) != os.Getpid() {
 		return
 	}
 	removeSocket()

@@ -161,11 +161,12 @@ func externalBrokerTarget(ctx context.Context, socket string, pid int, flag stri
 	if apiErr == nil {
 		t.Implementation = "agent-fleet"
 	}
+	fromFile := intercom.ReadPIDFile(filepath.Join(dir, "broker.pid"))
 	switch {
 	case pid > 0:
 		t.PID = pid
-	case readPIDFile(filepath.Join(dir, "broker.pid")) > 0:
-		t.PID = readPIDFile(filepath.Join(dir, "broker.pid"))
+	case fromFile > 0:
+		t.PID = fromFile
 	case apiErr == nil:
 		t.PID = st.PID
 	}
@@ -176,15 +177,6 @@ func externalBrokerTarget(ctx context.Context, socket string, pid int, flag stri
 		t.Process = processName(t.PID)
 	}
 	return t, nil
-}
-
-func readPIDFile(path string) int {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	return pid
 }
 
 // close stops a broker started for the run — through its local API, then
