@@ -66,8 +66,6 @@ func (f *Fleet) harnessSpec(req SpawnRequest, cwd string) (*harness.Spec, error)
 	return spec, nil
 }
 
-// checkPermissionWait refuses a permission wait that would not apply:
-// out of range, or for a worker whose prompts are not relayed.
 // checkClaudeBypassAsRoot refuses a claude worker with permission full
 // (bypassPermissions) that would run as root (euid 0: the user manager
 // runs the caller's units as the caller): Claude Code refuses that mode as
@@ -86,6 +84,8 @@ func checkClaudeBypassAsRoot(req SpawnRequest, euid int) error {
 		"spawn it as another user, with another permission, or, in a sandbox (a container), with --env IS_SANDBOX=1", ErrInvalidRequest, req.Permission)
 }
 
+// checkPermissionWait refuses a permission wait that would not apply:
+// out of range, or for a worker whose prompts are not relayed.
 func checkPermissionWait(req SpawnRequest) error {
 	switch w := req.PermissionWait; {
 	case w == 0:

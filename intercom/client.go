@@ -249,14 +249,15 @@ func (c *Client) register(ctx context.Context) (net.Conn, *bufio.Reader, error) 
 		Name: id.Name, HasName: id.Name != "", RuntimeInstanceID: id.RuntimeID,
 	}
 	c.mu.Lock()
-	if p := c.presence; p.HasName {
+	p := c.presence
+	c.mu.Unlock()
+	if p.HasName {
 		req.Name, req.HasName = p.Name, true
 	}
-	if p := c.presence; p.HasModel {
+	if p.HasModel {
 		req.Model = p.Model
 	}
-	req.Status, req.HasStatus = c.presence.Status, c.presence.HasStatus
-	c.mu.Unlock()
+	req.Status, req.HasStatus = p.Status, p.HasStatus
 	deadline := time.Now().Add(10 * time.Second) // spec §6.5 register timeout
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl

@@ -464,8 +464,8 @@ func (c *Config) validateEmbedded() error {
 	return nil
 }
 
-// secretFile checks that a credential file can be read, and by nobody
-// else (as ReadClusterKey does the cluster key).
+// secretFile checks that a credential file (the cluster key, an nkey
+// seed, creds, a password file) can be read, and by nobody else.
 func secretFile(f string) error {
 	st, err := os.Stat(f)
 	if err != nil {
@@ -546,12 +546,8 @@ func GenerateClusterKey(file string) ([]byte, error) {
 // ReadClusterKey reads a cluster key file: 64 hex digits, surrounding
 // space ignored. A file others can read is refused.
 func ReadClusterKey(file string) ([]byte, error) {
-	st, err := os.Stat(file)
-	if err != nil {
+	if err := secretFile(file); err != nil {
 		return nil, err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable by others (mode %04o): chmod 600 it", file, st.Mode().Perm())
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
