@@ -448,7 +448,7 @@ func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) 
 		if si.ID == to {
 			return to, nil
 		}
-		if si.HasName && sameName(si.Name, to) {
+		if si.HasName && wire.SameName(si.Name, to) {
 			byName = append(byName, si.ID)
 		}
 		if len(to) >= MinTargetPrefix && strings.HasPrefix(si.ID, to) {
@@ -784,7 +784,7 @@ func selectContext(asks, unread []*InboundMessage, req ReplyRequest) (*InboundMe
 			if m.Message.ExpectsReply && !slices.Contains(asks, m) {
 				break // an answered ask: not pending any more
 			}
-			if req.To != "" && m.From.ID != req.To && !(m.From.HasName && sameName(m.From.Name, req.To)) {
+			if req.To != "" && m.From.ID != req.To && !(m.From.HasName && wire.SameName(m.From.Name, req.To)) {
 				return nil, fmt.Errorf("%w: context %q is not from %q", ErrNoPendingAsk, req.ContextID, req.To)
 			}
 			return m, nil
@@ -793,14 +793,10 @@ func selectContext(asks, unread []*InboundMessage, req ReplyRequest) (*InboundMe
 	return nil, fmt.Errorf("%w: no unread message or pending ask with context id %q (see pending)", ErrNoPendingAsk, req.ContextID)
 }
 
-// sameName reports whether two session names match as the broker matches
-// a target to a name (spec §4.3, wire.LowerName).
-func sameName(a, b string) bool { return wire.LowerName(a) == wire.LowerName(b) }
-
 // selectAsk picks the ask a reply answers (spec §5.8).
 func selectAsk(asks []*InboundMessage, req ReplyRequest) (*InboundMessage, error) {
 	matches := func(m *InboundMessage, to string) bool {
-		return m.From.ID == to || (m.From.HasName && sameName(m.From.Name, to))
+		return m.From.ID == to || (m.From.HasName && wire.SameName(m.From.Name, to))
 	}
 	if req.Which != "" && req.Which != "oldest" && req.Which != "latest" {
 		return nil, fmt.Errorf("%w: which must be oldest or latest", ErrInvalidInput)

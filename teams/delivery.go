@@ -199,7 +199,7 @@ func (t *TeamOps) rosterMatch(ctx context.Context, mine []NamedTeam, to string) 
 				continue
 			}
 			name, live, _ := look(id)
-			if id == to || live && name != "" && wire.LowerName(name) == wire.LowerName(to) {
+			if id == to || live && name != "" && wire.SameName(name, to) {
 				found = append(found, id)
 			}
 		}

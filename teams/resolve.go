@@ -164,7 +164,7 @@ func (r *Resolver) connected(ctx context.Context, sessions []Session, target str
 
 func connectedTo(sessions []Session, target string) bool {
 	for _, s := range sessions {
-		if s.ID == target || (s.Name != "" && wire.LowerName(s.Name) == wire.LowerName(target)) {
+		if s.ID == target || (s.Name != "" && wire.SameName(s.Name, target)) {
 			return true
 		}
 	}

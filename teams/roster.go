@@ -164,7 +164,7 @@ func matchSession(sessions []intercom.SessionView, to string) (string, error) {
 		if v.ID == to {
 			return to, nil
 		}
-		if v.Name != "" && wire.LowerName(v.Name) == wire.LowerName(to) {
+		if v.Name != "" && wire.SameName(v.Name, to) {
 			byName = append(byName, v.ID)
 		}
 		if len(to) >= intercom.MinTargetPrefix && strings.HasPrefix(v.ID, to) {

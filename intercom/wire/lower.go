@@ -36,6 +36,10 @@ func LowerName(s string) string {
 	return b.String()
 }
 
+// SameName reports whether two session names match as the broker matches
+// a target to a name (spec §4.3): equal once both are LowerName'd.
+func SameName(a, b string) bool { return LowerName(a) == LowerName(b) }
+
 // finalSigma is Unicode's Final_Sigma condition for the Σ at byte i of s:
 // a cased letter before it and none after it, case-ignorable characters
 // skipped on both sides.
