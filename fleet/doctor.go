@@ -412,7 +412,7 @@ func ProbeCapabilities(ctx context.Context, journal bool, getenv func(string) st
 		getenv = os.Getenv
 	}
 	c := Capabilities{
-		Platform: runtime.GOOS + "/" + runtime.GOARCH, Protocol: fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, Protocol: wire.ProtocolLabel(),
 		FleetBackend: "unavailable", WorkerKinds: []string{}, Harnesses: map[string]string{}, HarnessVersions: map[string]string{},
 		WorkerLogs: "files", ResourceLimits: []string{},
 	}

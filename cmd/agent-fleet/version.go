@@ -33,7 +33,7 @@ type versionInfo struct {
 func readVersionInfo(built string) versionInfo {
 	v := versionInfo{
 		Version:  built,
-		Protocol: fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion),
+		Protocol: wire.ProtocolLabel(),
 		Go:       runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH,
 	}

@@ -10,6 +10,7 @@ package wire
 import (
 	"encoding/binary"
 	"io"
+	"strconv"
 )
 
 // Protocol identity (spec §1.3). Both are checked exactly at registration.
@@ -17,6 +18,10 @@ const (
 	ProtocolName    = "pi-intercom"
 	ProtocolVersion = 4
 )
+
+// ProtocolLabel is how agent-fleet names the protocol to people and in
+// version and capabilities reports: "pi-intercom v4".
+func ProtocolLabel() string { return ProtocolName + " v" + strconv.Itoa(ProtocolVersion) }
 
 // MaxFrameBytes is the largest payload a frame may declare (spec §1.2):
 // 1 MiB, inclusive. Larger declarations are refused as soon as the 4 header

@@ -133,7 +133,7 @@ func installBinary(ctx context.Context, flag string) (string, error) {
 // reports this intercom protocol: the units would otherwise run a program
 // that is not agent-fleet, or one the broker's clients cannot talk to.
 func isAgentFleet(ctx context.Context, bin string) error {
-	want := fmt.Sprintf("%s v%d", wire.ProtocolName, wire.ProtocolVersion)
+	want := wire.ProtocolLabel()
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(vctx, bin, "version", "--json").Output()
