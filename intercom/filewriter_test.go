@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +155,44 @@ func TestDeferredWritesReachTheDisk(t *testing.T) {
 	data, err := os.ReadFile(p.Inbox("alpha"))
 	require.NoError(t, err)
 	require.Contains(t, string(data), `"seen":["beta\u0000x1"]`, "keys are rendered as JSON strings")
+}
+
+// The idle compaction waits for a write under way: that write owns the
+// journal's size, and the compaction's decision needs it.
+func TestIdleCompactionWaitsForTheWriteUnderWay(t *testing.T) {
+	p := NewPaths(t.TempDir())
+	o, err := OpenOutbox(p, "alpha")
+	require.NoError(t, err)
+	g := gate(o.w)
+	var written atomic.Bool
+	gated := o.w.writeFile
+	o.w.writeFile = func(path string, data []byte) error {
+		err := gated(path, data)
+		written.Store(true)
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { _, err := o.Enqueue("beta", msg(t, "m1", "hi")); done <- err }()
+	<-g.started
+	compacted := make(chan bool, 1)
+	go func() {
+		o.j.idleCompact()
+		compacted <- written.Load()
+	}()
+	go func() {
+		for range g.started {
+		}
+	}()
+	time.Sleep(20 * time.Millisecond) // lets a compaction that does not wait return first
+	close(g.gate)
+	require.True(t, <-compacted, "the compaction returned while the write was under way")
+	require.NoError(t, <-done)
+	require.NoError(t, o.Flush())
+	journal, err := os.ReadFile(journalPath(p.Outbox("alpha")))
+	if err == nil {
+		require.Empty(t, journal, "the compaction after the append emptied the journal")
+	}
+	reopened, err := OpenOutbox(p, "alpha")
+	require.NoError(t, err)
+	require.Equal(t, []string{"m1"}, entryIDs(reopened))
 }

@@ -73,6 +73,10 @@ func newJournal(path string, mu *sync.Mutex, snapshot func(dst []byte) []byte) *
 	j := &journal{path: path, snapshot: snapshot}
 	j.w = newFileWriter(path, mu, j.render)
 	j.w.writeFile = j.persist
+	// Made once and only reset or stopped after: the write under way
+	// arms it without the mutex.
+	j.idle = time.AfterFunc(time.Hour, j.idleCompact)
+	j.idle.Stop()
 	return j
 }
 
@@ -159,30 +163,29 @@ func (j *journal) persist(path string, data []byte) error {
 // armIdle schedules a compaction journalIdle from now, so the file catches
 // up for other readers once changes stop. Called with mu held, or by the
 // write under way.
-func (j *journal) armIdle() {
-	if j.idle != nil {
-		j.idle.Reset(journalIdle)
+func (j *journal) armIdle() { j.idle.Reset(journalIdle) }
+
+// idleCompact is the idle timer's: it starts a snapshot unless the journal
+// is empty. It waits out a write under way, which owns bytes.
+func (j *journal) idleCompact() {
+	j.w.mu.Lock()
+	defer j.w.mu.Unlock()
+	for j.w.writing {
+		j.w.cond.Wait()
+	}
+	if j.closed || (j.bytes == 0 && len(j.pending) == 0) {
 		return
 	}
-	j.idle = time.AfterFunc(journalIdle, func() {
-		j.w.mu.Lock()
-		defer j.w.mu.Unlock()
-		if j.closed || (j.bytes == 0 && len(j.pending) == 0) {
-			return
-		}
-		j.compact = true
-		j.w.changed()
-		j.w.soon()
-	})
+	j.compact = true
+	j.w.changed()
+	j.w.soon()
 }
 
 // close writes the whole state into the file and removes the journal; a
 // later change is written as a snapshot. Called with mu held.
 func (j *journal) close() error {
 	j.closed = true
-	if j.idle != nil {
-		j.idle.Stop()
-	}
+	j.idle.Stop()
 	if j.path == "" {
 		return nil
 	}
