@@ -470,7 +470,9 @@ func (in *Inbox) encode(dst []byte) []byte {
 	return b.Bytes()
 }
 
-// Unread returns the stored messages not yet consumed, oldest first.
+// Unread returns the stored messages not yet consumed, oldest first. The
+// inbox never changes a message it has handed out: callers read them
+// without its mutex.
 func (in *Inbox) Unread() []*InboundMessage {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -530,9 +532,16 @@ func (in *Inbox) DismissAsk(messageID, fromID string) error {
 func (in *Inbox) MarkDeferred(messageID, fromID string, at float64) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for _, a := range in.asks {
+	for i, a := range in.asks {
 		if a.Message.ID == messageID && a.From.ID == fromID && a.DeferredAt == 0 {
-			a.DeferredAt = at
+			// A copy: callers read the messages PendingAsks and Unread
+			// returned without the mutex.
+			d := *a
+			d.DeferredAt = at
+			in.asks[i] = &d
+			if j := slices.Index(in.entries, a); j >= 0 {
+				in.entries[j] = &d
+			}
 			in.j.compact = true
 			in.changedSoon()
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -310,4 +311,24 @@ func TestPreview(t *testing.T) {
 func TestOperatorID(t *testing.T) {
 	id := OperatorID(func(string) string { return "" })
 	require.NoError(t, ValidateSessionID(id))
+}
+
+// A deferral replaces the ask rather than changing it: callers read the
+// messages Unread and PendingAsks handed out without the inbox's mutex.
+func TestMarkDeferredLeavesHandedOutMessagesAlone(t *testing.T) {
+	p := NewPaths(t.TempDir())
+	in, err := OpenInbox(p, "alpha")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = in.Close() })
+	stage(in, msg(t, "q1", "ok?", func(m *wire.Message) { m.ExpectsReply = true }))
+	asks, unread := in.PendingAsks(), in.Unread()
+	require.Len(t, asks, 1)
+	require.Same(t, asks[0], unread[0], "one message in both lists")
+
+	require.NoError(t, in.MarkDeferred("q1", beta.ID, 1760000001000))
+	require.Zero(t, asks[0].DeferredAt, "a message handed out is not changed")
+	now, nowUnread := in.PendingAsks(), in.Unread()
+	require.Equal(t, float64(1760000001000), now[0].DeferredAt)
+	require.Same(t, now[0], nowUnread[0], "both lists hold the deferred copy")
+	require.True(t, slices.Contains(now, nowUnread[0]))
 }
