@@ -175,7 +175,13 @@ func (s *Session) markedRead(ms []*InboundMessage) {
 	if len(order) == 0 {
 		return
 	}
+	s.mu.Lock()
+	if s.closing { // the client is going: a receipt would not leave
+		s.mu.Unlock()
+		return
+	}
 	s.receipts.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.receipts.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

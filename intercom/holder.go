@@ -124,6 +124,11 @@ func (h *HolderServer) Serve(ctx context.Context) error {
 			continue
 		}
 		h.mu.Lock()
+		if ctx.Err() != nil { // accepted as Serve ended: the closing pass may be over
+			h.mu.Unlock()
+			nc.Close()
+			return nil
+		}
 		h.cons[nc] = struct{}{}
 		h.mu.Unlock()
 		h.wg.Add(1)

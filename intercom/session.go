@@ -110,8 +110,10 @@ type Session struct {
 	// listener is the pid of the process whose listen consumes the
 	// session's messages (0: none).
 	listener int
-	// receipts counts read receipts being sent (Close waits for them).
+	// receipts counts read receipts being sent (Close waits for them);
+	// closing (under mu) stops new ones once Close has begun.
 	receipts sync.WaitGroup
+	closing  bool
 	// unlock releases the session's files (lockSession), once.
 	unlock func()
 }
@@ -246,6 +248,9 @@ func (s *Session) Inbox() *Inbox { return s.inbox }
 // outbox for the next registration under the same id, and writes what its
 // inbox and outbox have not written yet.
 func (s *Session) Close() error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
 	s.receipts.Wait()
 	err := errors.Join(s.client.Close(true), s.inbox.Close())
 	s.unlock() // all written: another process may open the files now
