@@ -162,7 +162,7 @@ func (t *intercomTools) withFooter(ctx context.Context, r *mcp.CallToolResult) *
 	if err != nil {
 		return r
 	}
-	if f := output.Footer(len(p.Unread), len(p.Asks)); f != "" {
+	if f := output.Footer(p); f != "" {
 		if tc, ok := r.Content[0].(*mcp.TextContent); ok {
 			tc.Text += "\n\n" + f
 		}

@@ -250,12 +250,36 @@ func TeamSendText(res *intercom.SendResult) string {
 }
 
 // Footer is the line every intercom tool but intercom_pending appends when
-// messages or asks wait (docs/protocol.md §8.3); "" when none do.
-func Footer(unread, asks int) string {
-	if unread == 0 && asks == 0 {
+// messages or asks wait (docs/protocol.md §8.3); "" when none do. An ask is
+// counted once, with the asks: marking it read does not answer it.
+func Footer(res *intercom.PendingResult) string {
+	asks := len(res.Asks)
+	messages := len(res.Unread) - unreadOpenAsks(res)
+	switch {
+	case messages == 0 && asks == 0:
 		return ""
+	case asks == 0:
+		return fmt.Sprintf("[%s waiting — call intercom_pending with mark_read: true]", plural(messages, "unread message"))
+	case messages == 0:
+		return fmt.Sprintf("[%s waiting — call intercom_pending to read, then intercom_reply with its askId]", plural(asks, "pending ask"))
 	}
-	return fmt.Sprintf("[%s and %s waiting — call intercom_pending with mark_read: true]", plural(unread, "unread message"), plural(asks, "pending ask"))
+	return fmt.Sprintf("[%s and %s waiting — call intercom_pending with mark_read: true, then intercom_reply with an askId]",
+		plural(messages, "unread message"), plural(asks, "pending ask"))
+}
+
+// unreadOpenAsks counts the unread messages that are asks still pending.
+func unreadOpenAsks(res *intercom.PendingResult) int {
+	open := map[string]bool{}
+	for _, a := range res.Asks {
+		open[a.AskID] = true
+	}
+	n := 0
+	for _, m := range res.Unread {
+		if m.ExpectsReply && open[m.AskID] {
+			n++
+		}
+	}
+	return n
 }
 
 // WaitText says how long an ask waited: "200 ms", "1 second", "45 seconds".
@@ -481,6 +505,9 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 		}
 	}
 	text := "No unread messages."
+	if len(res.Unread) > 0 {
+		text = "No unread messages besides the asks below."
+	}
 	if len(lines) > 0 {
 		text = strings.Join(lines, "\n")
 	}
