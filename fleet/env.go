@@ -49,6 +49,47 @@ func Stripped(name string) bool { return stripped.MatchString(name) }
 // envNameRE is what a --env name may be.
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+const (
+	// MaxExecString is the longest argument or environment entry, in bytes,
+	// Linux passes to a program (MAX_ARG_STRLEN: 32 pages, less its NUL).
+	MaxExecString = 32*4096 - 1
+	// MaxExecList bounds a worker's command line, and its --env entries,
+	// in bytes (each string counted with its NUL): systemd writes each as
+	// one line of the transient unit file and reads back lines of at most
+	// 1 MiB, and both together must stay under the kernel's ARG_MAX
+	// (2 MiB with the usual 8 MiB stack) beside what fleet adds.
+	MaxExecList = 512 << 10
+)
+
+// checkExecSizes refuses a command line or environment the worker's
+// process could not be started with (E2BIG) or systemd could not keep.
+// Errors wrap ErrInvalidRequest.
+func checkExecSizes(argv, env []string) error {
+	for _, l := range []struct {
+		what string
+		list []string
+	}{{"command", argv}, {"env", env}} {
+		total := 0
+		for i, s := range l.list {
+			if len(s) > MaxExecString {
+				name := fmt.Sprintf("argument %d", i)
+				if l.what == "env" {
+					k, _, _ := strings.Cut(s, "=")
+					name = "entry " + k
+				}
+				return fmt.Errorf("%w: %s %s is %d bytes; Linux passes at most %d bytes per argument or variable: pass a path to a file instead",
+					ErrInvalidRequest, l.what, name, len(s), MaxExecString)
+			}
+			total += len(s) + 1
+		}
+		if total > MaxExecList {
+			return fmt.Errorf("%w: the %s is %d bytes in all, over the %d a worker's unit can hold: pass a path to a file instead",
+				ErrInvalidRequest, l.what, total, MaxExecList)
+		}
+	}
+	return nil
+}
+
 // ParseEnv checks --env entries ("K=V"). Identity variables fleet sets
 // cannot be overridden.
 func ParseEnv(entries []string) ([]string, error) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -360,6 +361,38 @@ func TestCommandResolution(t *testing.T) {
 		req.ID, req.Command = "opt", []string{"true"}
 		_, err = w.f.Spawn(ctx, req)
 		require.ErrorIs(t, err, fleet.ErrInvalidRequest, "%+v", req)
+	}
+}
+
+// What Linux or systemd could not start a worker with is refused before
+// anything is recorded; what they can is started, whole.
+func TestCommandAndEnvSizes(t *testing.T) {
+	w := newWorld(t)
+	out := filepath.Join(t.TempDir(), "out")
+	long := strings.Repeat("a", fleet.MaxExecString)
+	script := `printf '%s %s %s' "${#1}" "$#" "${#BIG}" > "$0"`
+	args := []string{"sh", "-c", script, out}
+	for len(args) < 7 {
+		args = append(args, long) // 3 × 128 KiB: near MaxExecList
+	}
+	_, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "sizes", Command: args, Env: []string{"BIG=" + long[:fleet.MaxExecString-4]}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(out)
+		return string(b) == fmt.Sprintf("%d 3 %d", fleet.MaxExecString, fleet.MaxExecString-4)
+	}, 10*time.Second, 20*time.Millisecond, "the command ran with every argument and variable whole")
+
+	for _, req := range []fleet.SpawnRequest{
+		{ID: "bigenv", Command: []string{"true"}, Env: []string{"BIG=" + long}},
+		{ID: "bigarg", Command: []string{"echo", long + "b"}},
+		{ID: "manyargs", Command: append([]string{"echo"}, slices.Repeat([]string{long}, 5)...)},
+		{ID: "manyenv", Command: []string{"true"}, Env: []string{"A=" + long[:100000], "B=" + long[:100000], "C=" + long[:100000], "D=" + long[:100000], "E=" + long[:100000], "F=" + long[:100000]}},
+	} {
+		_, err := w.f.Spawn(ctx, req)
+		require.ErrorIs(t, err, fleet.ErrInvalidRequest, req.ID)
+		require.Contains(t, err.Error(), "pass a path to a file instead", req.ID)
+		_, err = w.f.Status(ctx, req.ID)
+		require.ErrorIs(t, err, fleet.ErrNotFound, "%s: nothing recorded", req.ID)
 	}
 }
 

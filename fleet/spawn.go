@@ -179,6 +179,9 @@ func (f *Fleet) Spawn(ctx context.Context, req SpawnRequest) (*Worker, error) {
 		argv = hspec.Command
 	}
 	extra, err := ParseEnv(req.Env)
+	if err == nil {
+		err = checkExecSizes(argv, extra)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", req.ID, err)
 	}
