@@ -70,6 +70,10 @@ type ClientConfig struct {
 	// Reconnect keeps reconnecting, with backoff, after the broker goes
 	// away, re-registering the same identity (spec §6.5).
 	Reconnect bool
+	// Unpaced writes frames as they come instead of pacing them within
+	// the broker's v4 rate limit (pacing.go): for a broker whose limit was
+	// raised for this client.
+	Unpaced bool
 	// OnRegistered runs after every successful registration (first and
 	// reconnects), after the outbox replay was written.
 	OnRegistered func()
@@ -126,6 +130,7 @@ type Client struct {
 	reconnects         int // reconnect loops started, for tests
 
 	wmu  sync.Mutex // one frame at a time on the socket
+	pace pacer      // under wmu
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -400,6 +405,9 @@ func (c *Client) writeTo(nc net.Conn, frame []byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if d := c.pace.delay(nc, frame, time.Now()); d > 0 && !c.cfg.Unpaced {
+		time.Sleep(d) // at most about a second: a frame costs at most 128 tokens
+	}
 	_ = nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	_, err := nc.Write(frame)
 	return err
@@ -669,8 +677,18 @@ func (c *Client) forget(id string, w *sendWait) {
 }
 
 // List returns the sessions the broker shows this session (its scope,
-// itself included), within 5 s (spec §6.5).
+// itself included), within 5 s (spec §6.5). A list the connection dropped
+// under is asked again once the client has reconnected: it changes
+// nothing, so the caller (a send resolving its target) need not fail.
 func (c *Client) List(ctx context.Context) ([]wire.SessionInfo, error) {
+	list, err := c.listOnce(ctx)
+	if errors.Is(err, ErrConnectionLost) && c.cfg.Reconnect {
+		list, err = c.listOnce(ctx)
+	}
+	return list, err
+}
+
+func (c *Client) listOnce(ctx context.Context) ([]wire.SessionInfo, error) {
 	nc, err := c.waitReady(ctx)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
@@ -176,28 +177,62 @@ func (s *Session) markedRead(ms []*InboundMessage) {
 		return
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closing { // the client is going: a receipt would not leave
-		s.mu.Unlock()
 		return
 	}
-	s.receipts.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.receipts.Done()
+	for _, from := range order {
+		k := slices.IndexFunc(s.unreceipted, func(r pendingReceipt) bool { return r.to == from })
+		if k < 0 {
+			s.unreceipted = append(s.unreceipted, pendingReceipt{to: from, at: now})
+			k = len(s.unreceipted) - 1
+		}
+		s.unreceipted[k].ids = append(s.unreceipted[k].ids, bySender[from]...)
+	}
+	if !s.receipting {
+		s.receipting = true
+		s.receipts.Add(1)
+		go s.sendReceipts()
+	}
+}
+
+// pendingReceipt is the read receipt one sender is still to get: the ids
+// of its messages read since the last, and when the first was read.
+type pendingReceipt struct {
+	to  string
+	ids []string
+	at  time.Time
+}
+
+// sendReceipts sends the queued read receipts until none is left. Reads
+// made while it sends wait for the next round, so a burst of reads (a
+// listen consuming a flood, one message at a time) costs the broker a few
+// receipts, not one frame each.
+func (s *Session) sendReceipts() {
+	defer s.receipts.Done()
+	for {
+		s.mu.Lock()
+		batch := s.unreceipted
+		s.unreceipted = nil
+		if len(batch) == 0 {
+			s.receipting = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, from := range order {
-			if !s.takesReceipts(ctx, from) {
+		for _, r := range batch {
+			if !s.takesReceipts(ctx, r.to) {
 				continue
 			}
-			ids := bySender[from]
-			for len(ids) > 0 {
+			for ids := r.ids; len(ids) > 0; {
 				n := min(len(ids), maxReceiptIDs)
-				s.sendReceipt(ctx, from, ids[:n], now)
+				s.sendReceipt(ctx, r.to, ids[:n], r.at)
 				ids = ids[n:]
 			}
 		}
-	}()
+		cancel()
+	}
 }
 
 // takesReceipts: the broker is agent-fleet's (its local API answers), the

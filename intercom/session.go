@@ -45,6 +45,9 @@ type SessionConfig struct {
 	AskTTL time.Duration
 	// Reconnect keeps the session registered across broker restarts.
 	Reconnect bool
+	// Unpaced writes frames as they come, for a broker whose rate limit
+	// was raised for this client (benchmarks; see ClientConfig.Unpaced).
+	Unpaced bool
 	// AskWait is how long Ask waits when the request names no wait.
 	// Default DefaultAskWait.
 	AskWait time.Duration
@@ -112,8 +115,10 @@ type Session struct {
 	listener int
 	// receipts counts read receipts being sent (Close waits for them);
 	// closing (under mu) stops new ones once Close has begun.
-	receipts sync.WaitGroup
-	closing  bool
+	receipts    sync.WaitGroup
+	closing     bool
+	unreceipted []pendingReceipt // read receipts to send, by sender
+	receipting  bool             // sendReceipts runs
 	// unlock releases the session's files (lockSession), once.
 	unlock func()
 }
@@ -175,7 +180,7 @@ func OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	}
 	s.client = NewClient(ClientConfig{
 		Paths: cfg.Paths, Identity: cfg.Identity, Logger: cfg.Logger, Start: cfg.Start,
-		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect, ReplayFilter: cfg.ReplayFilter,
+		Outbox: outbox, Handler: s, Reconnect: cfg.Reconnect, Unpaced: cfg.Unpaced, ReplayFilter: cfg.ReplayFilter,
 		OnRegistered: onRegistered, InUse: cfg.InUse,
 	})
 	if err := s.client.Connect(ctx); err != nil {

@@ -3,6 +3,7 @@ package intercom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -692,4 +693,55 @@ func listenAsHolder(t *testing.T, p intercom.Paths, id string) {
 	holder, err := net.Listen("unix", p.HolderSocket(id))
 	require.NoError(t, err)
 	t.Cleanup(func() { holder.Close() })
+}
+
+// A sender that outpaces the broker's rate limit (spec §6.6) waits rather
+// than lose its connection, and so does a receiver acknowledging a flood:
+// every send arrives, none is refused or left unknown.
+func TestBurstsStayWithinTheRateLimit(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	b := startBroker(t, p)
+	peer := open(t, p, "peer", "Peer")
+	alpha := open(t, p, "alpha", "Alpha", func(c *intercom.SessionConfig) { c.Reconnect = true })
+	const senders, each = 8, 60 // twice the broker's bucket
+	errs := make(chan error, senders*each)
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				res, err := alpha.Send(ctx, intercom.SendRequest{To: "peer", Text: fmt.Sprintf("m%d-%d", g, i)})
+				if err == nil && !res.OK {
+					err = fmt.Errorf("%s: %s", res.Code, res.Reason)
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Zero(t, b.B.Stats().RateLimited)
+	pend, err := peer.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Len(t, pend.Unread, senders*each)
+}
+
+// A list the connection dropped under is asked again after the reconnect.
+func TestListAsksAgainAfterTheConnectionDropped(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	b := intercomtest.StartBroker(t, func(c *broker.Config) {
+		c.Paths = p
+		c.RateCapacity, c.RateRefill = 2, 0.001 // the registration and one list
+	})
+	alpha := open(t, p, "alpha", "Alpha", func(c *intercom.SessionConfig) { c.Reconnect = true })
+	for range 2 {
+		l, err := alpha.List(ctx, intercom.ListRequest{IncludeSelf: true})
+		require.NoError(t, err)
+		require.Len(t, l.Sessions, 1)
+	}
+	require.EqualValues(t, 1, b.B.Stats().RateLimited, "the second list ended the first connection")
 }

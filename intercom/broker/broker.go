@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
 // Defaults of spec §6.7; see Config.
@@ -54,8 +55,8 @@ const (
 	DefaultIdleExit            = 5 * time.Second
 	DefaultRecentTTL           = 10 * time.Minute
 	DefaultRecentMax           = 1 << 17
-	DefaultRateCapacity        = 240
-	DefaultRateRefill          = 120
+	DefaultRateCapacity        = wire.RateCapacity
+	DefaultRateRefill          = wire.RateRefill
 	DefaultMaxQueueBytes       = 8 << 20
 	MaxPendingDeliveries       = 1024
 	MaxPendingPerSender        = 64

@@ -6,8 +6,6 @@ import (
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
-const rateBytesPerToken = 8 << 10
-
 func protoErr(code wire.ErrorCode, msg string) *wire.ProtocolError {
 	return &wire.ProtocolError{Code: code, Message: msg}
 }
@@ -32,7 +30,7 @@ func (b *Broker) handleFrame(c *conn, payload []byte) bool {
 	if errors.Is(err, wire.ErrMalformedJSON) {
 		return false
 	}
-	cost := float64(max(1, (len(payload)+rateBytesPerToken-1)/rateBytesPerToken))
+	cost := float64(wire.FrameCost(len(payload)))
 	if !c.rateAllows(cost) {
 		b.mu.Lock()
 		b.stats.rateLimited.Add(1)

@@ -41,7 +41,7 @@ func (l *clientLoad) open(ctx context.Context, id, scope string) (*intercom.Sess
 	s, err := intercom.OpenSession(ctx, intercom.SessionConfig{Paths: l.paths, Identity: intercom.Identity{
 		SessionID: id, Name: id, Model: "bench", Cwd: "/bench", Scope: scope,
 		RuntimeID: "bench-" + l.tag, PID: os.Getpid(), StartedAt: float64(time.Now().UnixMilli()),
-	}})
+	}, Unpaced: true}) // the load's rate is checked against the broker's limit (rateTokensPerSecond)
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", id, err)
 	}

@@ -1,0 +1,42 @@
+package intercom
+
+import (
+	"net"
+	"time"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+// A client paces the frames it writes to stay inside the broker's rate
+// limit (spec §6.6) rather than lose its connection: a burst of sends, or
+// the acknowledgements of a burst of inbound mail, waits a moment instead
+// of ending in RATE_LIMITED, a reconnect, and sends whose outcome is
+// unknown. The bucket is the broker's with a margin, because the broker
+// starts its bucket when it reads the registration, a moment after the
+// client wrote it, and may read a backlog of frames at once.
+const (
+	paceCapacity = wire.RateCapacity * 3 / 4
+	paceRefill   = wire.RateRefill * 4 / 5 // tokens per second
+)
+
+// pacer is the token bucket of one connection, as the client sees it.
+type pacer struct {
+	nc     net.Conn // the connection whose bucket this is
+	tokens float64  // may go below zero: the wait pays it back
+	at     time.Time
+}
+
+// delay takes what the frames in buf cost from nc's bucket at now and
+// returns how long to wait before writing them.
+func (p *pacer) delay(nc net.Conn, buf []byte, now time.Time) time.Duration {
+	if p.nc != nc {
+		p.nc, p.tokens, p.at = nc, paceCapacity-1, now // the registration drew one
+	}
+	p.tokens = min(paceCapacity, p.tokens+now.Sub(p.at).Seconds()*paceRefill)
+	p.at = now
+	p.tokens -= float64(wire.FramesCost(buf))
+	if p.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-p.tokens / paceRefill * float64(time.Second))
+}

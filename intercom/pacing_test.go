@@ -1,0 +1,40 @@
+package intercom
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom/wire"
+)
+
+func TestPacerKeepsWithinTheBrokersBucket(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	small := wire.AppendFrame(nil, []byte(`{"type":"list","requestId":"r"}`))
+	big := wire.AppendFrame(nil, make([]byte, 3*wire.RateBytesPerToken+1))
+	require.Equal(t, 4, wire.FramesCost(big))
+	require.Equal(t, 6, wire.FramesCost(append(append(append([]byte(nil), small...), small...), big...)), "frames written in one go")
+
+	var p pacer
+	now := time.Unix(1000, 0)
+	for range paceCapacity - 1 { // the registration drew one
+		require.Zero(t, p.delay(a, small, now), "a burst within the bucket goes at once")
+	}
+	d := p.delay(a, small, now)
+	require.Equal(t, time.Second/paceRefill, d, "then one token's refill")
+	now = now.Add(d)
+	require.InDelta(t, time.Second/paceRefill, p.delay(a, small, now), float64(time.Microsecond), "the debt was paid by the wait")
+	now = now.Add(10 * time.Second)
+	require.Zero(t, p.delay(a, big, now), "refilled")
+	require.InDelta(t, float64(paceCapacity-4), p.tokens, 1e-9, "never over the capacity")
+	require.Zero(t, p.delay(b, small, now), "a new connection has a full bucket")
+
+	// The margin: whatever the client writes at the pace, the broker's
+	// own bucket, started later and read at once, pays for it.
+	require.Less(t, paceCapacity, wire.RateCapacity)
+	require.Less(t, paceRefill, wire.RateRefill)
+}
