@@ -77,6 +77,7 @@ func TestAttachHoldTakesTheSessionOver(t *testing.T) {
 	first := attach(t, p, "dup", intercom.AttachHold)
 	second := attach(t, p, "dup", intercom.AttachHold)
 	require.True(t, second.Holder)
+	require.NoError(t, second.Ops.SetSummary(ctx, "reviewing"))
 	first.Close()
 	require.Eventually(t, func() bool { return !intercom.HolderAlive(p, "dup") }, 5*time.Second, 10*time.Millisecond)
 
@@ -85,6 +86,10 @@ func TestAttachHoldTakesTheSessionOver(t *testing.T) {
 	require.Equal(t, "dup", w.SessionID)
 	require.True(t, intercom.HolderAlive(p, "dup"), "the second holds it now")
 	require.Eventually(t, func() bool { return connected(t, peer, "dup") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		l, err := peer.List(ctx, intercom.ListRequest{})
+		return err == nil && len(l.Sessions) == 1 && l.Sessions[0].Status == "reviewing"
+	}, 5*time.Second, 10*time.Millisecond, "the summary set through the first is published again")
 	res, err := peer.Send(ctx, intercom.SendRequest{To: "dup", Text: "still there?"})
 	require.NoError(t, err)
 	require.True(t, res.OK)

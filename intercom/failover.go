@@ -20,6 +20,9 @@ type Failover struct {
 	takeOver func(ctx context.Context) (Ops, func(), error)
 	stops    []func()
 	log      *slog.Logger
+	// summary is the last summary set through f ("" none): the session
+	// taken over publishes it again, as the holder that went had.
+	summary string
 }
 
 var _ Ops = (*Failover)(nil)
@@ -53,6 +56,11 @@ func (f *Failover) next(ctx context.Context, failed Ops) (Ops, error) {
 		return nil, err
 	}
 	f.log.Info("the session's holder went away; this process holds it now")
+	if f.summary != "" {
+		if err := ops.SetSummary(ctx, f.summary); err != nil {
+			f.log.Warn("could not publish the summary again", "err", err)
+		}
+	}
 	f.cur = ops
 	f.stops = append(f.stops, stop)
 	return f.cur, nil
@@ -122,6 +130,11 @@ func (f *Failover) Status(ctx context.Context) (*StatusResult, error) {
 // SetSummary implements Ops.
 func (f *Failover) SetSummary(ctx context.Context, summary string) error {
 	_, err := failover(ctx, f, func(o Ops) (struct{}, error) { return struct{}{}, o.SetSummary(ctx, summary) })
+	if err == nil {
+		f.mu.Lock()
+		f.summary = summary
+		f.mu.Unlock()
+	}
 	return err
 }
 
