@@ -540,6 +540,30 @@ func TestManagerEnvironmentIsStripped(t *testing.T) {
 	require.Contains(t, env, fleet.EnvSessionID+"=clean\n")
 }
 
+// A second user manager of the same user (another shell's private one)
+// does not know the first one's units: a worker whose cgroup still runs is
+// not lost to it, and it is not spawned twice; once it ends, its end is
+// read from its exit record.
+func TestAWorkerOfAnotherUserManagerIsNotLost(t *testing.T) {
+	w := newWorld(t)
+	wk, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "elsewhere", Command: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	other := unitstest.Connect(t, unitstest.OwnManager(t))
+	f2 := w.fleet("boss", func(c *fleet.Config) { c.Units = other })
+	st, err := f2.Status(ctx, "elsewhere")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateRunning, st.Worker.State, "its cgroup runs: not lost")
+	_, err = f2.Spawn(ctx, fleet.SpawnRequest{ID: "elsewhere", Command: []string{"true"}})
+	require.ErrorIs(t, err, fleet.ErrConflict)
+
+	_, err = w.f.Stop(ctx, "elsewhere")
+	require.NoError(t, err)
+	requireCollected(t, w.m, wk)
+	st, err = f2.Status(ctx, "elsewhere")
+	require.NoError(t, err)
+	require.Equal(t, fleet.StateStopped, st.Worker.State)
+}
+
 // A wedged user manager (SIGSTOPped) makes spawn fail within its deadline
 // with a clear error, instead of hanging.
 func TestSpawnFailsFastOnAWedgedManager(t *testing.T) {

@@ -108,6 +108,10 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 		return w, st // its spawn settles it: READY, or a failed spawn
 	}
 	switch {
+	case unitEnded(st) && st.Gone() && f.runsElsewhere(w):
+		// Another user manager of this user runs it (a second private
+		// manager booted beside the first): not an end, whatever this
+		// manager knows.
 	case unitEnded(st):
 		rec, recErr := units.ReadExitRecord(f.exitRecordPath(w))
 		f.foldSessionFiles(w)
@@ -170,6 +174,17 @@ func (f *Fleet) settle(ctx context.Context, w *Worker) (*Worker, units.UnitState
 		}
 	}
 	return w, st
+}
+
+// runsElsewhere reports whether processes still run in the cgroup of w,
+// whose unit this user manager does not know: systemd removes a unit's
+// cgroup once the unit is gone, so its manager is another.
+func (f *Fleet) runsElsewhere(w *Worker) bool {
+	if w.ControlGroup == "" || f.cfg.Cgroups == nil {
+		return false
+	}
+	pids, err := f.cfg.Cgroups.Procs(w.ControlGroup)
+	return err == nil && len(pids) > 0
 }
 
 // List returns the caller's workers (every manager's with all), settled

@@ -76,6 +76,8 @@ type BootOptions struct {
 // PrivateManager is a `systemd --user` booted by BootPrivateManager. Its
 // fields describe it; they are set once the boot succeeded.
 type PrivateManager struct {
+	// Name is BootOptions.Name: what the manager was booted for.
+	Name string
 	// RuntimeDir is its XDG_RUNTIME_DIR, a fresh 0700 directory below
 	// os.TempDir() that Stop removes.
 	RuntimeDir string
@@ -202,7 +204,7 @@ func bootOnce(ctx context.Context, systemd string, opts BootOptions, watchStart 
 	if err != nil {
 		return nil, err
 	}
-	m := &PrivateManager{RuntimeDir: rt, Bus: BusAddress{
+	m := &PrivateManager{Name: opts.Name, RuntimeDir: rt, Bus: BusAddress{
 		Address: UnixPathAddress(filepath.Join(rt, "bus")), Source: SourceOptions}}
 	if err := m.boot(ctx, systemd, opts, watchStart, attempt); err != nil {
 		_ = m.Stop()
@@ -659,6 +661,7 @@ const managerStateFile = "agent-fleet-manager.json"
 
 // managerState is the content of managerStateFile.
 type managerState struct {
+	Name            string   `json:"name,omitempty"`
 	PID             int      `json:"pid"`
 	StartTime       string   `json:"startTime"`
 	Cgroup          string   `json:"cgroup,omitempty"`
@@ -673,7 +676,7 @@ type managerState struct {
 func (m *PrivateManager) Record() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := managerState{PID: m.PID, StartTime: m.StartTime, Cgroup: m.Cgroup, CgroupDirs: m.CgroupDirs}
+	st := managerState{Name: m.Name, PID: m.PID, StartTime: m.StartTime, Cgroup: m.Cgroup, CgroupDirs: m.CgroupDirs}
 	if m.reaper != nil {
 		st.ReaperPID = m.reaper.Process.Pid
 		st.ReaperStartTime = ProcessStartTime(st.ReaperPID)
@@ -683,6 +686,33 @@ func (m *PrivateManager) Record() error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(m.RuntimeDir, managerStateFile), append(data, '\n'), 0o600)
+}
+
+// FindPrivateManager returns a running private manager booted under name
+// and recorded (Record) by this user, whose user bus is there, or nil: a
+// second `user-manager start` reaches the manager the first one booted
+// instead of booting another beside it, which would not see the first
+// one's units.
+func FindPrivateManager(name string) *PrivateManager {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "agent-fleet-systemd-*"))
+	for _, rt := range dirs {
+		fi, err := os.Stat(filepath.Join(rt, managerStateFile))
+		if err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(rt, managerStateFile))
+		var st managerState
+		if err != nil || json.Unmarshal(data, &st) != nil || st.Name != name || st.StartTime == "" || ProcessStartTime(st.PID) != st.StartTime {
+			continue
+		}
+		bus := filepath.Join(rt, "bus")
+		if fi, err := os.Stat(bus); err != nil || fi.Mode().Type() != fs.ModeSocket {
+			continue
+		}
+		return &PrivateManager{Name: name, RuntimeDir: rt, Bus: BusAddress{Address: UnixPathAddress(bus), Source: SourceOptions},
+			PID: st.PID, StartTime: st.StartTime, Cgroup: st.Cgroup, CgroupDirs: st.CgroupDirs}
+	}
+	return nil
 }
 
 // StopPrivateManagerAt stops the private manager whose runtime directory

@@ -14,6 +14,7 @@ type BootOptions struct {
 
 // PrivateManager is a booted private user manager; off Linux there is none.
 type PrivateManager struct {
+	Name       string
 	RuntimeDir string
 	Bus        BusAddress
 	PID        int
@@ -44,6 +45,9 @@ func ProcessState(pid int) string { return "" }
 
 // Record returns ErrUnsupported off Linux.
 func (m *PrivateManager) Record() error { return ErrUnsupported }
+
+// FindPrivateManager returns nil off Linux.
+func FindPrivateManager(name string) *PrivateManager { return nil }
 
 // StopPrivateManagerAt returns ErrUnsupported off Linux.
 func StopPrivateManagerAt(rt string) error { return ErrUnsupported }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -54,7 +55,8 @@ systemd and dbus-user-session packages; it says what is missing otherwise.
 The manager reads unit files from $XDG_RUNTIME_DIR/config, so run
 "agent-fleet install" there with XDG_CONFIG_HOME=$XDG_RUNTIME_DIR/config.
 It runs until "agent-fleet user-manager stop", or, with --watch PID, until
-that process exits (--watch $$: this shell).`,
+that process exits (--watch $$: this shell). Without --watch, the manager
+an earlier start booted, if it runs, is reached rather than a second one.`,
 		Example: `  eval "$(agent-fleet user-manager start)"
   eval "$(agent-fleet user-manager start --watch $$)"   # ends with this shell`,
 		Args: cobra.NoArgs,
@@ -70,19 +72,20 @@ func userManagerStartRun(ctx context.Context, opts *userManagerStartOptions) err
 	if err := units.CanBootPrivateManager(); err != nil {
 		return fmt.Errorf("%w: %v", factory.ErrNoSystemd, err)
 	}
-	watch := opts.watch
-	if watch == 0 {
-		watch = 1 // init: the manager lives until it is stopped (or the container ends)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	pm, err := units.BootPrivateManager(ctx, units.BootOptions{Name: "user", Watch: watch})
-	if err != nil {
-		return fmt.Errorf("%w: %v", factory.ErrNoSystemd, err)
-	}
-	if err := pm.Record(); err != nil {
-		_ = pm.Stop()
-		return err
+	// A second manager would not see the first one's workers: reach the
+	// one running (unless this one is to end with a process).
+	pm, how := units.FindPrivateManager("user"), "already ran and runs"
+	if pm == nil || opts.watch != 0 {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		var err error
+		if pm, err = units.BootPrivateManager(ctx, units.BootOptions{Name: "user", Watch: cmp.Or(opts.watch, 1)}); err != nil {
+			return fmt.Errorf("%w: %v", factory.ErrNoSystemd, err)
+		} else if err := pm.Record(); err != nil {
+			_ = pm.Stop()
+			return err
+		}
+		how = "runs" // watching init (1): until it is stopped, or the container ends
 	}
 	fmt.Fprintf(opts.IO.Out, "export XDG_RUNTIME_DIR=%s\nexport DBUS_SESSION_BUS_ADDRESS=%s\n",
 		output.ShellQuote(pm.RuntimeDir), output.ShellQuote(pm.Bus.Address))
@@ -90,7 +93,7 @@ func userManagerStartRun(ctx context.Context, opts *userManagerStartOptions) err
 	if opts.watch != 0 {
 		until += fmt.Sprintf(", or until process %d exits", opts.watch)
 	}
-	fmt.Fprintf(opts.IO.Err, "agent-fleet: a private systemd user manager (pid %d) runs until: %s\n", pm.PID, until)
+	fmt.Fprintf(opts.IO.Err, "agent-fleet: a private systemd user manager (pid %d) %s until: %s\n", pm.PID, how, until)
 	return nil
 }
 

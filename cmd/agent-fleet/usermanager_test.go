@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +28,9 @@ func TestUserManagerStartStop(t *testing.T) {
 		unitstest.Unavailable(t, err)
 	}
 	dir := shortDir(t)
-	start := agentFleet(t, dir, "user-manager", "start")
+	// --watch: a manager of its own, which a start without it would reach
+	// (and this test stops) rather than boot.
+	start := agentFleet(t, dir, "user-manager", "start", "--watch", strconv.Itoa(os.Getpid()))
 	start.Env = append(start.Env, "XDG_RUNTIME_DIR=", "DBUS_SESSION_BUS_ADDRESS=")
 	var stderr strings.Builder
 	start.Stderr = &stderr
@@ -38,7 +42,20 @@ func TestUserManagerStartStop(t *testing.T) {
 	require.True(t, ok, lines[0])
 	t.Cleanup(func() { _ = units.StopPrivateManagerAt(rt) })
 	require.Equal(t, "export DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(rt, "bus"), lines[1])
-	require.Contains(t, stderr.String(), "runs until: agent-fleet user-manager stop "+rt)
+	require.Contains(t, stderr.String(), fmt.Sprintf("runs until: agent-fleet user-manager stop %s, or until process %d exits", rt, os.Getpid()))
+
+	// A second start reaches the manager running (this one, or one an
+	// earlier start booted) rather than boot another beside it.
+	again := agentFleet(t, dir, "user-manager", "start")
+	again.Env = append(again.Env, "XDG_RUNTIME_DIR=", "DBUS_SESSION_BUS_ADDRESS=")
+	stderr.Reset()
+	again.Stderr = &stderr
+	out, err = again.Output()
+	require.NoError(t, err, "%s", stderr.String())
+	running := units.FindPrivateManager("user")
+	require.NotNil(t, running)
+	require.Equal(t, fmt.Sprintf("export XDG_RUNTIME_DIR=%s\nexport DBUS_SESSION_BUS_ADDRESS=unix:path=%s\n", running.RuntimeDir, filepath.Join(running.RuntimeDir, "bus")), string(out))
+	require.Contains(t, stderr.String(), fmt.Sprintf("(pid %d) already ran and runs until: agent-fleet user-manager stop %s", running.PID, running.RuntimeDir))
 
 	// The manager outlived the command that booted it, and answers.
 	bus := units.BusAddress{Address: "unix:path=" + filepath.Join(rt, "bus"), Source: units.SourceOptions}
