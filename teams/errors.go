@@ -9,8 +9,8 @@ var (
 	ErrRegistry = errors.New("fleet registry unavailable")
 	// ErrManagedSession: a managed session (a fleet worker, an owned
 	// session, a TmuxDeck team member or a Boss participant) cannot join or
-	// create another team (spec §7.2).
-	ErrManagedSession = errors.New("a managed session cannot join another team")
+	// create a named team, not even without moving (spec §7.2).
+	ErrManagedSession = errors.New("a managed session cannot join or create a named team")
 	// ErrInvalidTeamName: a team name that does not match TeamNamePattern.
 	ErrInvalidTeamName = errors.New("team name must match " + TeamNamePattern)
 	// ErrTeamNotFound: no named team has that exact name.

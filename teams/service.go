@@ -210,7 +210,7 @@ func ManagedReason(env Env, b *Boss) string {
 // a plain join by a session this process can move, move it into the
 // team's scope in place and set AGENT_INTERCOM_SCOPE_ID and
 // AGENT_INTERCOM_MANAGER_TARGET in Env. Other memberships stay. Errors:
-// ErrManagedSession (for a move), ErrInvalidTeamName, ErrTeamNotFound,
+// ErrManagedSession, ErrInvalidTeamName, ErrTeamNotFound,
 // ErrTeamExists, ErrNotManager, intercom.ErrTargetNotFound (a member not
 // connected), ErrStore, ErrLocked, and the switch's own.
 func (s *Service) Join(ctx context.Context, req JoinRequest) (*JoinResult, error) {
@@ -218,7 +218,9 @@ func (s *Service) Join(ctx context.Context, req JoinRequest) (*JoinResult, error
 		return nil, err
 	}
 	move := !req.task() && s.cfg.Switch != nil
-	if why := ManagedReason(s.cfg.Env, s.cfg.Boss); why != "" && !req.task() {
+	// Managed sessions belong to the team that manages them: no named
+	// team at all, so --stay and task joins are refused too (spec §7.2).
+	if why := ManagedReason(s.cfg.Env, s.cfg.Boss); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrManagedSession, why)
 	}
 	self, err := s.self(ctx)

@@ -127,9 +127,13 @@ func TestServiceJoinRefusesManagedSessions(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sw := &switcher{}
 			s := service(t, p, "me", env, sw)
-			for _, create := range []bool{false, true} {
-				_, err := s.Join(ctx, JoinRequest{Name: "billing", Create: create})
-				require.ErrorIs(t, err, ErrManagedSession)
+			// Neither a move nor a join that stays where it is (--stay, a
+			// task team's members or work).
+			for _, req := range []JoinRequest{{Create: true}, {}, {Stay: true}, {Create: true, Work: "w"},
+				{Create: true, Members: []string{"me"}}, {Work: "w"}} {
+				req.Name = "billing"
+				_, err := s.Join(ctx, req)
+				require.ErrorIs(t, err, ErrManagedSession, "%+v", req)
 			}
 			require.Empty(t, sw.scopes)
 			_, err := os.Stat(NewStore(p).Path())

@@ -165,12 +165,15 @@ func TestNamedTeamsWithRealProcesses(t *testing.T) {
 	requireExit(t, err, exitNotFound)
 	_, err = as(t, dir, "gamma", "teams", "join", "bad name").CombinedOutput()
 	requireExit(t, err, exitUsage)
+	// Managed sessions join no named team, not even with --stay.
 	for _, env := range []string{"AGENT_INTERCOM_WORKER_ID=w1", "AGENT_INTERCOM_OWNED=1", "AGENT_INTERCOM_TEAM_MANIFEST=/x/team.json"} {
-		cmd := as(t, dir, "gamma", "teams", "join", "billing")
-		cmd.Env = append(cmd.Env, env)
-		out, err := cmd.CombinedOutput()
-		requireExit(t, err, exitConflict)
-		require.Contains(t, string(out), "cannot join", env)
+		for _, args := range [][]string{{"join", "billing"}, {"join", "billing", "--stay"}, {"create", "managed"}} {
+			cmd := as(t, dir, "gamma", append([]string{"teams"}, args...)...)
+			cmd.Env = append(cmd.Env, env)
+			out, err := cmd.CombinedOutput()
+			requireExit(t, err, exitConflict)
+			require.Contains(t, string(out), "cannot join or create", env)
+		}
 	}
 	require.ElementsMatch(t, []string{"gamma"}, listIDs(t, dir, "gamma"), "nothing moved")
 

@@ -92,7 +92,7 @@ func teamsRun(ctx context.Context, opts *teamsOptions) error {
 	if err != nil {
 		return err
 	}
-	if why := teams.ManagedReason(teams.ProcessEnv, teams.ReadBoss(nil)); why != "" && (opts.Verb == "join" || opts.Verb == "create") && !req.Stay {
+	if why := teams.ManagedReason(teams.ProcessEnv, teams.ReadBoss(nil)); why != "" && (opts.Verb == "join" || opts.Verb == "create") {
 		return fmt.Errorf("%w: %s", teams.ErrManagedSession, why)
 	}
 	if len(opts.Command) > 0 && req.Stay {

@@ -21,7 +21,8 @@ without moving. With -- CMD they run CMD inside the team instead. teams
 leave gives one up (with no name: the team whose scope the session is in,
 back to the scope it started in); teams delete removes a team you manage.
 Fleet workers, orchestrator-owned sessions, TmuxDeck team members and Boss
-participants cannot move into a team.`,
+participants (managed sessions) cannot join or create a named team at all,
+--stay included.`,
 		Example: `  agent-fleet teams create billing
   agent-fleet teams join billing
   agent-fleet teams join billing -- claude
