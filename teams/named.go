@@ -85,9 +85,13 @@ type NamedTeam struct {
 	CreatedAt        int64  `json:"createdAt"`
 	// Members is the roster (memberSessionIds): every member's session
 	// id, the manager's included. An entry without one has the manager
-	// as its only member.
-	Members []string `json:"memberSessionIds"`
+	// as its only member. Service.NamedTeams leaves it (and Work) out for
+	// a team the asking session is not a member of: outsiders learn no
+	// member's id (intercom_team({team}) refuses them too).
+	Members []string `json:"memberSessionIds,omitempty"`
 	Work    string   `json:"work,omitempty"`
+	// MemberCount is the roster's length (set by Service.NamedTeams).
+	MemberCount int `json:"memberCount,omitempty"`
 	// Joined: the asking session is a member of this team.
 	Joined bool `json:"joined,omitempty"`
 	// Current: the asking session is registered in this team's scope.
@@ -95,9 +99,9 @@ type NamedTeam struct {
 	// Role is the asking session's role in it: "manager", "member" or
 	// "" (not a member).
 	Role string `json:"role,omitempty"`
-	// Live counts the members connected now (-1: not known, on a broker
-	// without agent-fleet's local API).
-	Live int `json:"live"`
+	// Live counts the members connected now; nil (omitted) when nobody
+	// can tell: no broker answers, or one without agent-fleet's local API.
+	Live *int `json:"live,omitempty"`
 }
 
 // Team roles as the named-teams store records them (the Codex adapter's
@@ -321,7 +325,6 @@ func (s *Store) List(self, current string) ([]NamedTeam, error) {
 			t.Current = current != "" && e.scope == current
 			t.Role = t.RoleOf(self)
 			t.Joined = t.Role != "" || t.Current
-			t.Live = -1
 			out = append(out, t)
 		}
 	}

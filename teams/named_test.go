@@ -114,7 +114,7 @@ func TestNamedTeamsKeepForeignData(t *testing.T) {
 		{"name":"9bad","scopeId":"x","managerSessionId":"y","createdAt":2}]}`), 0o600))
 	list, err := s.List("", "")
 	require.NoError(t, err)
-	require.Equal(t, []NamedTeam{{Name: "ops", ManagerSessionID: "oc-1", CreatedAt: 1, Members: []string{"oc-1"}, Work: "triage", Live: -1}}, list)
+	require.Equal(t, []NamedTeam{{Name: "ops", ManagerSessionID: "oc-1", CreatedAt: 1, Members: []string{"oc-1"}, Work: "triage"}}, list)
 
 	for range 2 {
 		_, _, err = s.Join(ctx, MembershipRequest{Name: "ops", Self: "alpha"})

@@ -397,7 +397,8 @@ func (s *Service) Delete(ctx context.Context, req LeaveRequest) (*LeaveResult, e
 }
 
 // NamedTeams implements Teams: every team, marked for this session, with
-// its live member count.
+// its member and live member counts; the roster and work only of the
+// teams the session is in.
 func (s *Service) NamedTeams(ctx context.Context) ([]NamedTeam, error) {
 	self, err := s.self(ctx)
 	if err != nil {
@@ -414,16 +415,24 @@ func (s *Service) NamedTeams(ctx context.Context) ([]NamedTeam, error) {
 	}
 	look := s.lookup(ctx)
 	for i := range list {
-		list[i].Live = 0
-		for _, id := range list[i].Members {
-			_, live, known := look(id)
+		t := &list[i]
+		t.MemberCount = len(t.Members)
+		live := 0
+		for _, id := range t.Members {
+			_, on, known := look(id)
 			if !known {
-				list[i].Live = -1 // a TypeScript broker cannot tell
+				live = -1 // no broker, or a TypeScript one: nobody can tell
 				break
 			}
-			if live {
-				list[i].Live++
+			if on {
+				live++
 			}
+		}
+		if live >= 0 {
+			t.Live = &live
+		}
+		if !t.Joined {
+			t.Members, t.Work = nil, ""
 		}
 	}
 	return list, nil

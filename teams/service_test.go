@@ -76,10 +76,16 @@ func TestServiceJoin(t *testing.T) {
 	list, err := bob.NamedTeams(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []NamedTeam{{Name: "billing", ManagerSessionID: "alice", CreatedAt: list[0].CreatedAt, Members: []string{"alice", "bob"},
-		Joined: true, Current: true, Role: "member", Live: -1}}, list, "no broker to ask who of alice is live")
+		MemberCount: 2, Joined: true, Current: true, Role: "member"}}, list, "no broker to ask who of alice is live")
+	// A session that is not a member learns the team's size, not who is
+	// on it (as intercom_team({team}) refuses it).
 	list, err = service(t, p, "carol", MapEnv{}, nil).NamedTeams(ctx)
 	require.NoError(t, err)
-	require.False(t, list[0].Joined)
+	require.Equal(t, []NamedTeam{{Name: "billing", ManagerSessionID: "alice", CreatedAt: list[0].CreatedAt, MemberCount: 2}}, list)
+	out, err := json.Marshal(list)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "bob")
+	require.NotContains(t, string(out), "live", "omitted when nobody can tell, never -1")
 
 	_, err = bob.Join(ctx, JoinRequest{Name: "billing", Create: true})
 	require.ErrorIs(t, err, ErrTeamExists)

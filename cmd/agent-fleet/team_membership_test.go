@@ -135,6 +135,14 @@ func TestTeamMembershipsWithRealProcesses(t *testing.T) {
 	require.Contains(t, list, "- alpha (manager: ann; 3 of 3 members live) [joined]\n")
 	require.Contains(t, list, "- beta (manager: ben; 2 of 2 members live) [joined, current]\n")
 	require.NotContains(t, w.ok("otto", "teams", "list"), "[joined")
+	// An outsider learns names, managers and counts, not the members' ids
+	// nor the work; a member sees the roster.
+	var outside, inside []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(w.ok("otto", "teams", "list", "--json")), &outside))
+	require.Equal(t, map[string]any{"name": "alpha", "managerSessionId": "ann", "createdAt": outside[0]["createdAt"],
+		"memberCount": 3.0, "live": 3.0}, outside[0])
+	require.NoError(t, json.Unmarshal([]byte(w.ok("sam", "teams", "list", "--json")), &inside))
+	require.Equal(t, []any{"ann", "amy", "sam"}, inside[0]["memberSessionIds"])
 
 	// Sam reaches members of both teams by name; each message carries its
 	// team.

@@ -64,9 +64,11 @@ func NamedTeamsText(list []teams.NamedTeam, s Surface) string {
 		lines = append(lines, "Named teams:")
 	}
 	for _, nt := range list {
-		count := plural(len(nt.Members), "member")
-		if nt.Live >= 0 {
-			count = fmt.Sprintf("%d of %s live", nt.Live, count)
+		count := plural(nt.MemberCount, "member")
+		if nt.Live != nil {
+			count = fmt.Sprintf("%d of %s live", *nt.Live, count)
+		} else {
+			count += ", live unknown" // no broker answers who is connected
 		}
 		line := fmt.Sprintf("- %s (manager: %s; %s)", Inline(nt.Name), Inline(nt.ManagerSessionID), count)
 		switch {
