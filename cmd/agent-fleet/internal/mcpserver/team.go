@@ -62,7 +62,7 @@ func addTeamTools(server *mcp.Server, it *intercomTools, st *teams.SessionTeam) 
 		Description: "Read unread inbound messages and unresolved asks for this session; pass askId to read one ask in full. " +
 			"A manager of fleet workers may pass session (an owned coworker's exact target from intercom_team) to see that coworker's pending asks, read-only.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
-			"mark_read": map[string]any{"type": "boolean", "description": "mark the returned messages read (default false)"},
+			"mark_read": map[string]any{"type": "boolean", "description": "mark the returned messages read (default false; refused with session: inspection is read-only)"},
 			"askId":     map[string]any{"type": "string", "description": "Show this pending ask in full."},
 			"session":   map[string]any{"type": "string", "description": "An owned coworker's exact target whose pending asks to inspect (managers only)."},
 		}}}, t.pending)
@@ -166,6 +166,10 @@ func (t *teamTools) pending(ctx context.Context, req *mcp.CallToolRequest, a tea
 	}
 	if w, err := t.ops.Whoami(ctx); err == nil && w.SessionID == a.Session {
 		return t.tools.pending(ctx, req, pendingArgs{MarkRead: a.MarkRead, AskID: a.AskID})
+	}
+	if a.MarkRead {
+		// As pending --inbox-of --mark-read (spec §7.4): never a silent no-op.
+		return teamFailure(fmt.Errorf("%w: mark_read cannot be used with session: another session's inbox is inspected read-only; call again without mark_read", intercom.ErrInvalidInput)), nil, nil
 	}
 	insp, err := teamCall(ctx, t, func(svc teams.Teams) (*teams.Inspection, error) {
 		return svc.InspectInbox(ctx, teams.InspectRequest{Session: a.Session, AskID: a.AskID})

@@ -87,6 +87,10 @@ func TestMCPTeamTools(t *testing.T) {
 		require.True(t, r.IsError, target)
 		require.Contains(t, r.Text, "inspection denied", target)
 	}
+	r = call("intercom_pending", map[string]any{"session": "w1", "mark_read": true})
+	require.True(t, r.IsError, "inspection is read-only: mark_read is refused, not ignored")
+	require.Contains(t, r.Text, "mark_read cannot be used with session")
+	require.Equal(t, map[string]any{"ok": false, "error": r.Text}, r.Structured)
 	r = call("intercom_pending", map[string]any{"session": "boss"})
 	require.False(t, r.IsError, "its own inbox is the usual pending")
 
