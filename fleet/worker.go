@@ -167,6 +167,19 @@ type (
 // Paused reports whether w is a live worker that pause froze.
 func (w *Worker) Paused() bool { return w.State.Live() && !w.FrozenAt.IsZero() }
 
+// ShownPaused is the state shown for a worker pause froze (the registry
+// keeps it running).
+const ShownPaused = "paused"
+
+// ShownState is the state lists, status and teams show for w: ShownPaused
+// for a worker pause froze, else its registry state.
+func (w *Worker) ShownState() string {
+	if w.Paused() {
+		return ShownPaused
+	}
+	return string(w.State)
+}
+
 // ReasonOOMKilled is the StateReason of a worker whose unit the kernel's
 // OOM killer ended (systemd's result "oom-kill": a process of it went
 // past its memory limit).

@@ -40,7 +40,7 @@ type WorkerRecord struct {
 	Manager string
 	Harness string // the worker kind: exec, claude, codex, opencode, pi
 	Role    string
-	State   string // the fleet state name
+	State   string // the fleet state as list shows it (paused included)
 	Live    bool   // provisioning, running or stopping
 }
 

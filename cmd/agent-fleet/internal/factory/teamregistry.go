@@ -44,7 +44,7 @@ func (r *teamRegistry) Worker(ctx context.Context, id, runID string) (*teams.Wor
 	if err != nil {
 		return nil, err
 	}
-	rec := workerRecord(w.Summary())
+	rec := workerRecord(w)
 	return &rec, nil
 }
 
@@ -58,19 +58,21 @@ func (r *teamRegistry) LiveWorkers(ctx context.Context) ([]teams.WorkerRecord, e
 }
 
 func liveWorkerRecords(ctx context.Context, reg *fleet.Registry) ([]teams.WorkerRecord, error) {
-	ss, err := reg.LiveSummaries(ctx)
+	// Whole records, not LiveSummaries: a paused worker shows paused, as
+	// in list.
+	ws, err := reg.List(ctx, fleet.Filter{LiveOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]teams.WorkerRecord, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, workerRecord(s))
+	out := make([]teams.WorkerRecord, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, workerRecord(w))
 	}
 	return out, nil
 }
 
 // workerRecord is a worker as teams reads it.
-func workerRecord(s fleet.Summary) teams.WorkerRecord {
-	return teams.WorkerRecord{ID: s.ID, RunID: s.RunID, Manager: s.Manager, Harness: s.Kind, Role: s.Role,
-		State: string(s.State), Live: s.State.Live()}
+func workerRecord(w *fleet.Worker) teams.WorkerRecord {
+	return teams.WorkerRecord{ID: w.ID, RunID: w.RunID, Manager: w.Manager, Harness: w.Kind, Role: w.Role,
+		State: w.ShownState(), Live: w.State.Live()}
 }

@@ -41,7 +41,7 @@ func TestMCPTeamTools(t *testing.T) {
 	t.Setenv(teams.EnvManagerTarget, "")
 	p := intercom.NewPaths(shortDir(t))
 	startTestBroker(t, p)
-	fleettest.RecordWorkers(t, p, "boss", "w1", "w2")
+	reg := fleettest.RecordWorkers(t, p, "boss", "w1", "w2")
 	boss := sessionFor(t, p, "boss")
 	sessionFor(t, p, "w1")
 	asker := sessionFor(t, p, "asker")
@@ -63,6 +63,14 @@ func TestMCPTeamTools(t *testing.T) {
 		"- w1 target=w1 (exec, builder, running) [connected]\n- w2 target=w2 (exec, builder, running) [not connected]", r.Text)
 	require.Equal(t, "orchestrator", r.Structured["source"])
 	require.Equal(t, map[string]any{"id": "boss", "isManager": true}, r.Structured["self"])
+	// A paused worker shows paused, as in list, not its registry state.
+	paused, err := reg.Get(context.Background(), "w2")
+	require.NoError(t, err)
+	_, err = reg.Update(context.Background(), "w2", paused.RunID, func(w *fleet.Worker) error { w.FrozenAt = time.Now(); return nil })
+	require.NoError(t, err)
+	r = call("intercom_team", nil)
+	require.Contains(t, r.Text, "- w2 target=w2 (exec, builder, paused) [not connected]")
+	require.Equal(t, "paused", r.Structured["coworkers"].([]any)[1].(map[string]any)["state"])
 
 	// The asker's deferral reaches w1's inbox file a moment after its ask
 	// returned: the ask is pending at once, marked async once written.

@@ -95,16 +95,11 @@ type Limits struct {
 
 // StatePaused is the state lists and status show, and JSON gives, for a
 // running worker that pause froze (the registry keeps it running).
-const StatePaused = "paused"
+const StatePaused = fleet.ShownPaused
 
 // ViewState is the state JSON gives w: StatePaused for a worker pause
 // froze, else its registry state.
-func ViewState(w *fleet.Worker) string {
-	if w.Paused() {
-		return StatePaused
-	}
-	return string(w.State)
-}
+func ViewState(w *fleet.Worker) string { return w.ShownState() }
 
 // LiveUnknown is Worker.LiveState (and Status.UnitActive) when no user
 // manager answered.
