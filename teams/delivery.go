@@ -175,8 +175,8 @@ func (t *TeamOps) route(ctx context.Context, to, team string) (target, msgTeam s
 	case len(shared) == 1:
 		return target, shared[0], nil
 	case len(shared) > 1:
-		return "", "", fmt.Errorf("%w: you and %q share teams %s; say which this message is for (--team, or team in the tool)",
-			intercom.ErrAmbiguousTarget, to, strings.Join(shared, ", "))
+		return "", "", fmt.Errorf("%w: you and %q share teams %s; say which team this message is in (--team NAME, or team in the tools)",
+			ErrTeamChoice, to, strings.Join(shared, ", "))
 	}
 	return target, "", nil
 }

@@ -1,6 +1,10 @@
 package teams
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
 
 // Errors of team operations. Each maps to one CLI exit code in cmd.
 var (
@@ -45,3 +49,13 @@ var (
 	// cannot move out of it; it ends and starts again outside.
 	ErrHomeTeam = errors.New("the session was started in that team")
 )
+
+// ErrTeamChoice: the sender and the target share several named teams and
+// the send names none. It is also intercom.ErrAmbiguousTarget (exit 7),
+// but the way out is naming the team, not a fuller session id.
+var ErrTeamChoice error = teamChoice{}
+
+type teamChoice struct{}
+
+func (teamChoice) Error() string        { return intercom.ErrAmbiguousTarget.Error() }
+func (teamChoice) Is(target error) bool { return target == intercom.ErrAmbiguousTarget }

@@ -228,7 +228,10 @@ func TestMessagesCarryTheSharedTeam(t *testing.T) {
 	_, _, err = s.Join(ctx, MembershipRequest{Name: "second", Self: "self", Members: []string{"peer-id"}, Create: true})
 	require.NoError(t, err)
 	n := len(ops.sends)
-	require.ErrorIs(t, send("front", ""), intercom.ErrAmbiguousTarget)
+	err = send("front", "")
+	require.ErrorIs(t, err, intercom.ErrAmbiguousTarget, "exit 7")
+	require.ErrorIs(t, err, ErrTeamChoice, "the way out is a team, not a fuller id")
+	require.ErrorContains(t, err, `you and "front" share teams mine, second; say which team this message is in (--team NAME, or team in the tools)`)
 	require.NoError(t, send("front", "second"))
 	require.Equal(t, "second", last().Team)
 	require.ErrorIs(t, send("outsider", "mine"), ErrNotMember, "both sessions must belong to the team")
@@ -250,6 +253,7 @@ func TestTeamSettlesAName(t *testing.T) {
 	}
 	_, err := to.Send(ctx, intercom.SendRequest{To: "Eve", Text: "x"})
 	require.ErrorIs(t, err, intercom.ErrAmbiguousTarget)
+	require.NotErrorIs(t, err, ErrTeamChoice, "two sessions: a session id settles it")
 	for team, member := range map[string]string{"ta": "eve-5", "tb": "eve-6"} {
 		_, err := to.Send(ctx, intercom.SendRequest{To: "eve", Text: "x", Team: team})
 		require.NoError(t, err, team)

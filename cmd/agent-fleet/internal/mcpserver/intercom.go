@@ -147,6 +147,8 @@ func failure(err error) *mcp.CallToolResult {
 		msg += " — the intercom broker is not reachable; retry shortly (agent-fleet restarts it on demand)."
 	case errors.Is(err, intercom.ErrTargetNotFound):
 		msg += " — check the target with intercom_list."
+	case errors.Is(err, teams.ErrTeamChoice):
+		msg += " — call again with team set to one of those teams."
 	case errors.Is(err, intercom.ErrAmbiguousTarget):
 		msg += " — use the full session id from intercom_list."
 	case errors.Is(err, intercom.ErrOutcomeUnknown):
