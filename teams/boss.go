@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
 
@@ -59,15 +60,19 @@ const (
 	BossTargetNotConnected = "BOSS_TEAM_TARGET_NOT_CONNECTED"
 )
 
-// BossError is a Boss refusal; errors.Is(err, ErrBossDenied) holds.
+// BossError is a Boss refusal; errors.Is(err, ErrBossDenied) holds, and
+// for BossTargetNotConnected errors.Is(err, intercom.ErrTargetNotFound)
+// too: a target that is not connected is not found (exit 3), Boss or not.
 type BossError struct {
 	Code    string
 	Message string
 }
 
-func (e *BossError) Error() string        { return e.Code + ": " + e.Message }
-func (e *BossError) ErrorCode() string    { return e.Code }
-func (e *BossError) Is(target error) bool { return target == ErrBossDenied }
+func (e *BossError) Error() string     { return e.Code + ": " + e.Message }
+func (e *BossError) ErrorCode() string { return e.Code }
+func (e *BossError) Is(target error) bool {
+	return target == ErrBossDenied || target == intercom.ErrTargetNotFound && e.Code == BossTargetNotConnected
+}
 
 var (
 	bossRunIDRe = regexp.MustCompile(`^boss-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

@@ -270,11 +270,13 @@ func TestGuardOps(t *testing.T) {
 	var be *BossError
 	require.True(t, errors.As(err, &be))
 	require.Equal(t, BossTargetNotConnected, be.Code)
+	require.ErrorIs(t, err, intercom.ErrTargetNotFound, "not connected is not found (exit 3), Boss or not")
 	require.Equal(t, []string{bManager, bScout}, ops.sent, "refused sends never reach the session")
 
 	_, err = g.List(ctx, intercom.ListRequest{})
 	require.True(t, errors.As(err, &be))
 	require.Equal(t, BossScopeDenied, be.Code)
+	require.NotErrorIs(t, err, intercom.ErrTargetNotFound)
 	require.Contains(t, be.Message, "intercom_team")
 	st, err := g.Status(ctx)
 	require.NoError(t, err)

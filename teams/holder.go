@@ -44,6 +44,9 @@ func (e *remoteError) Error() string {
 }
 
 func (e *remoteError) Is(target error) bool {
+	if e.Kind == "boss" {
+		return (&BossError{Code: e.Code, Message: e.Message}).Is(target)
+	}
 	if e.Kind == kindInspectionNotFound {
 		return target == ErrInspectionDenied || target == intercom.ErrTargetNotFound
 	}

@@ -411,4 +411,8 @@ func TestBossSessionHeldByListenSends(t *testing.T) {
 	out, err = boss("manager", "intercom", "list").CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "BOSS_TEAM_SCOPE_DENIED")
+	// A teammate that is not connected is not found, as any target is.
+	out, err = boss("manager", "intercom", "send", "boss-scout-"+suffix, "m to s").CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	require.Contains(t, string(out), "BOSS_TEAM_TARGET_NOT_CONNECTED")
 }

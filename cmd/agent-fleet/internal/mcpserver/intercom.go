@@ -145,6 +145,8 @@ func failure(err error) *mcp.CallToolResult {
 	switch {
 	case errors.Is(err, intercom.ErrBrokerUnavailable), errors.Is(err, intercom.ErrNotConnected):
 		msg += " — the intercom broker is not reachable; retry shortly (agent-fleet restarts it on demand)."
+	case errors.Is(err, teams.ErrBossDenied):
+		// Its text says what to do; team-only mode has no intercom_list.
 	case errors.Is(err, intercom.ErrTargetNotFound):
 		msg += " — check the target with intercom_list."
 	case errors.Is(err, teams.ErrTeamChoice):
