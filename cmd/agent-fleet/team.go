@@ -30,8 +30,8 @@ and whether each is connected. The first that applies wins:
   3. the live sessions of this session's scope (AGENT_INTERCOM_SCOPE_ID, a
      named team), the manager from AGENT_INTERCOM_MANAGER_TARGET;
   4. standalone.
-
-Send to a coworker with agent-fleet intercom send <target> …`,
+After it, the rosters of your named teams (--json: teams). Send to a
+coworker with agent-fleet intercom send <target> …`,
 		Example: "  agent-fleet team\n  agent-fleet team --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -57,5 +57,7 @@ func teamRun(ctx context.Context, opts *teamOptions) error {
 	if err != nil {
 		return err
 	}
-	return output.Show(opts.IO.Out, opts.JSON, team, output.TeamText(team))
+	rosters, _ := o.Team.Service().Rosters(ctx, "") // as intercom_team: best effort
+	text, structured := output.TeamView(team, rosters)
+	return output.Show(opts.IO.Out, opts.JSON, structured, text)
 }

@@ -93,7 +93,8 @@ func TestNamedTeamsWithRealProcesses(t *testing.T) {
 	require.Empty(t, b.Coworkers)
 	out, err = as(t, dir, "beta", "team").CombinedOutput()
 	require.NoError(t, err)
-	require.Equal(t, "Manager: alpha [connected]\nYou: beta\nCoworkers: none\n", string(out))
+	require.Equal(t, "Manager: alpha [connected]\nYou: beta\nCoworkers: none\n\nYour named teams:\n\n"+
+		"Team: billing\nYou: beta\nManager: alpha\nMembers:\n- Alice (alpha) [manager]\n- Bob (beta) [member]\n", string(out), "as intercom_team")
 
 	// Inside the team names resolve; from outside they do not.
 	out, err = named(t, dir, "beta", "Bob", "intercom", "send", "alice", "hi manager")

@@ -143,6 +143,17 @@ func TestTeamMembershipsWithRealProcesses(t *testing.T) {
 		"memberCount": 3.0, "live": 3.0}, outside[0])
 	require.NoError(t, json.Unmarshal([]byte(w.ok("sam", "teams", "list", "--json")), &inside))
 	require.Equal(t, []any{"ann", "amy", "sam"}, inside[0]["memberSessionIds"])
+	// team is intercom_team: the rosters of the named teams come after the
+	// team itself, in the text and in --json.
+	require.Contains(t, w.ok("sam", "team"), "\n\nYour named teams:\n\n")
+	var view struct {
+		Source string           `json:"source"`
+		Teams  []map[string]any `json:"teams"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(w.ok("sam", "team", "--json")), &view))
+	require.Equal(t, "live_roster", view.Source)
+	require.Len(t, view.Teams, 2)
+	require.Equal(t, "alpha", view.Teams[0]["name"])
 
 	// Sam reaches members of both teams by name; each message carries its
 	// team.

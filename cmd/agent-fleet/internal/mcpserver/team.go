@@ -108,15 +108,8 @@ func (t *teamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, a team
 	}
 	// As the Codex adapter's intercom_team without a team: the rosters of
 	// every named team the session belongs to, after its own team.
-	rosters, rerr := teamCall(ctx, t, func(svc teams.Teams) ([]teams.Roster, error) { return svc.Rosters(ctx, "") })
-	if rerr != nil || len(rosters) == 0 {
-		return t.tools.withFooter(ctx, result(output.TeamText(team), team, false)), nil, nil
-	}
-	text := output.TeamText(team) + "\n\nYour named teams:\n\n" + output.RostersText(rosters)
-	structured := struct {
-		*teams.Team
-		Teams []teams.Roster `json:"teams"`
-	}{team, rosters}
+	rosters, _ := teamCall(ctx, t, func(svc teams.Teams) ([]teams.Roster, error) { return svc.Rosters(ctx, "") })
+	text, structured := output.TeamView(team, rosters)
 	return t.tools.withFooter(ctx, result(text, structured, false)), nil, nil
 }
 

@@ -31,6 +31,19 @@ func TeamText(t *teams.Team) string {
 	return teams.Format(&c)
 }
 
+// TeamView is intercom_team without a team (and agent-fleet team): the
+// session's team, then the rosters of the named teams it belongs to, as
+// the Codex adapter's intercom_team; text and structured form.
+func TeamView(t *teams.Team, rosters []teams.Roster) (string, any) {
+	if len(rosters) == 0 {
+		return TeamText(t), t
+	}
+	return TeamText(t) + "\n\nYour named teams:\n\n" + RostersText(rosters), struct {
+		*teams.Team
+		Teams []teams.Roster `json:"teams"`
+	}{t, rosters}
+}
+
 // InspectionText renders a coworker's pending asks like the Pi adapter
 // (docs/protocol.md §7.4), on both surfaces; full shows the one ask asked
 // for in full.
