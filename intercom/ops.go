@@ -119,9 +119,9 @@ type SendRequest struct {
 // result with OK false and Code set, not an error.
 type SendResult struct {
 	OK         bool   `json:"ok"`
-	MessageID  string `json:"messageId"`
-	To         string `json:"to"`       // as given
-	TargetID   string `json:"targetId"` // resolved session id, when known
+	MessageID  string `json:"messageId,omitempty"` // none for a send to a team: see Recipients
+	To         string `json:"to"`                  // as given
+	TargetID   string `json:"targetId,omitempty"`  // resolved session id, when known
 	Delivered  bool   `json:"delivered"`
 	Accepted   bool   `json:"accepted"`
 	DeliveryID string `json:"deliveryId,omitempty"`

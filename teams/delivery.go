@@ -1,6 +1,7 @@
 package teams
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -284,7 +285,15 @@ func (t *TeamOps) fanOut(ctx context.Context, req intercom.SendRequest, pattern 
 		return nil, fmt.Errorf("%w: %s selects no connected session besides you%s", intercom.ErrTargetNotFound, pattern, off)
 	}
 	if !out.OK {
-		out.Code, out.Reason = "PARTIAL_DELIVERY", "not every recipient got the message: see recipients"
+		// Who did not get it, and why, so that the error line says it too.
+		var failed []string
+		for _, r := range out.Recipients {
+			if !r.OK {
+				failed = append(failed, fmt.Sprintf("%s (%s)", r.To, cmp.Or(r.Code, "not delivered")))
+			}
+		}
+		out.Code = "PARTIAL_DELIVERY"
+		out.Reason = fmt.Sprintf("%d of %d recipients did not get it: %s", len(failed), len(out.Recipients), strings.Join(failed, ", "))
 	}
 	return out, nil
 }

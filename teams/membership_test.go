@@ -260,3 +260,36 @@ func TestTeamSettlesAName(t *testing.T) {
 		require.Equal(t, intercom.SendRequest{To: member, Text: "x", Team: team}, ops.sends[len(ops.sends)-1])
 	}
 }
+
+// refusingOps fails the sends to some sessions as the broker would.
+type refusingOps struct {
+	*fakeOps
+	refuse map[string]string // id: delivery_failed code
+}
+
+func (o *refusingOps) Send(ctx context.Context, req intercom.SendRequest) (*intercom.SendResult, error) {
+	if code, ok := o.refuse[req.To]; ok {
+		return &intercom.SendResult{To: req.To, TargetID: req.To, MessageID: "m-" + req.To, Code: code, Reason: "Session not found"}, nil
+	}
+	return o.fakeOps.Send(ctx, req)
+}
+
+// A team send that some members did not get says which, and why, in its
+// own reason (the CLI's error line), not only in the recipients.
+func TestPartialTeamSendSaysWhoMissedIt(t *testing.T) {
+	s, _ := storeAt(t)
+	ops := &refusingOps{fakeOps: &fakeOps{self: "lead", sessions: sessionViews("lead", "ann", "bob", "cat")},
+		refuse: map[string]string{"bob": "SESSION_NOT_FOUND"}}
+	_, _, err := s.Join(ctx, MembershipRequest{Name: "alpha", Self: "lead", Members: []string{"ann", "bob", "cat"}, Create: true})
+	require.NoError(t, err)
+	res, err := (&TeamOps{Ops: ops, Self: "lead", Store: s}).Send(ctx, intercom.SendRequest{To: "team:alpha", Text: "x"})
+	require.NoError(t, err)
+	require.False(t, res.OK)
+	require.Len(t, res.Recipients, 3)
+	require.Equal(t, "PARTIAL_DELIVERY", res.Code)
+	require.Equal(t, "1 of 3 recipients did not get it: bob (SESSION_NOT_FOUND)", res.Reason)
+	out, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), `"messageId":""`, "a team send has no message id of its own: omitted")
+	require.NotContains(t, string(out), `"targetId":""`)
+}

@@ -125,3 +125,12 @@ func TestHistoryLimitZeroIsRefused(t *testing.T) {
 	require.Equal(t, exitUsage, exitCode(err), "%v", err)
 	require.Contains(t, err.Error(), "limit must be between 1 and")
 }
+
+// A --team that no team can be named is a usage error, not an empty
+// history (the same check as teams join's).
+func TestHistoryBadTeamNameIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := runCLI(t, "intercom", "history", "--team", "bad name")
+	require.Equal(t, exitUsage, exitCode(err), "%v", err)
+	require.Contains(t, err.Error(), `"bad name"`)
+}

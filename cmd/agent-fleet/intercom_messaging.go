@@ -101,7 +101,7 @@ func reportSend(io *factory.IOStreams, asJSON bool, res *intercom.SendResult, wh
 		fmt.Fprintln(io.Out, output.SentText(res, what))
 	}
 	if !res.OK {
-		return output.DeliveryFailed("message to "+strconv.Quote(res.To), "was not delivered", res.Code, res.Reason, res.Accepted)
+		return output.DeliveryFailed("message to "+strconv.Quote(res.To), output.NotDelivered(res), res.Code, res.Reason, res.Accepted)
 	}
 	return nil
 }

@@ -194,8 +194,13 @@ func TestTeamMembershipsWithRealProcesses(t *testing.T) {
 	}
 	require.Empty(t, w.received("ben", "alpha notice"))
 	var fan intercom.SendResult
-	require.NoError(t, json.Unmarshal([]byte(w.ok("ben", "intercom", "send", "team:beta", "beta notice", "--json")), &fan))
+	raw := w.ok("ben", "intercom", "send", "team:beta", "beta notice", "--json")
+	require.NoError(t, json.Unmarshal([]byte(raw), &fan))
 	require.True(t, fan.OK)
+	var top map[string]any
+	require.NoError(t, json.Unmarshal([]byte(raw), &top))
+	require.NotContains(t, top, "messageId", "no id of its own: each recipient has one")
+	require.NotContains(t, top, "targetId")
 	require.Len(t, fan.Recipients, 1)
 	require.Equal(t, "sam", fan.Recipients[0].TargetID)
 	require.Len(t, w.received("sam", "beta notice"), 1)

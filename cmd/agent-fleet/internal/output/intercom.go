@@ -566,6 +566,15 @@ func ListeningAgainText(id string) string {
 	return fmt.Sprintf("The process that held %s went away; listen took the session over and goes on.", Inline(id))
 }
 
+// NotDelivered is how a failed send's error line says it failed: a send
+// to a team reached some of its recipients.
+func NotDelivered(res *intercom.SendResult) string {
+	if res.Recipients != nil {
+		return "was not delivered to every recipient"
+	}
+	return "was not delivered"
+}
+
 // DeliveryFailed is the error of a send or ask (what: `message to "x"`)
 // the broker reported failed: what, then failed, then the
 // *intercom.DeliveryError. An unacknowledged one (DELIVERY_TIMEOUT) is

@@ -11,6 +11,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/intercom"
 	"github.com/agent-fleet/agent-fleet/intercom/history"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // HistoryHelp is the help of intercom history.
@@ -71,9 +72,15 @@ func ShowHistory(ctx context.Context, f *factory.Factory, a HistoryArgs) error {
 }
 
 // History lists the history of session id in p as args select
-// (history.Store.List); a bad --since or --limit is ErrInvalidInput.
+// (history.Store.List); a bad --since or --limit is ErrInvalidInput, a
+// --team that is no team name teams.ErrInvalidTeamName.
 func History(ctx context.Context, f *factory.Factory, p intercom.Paths, id string, args HistoryArgs) ([]history.Entry, error) {
 	q := history.Query{Session: id, With: args.With, Team: args.Team, Search: args.Search, Limit: args.Limit}
+	if args.Team != "" {
+		if err := teams.ValidateTeamName(args.Team); err != nil {
+			return nil, err // no team has that name: a usage error, not an empty history
+		}
+	}
 	if args.Since != "" {
 		t, err := ParseSince(args.Since, time.Now())
 		if err != nil {
