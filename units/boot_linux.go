@@ -688,6 +688,21 @@ func (m *PrivateManager) Record() error {
 	return os.WriteFile(filepath.Join(m.RuntimeDir, managerStateFile), append(data, '\n'), 0o600)
 }
 
+// BootRecorded boots a private manager (BootPrivateManager) that outlives
+// this process and records it (Record) for another process to find and
+// stop; one it cannot record is stopped again.
+func BootRecorded(ctx context.Context, opts BootOptions) (*PrivateManager, error) {
+	m, err := BootPrivateManager(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Record(); err != nil {
+		_ = m.Stop()
+		return nil, err
+	}
+	return m, nil
+}
+
 // FindPrivateManager returns a running private manager booted under name
 // and recorded (Record) by this user, whose user bus is there, or nil: a
 // second `user-manager start` reaches the manager the first one booted

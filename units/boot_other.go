@@ -46,6 +46,11 @@ func ProcessState(pid int) string { return "" }
 // Record returns ErrUnsupported off Linux.
 func (m *PrivateManager) Record() error { return ErrUnsupported }
 
+// BootRecorded returns ErrUnsupported off Linux.
+func BootRecorded(ctx context.Context, opts BootOptions) (*PrivateManager, error) {
+	return nil, ErrUnsupported
+}
+
 // FindPrivateManager returns nil off Linux.
 func FindPrivateManager(name string) *PrivateManager { return nil }
 

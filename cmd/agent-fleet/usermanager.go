@@ -78,14 +78,11 @@ func userManagerStartRun(ctx context.Context, opts *userManagerStartOptions) err
 	if pm == nil || opts.watch != 0 {
 		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		var err error
-		if pm, err = units.BootPrivateManager(ctx, units.BootOptions{Name: "user", Watch: cmp.Or(opts.watch, 1)}); err != nil {
+		var err error // watching init (1): it runs until stopped, or the container ends
+		if pm, err = units.BootRecorded(ctx, units.BootOptions{Name: "user", Watch: cmp.Or(opts.watch, 1)}); err != nil {
 			return fmt.Errorf("%w: %v", factory.ErrNoSystemd, err)
-		} else if err := pm.Record(); err != nil {
-			_ = pm.Stop()
-			return err
 		}
-		how = "runs" // watching init (1): until it is stopped, or the container ends
+		how = "runs"
 	}
 	fmt.Fprintf(opts.IO.Out, "export XDG_RUNTIME_DIR=%s\nexport DBUS_SESSION_BUS_ADDRESS=%s\n",
 		output.ShellQuote(pm.RuntimeDir), output.ShellQuote(pm.Bus.Address))
