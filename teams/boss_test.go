@@ -324,6 +324,8 @@ func TestDeniedOps(t *testing.T) {
 	w, err := d.Whoami(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "me", w.SessionID)
+	_, err = RefusedOps(denied).Whoami(ctx)
+	require.ErrorIs(t, err, denied, "deny-all: whoami too")
 	_, err = d.List(ctx, intercom.ListRequest{})
 	require.ErrorIs(t, err, denied)
 	_, err = d.Send(ctx, intercom.SendRequest{})

@@ -133,12 +133,21 @@ func (o *bossOps) Status(ctx context.Context) (*intercom.StatusResult, error) {
 	return st, nil
 }
 
-// DeniedOps is the session of a process whose Boss contract is not usable
-// (spec §7.3, deny-all): it never registers, Whoami answers from the
-// identity, and every other operation fails with err.
+// DeniedOps is a session this process does not reach (a CLI verb's team
+// operations without a holder): Whoami answers from the identity, and
+// every other operation fails with err.
 func DeniedOps(who intercom.WhoamiResult, err error) intercom.Ops {
 	return deniedOps{who: who, err: err}
 }
+
+// RefusedOps is the session of a process whose Boss contract is not usable
+// (spec §7.3, deny-all): it never registers, and every operation, Whoami
+// included, fails with err.
+func RefusedOps(err error) intercom.Ops { return refusedOps{deniedOps{err: err}} }
+
+type refusedOps struct{ deniedOps }
+
+func (r refusedOps) Whoami(context.Context) (*intercom.WhoamiResult, error) { return nil, r.err }
 
 type deniedOps struct {
 	who intercom.WhoamiResult

@@ -40,7 +40,7 @@ func newWhoamiCmd(f *factory.Factory, runF func(*sessionOptions) error) *cobra.C
 // whoamiRun answers from the environment, or from the session's holder
 // when one runs (it may have been started with another name).
 func whoamiRun(ctx context.Context, opts *sessionOptions) error {
-	p, id, err := opts.Factory.Identity()
+	p, id, err := opts.Factory.SessionIdentity()
 	if err != nil {
 		return err
 	}

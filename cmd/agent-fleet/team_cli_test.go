@@ -406,6 +406,14 @@ func TestBossSessionHeldByListenSends(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	out, err = boss("worker", "intercom", "reply", "ready").CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	// A one-shot of a shell without the contract acts through the holder,
+	// whose guard applies it.
+	out, err = as(t, dir, worker, "intercom", "send", manager, "w to m").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "Message sent to "+manager+".\n", string(out))
+	out, err = as(t, dir, worker, "intercom", "send", "boss-scout-"+suffix, "w to s").CombinedOutput()
+	requireExit(t, err, exitNotFound)
+	require.Contains(t, string(out), "BOSS_TEAM_TARGET_NOT_CONNECTED")
 	out, err = boss("manager", "intercom", "send", "outsider", "m to o").CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "BOSS_TEAM", "the holder's guard still refuses a target outside the team")
@@ -416,4 +424,14 @@ func TestBossSessionHeldByListenSends(t *testing.T) {
 	out, err = boss("manager", "intercom", "send", "boss-scout-"+suffix, "m to s").CombinedOutput()
 	requireExit(t, err, exitNotFound)
 	require.Contains(t, string(out), "BOSS_TEAM_TARGET_NOT_CONNECTED")
+
+	// A contract that is not usable refuses everything, whoami and history
+	// included (deny-all).
+	for _, args := range [][]string{{"intercom", "whoami"}, {"intercom", "history"}, {"intercom", "status"}} {
+		cmd := as(t, dir, worker, args...)
+		cmd.Env = append(cmd.Env, "AGENT_INTERCOM_BOSS_ROLE=worker")
+		out, err = cmd.CombinedOutput()
+		require.Error(t, err, "%v: %s", args, out)
+		require.Contains(t, string(out), "BOSS_TEAM_METADATA_INVALID", args)
+	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agent-fleet/agent-fleet/fleet/remote"
 	"github.com/agent-fleet/agent-fleet/intercom"
+	"github.com/agent-fleet/agent-fleet/teams"
 	"github.com/agent-fleet/agent-fleet/units"
 )
 
@@ -156,6 +157,21 @@ func (f *Factory) Identity() (intercom.Paths, intercom.Identity, error) {
 	id, err := intercom.ResolveIdentity(intercom.IdentityOptions{Kind: intercom.OneShot, Getenv: f.Env})
 	if err != nil {
 		return p, id, Usage(err)
+	}
+	return p, id, nil
+}
+
+// SessionIdentity is Identity for the intercom verbs that act as the
+// session without reaching the broker (whoami, history): a Boss contract
+// in the environment that is not usable refuses them, as it refuses every
+// other (deny-all, docs/protocol.md §7.3).
+func (f *Factory) SessionIdentity() (intercom.Paths, intercom.Identity, error) {
+	p, id, err := f.Identity()
+	if err != nil {
+		return p, id, err
+	}
+	if err := teams.ReadBoss(nil).Usable(id.SessionID); err != nil {
+		return p, id, fmt.Errorf("%w: %w", teams.ErrUnusableContract, err)
 	}
 	return p, id, nil
 }

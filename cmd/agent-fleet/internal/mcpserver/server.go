@@ -115,6 +115,10 @@ func Serve(ctx context.Context, f *factory.Factory, opts ServeOptions) error {
 	so := Options{Logger: log, Version: f.Version, MarkShownRead: opts.Worker, Team: ms.team}
 	if p, err := f.Paths(); err == nil {
 		so.History = func(ctx context.Context, a verbs.HistoryArgs) ([]history.Entry, error) {
+			if ms.denied { // deny-all: history too
+				_, err := ms.ops.Whoami(ctx)
+				return nil, err
+			}
 			return verbs.History(ctx, f, p, ms.id, a)
 		}
 	}

@@ -73,6 +73,5 @@ func openSession(ctx context.Context, f *factory.Factory, log *slog.Logger, opts
 // with the contract's error (spec §7.3, deny-all).
 func deniedSession(log *slog.Logger, id intercom.Identity, err error) *mcpSession {
 	log.Error("not registering: the Boss team contract is unusable", "err", err)
-	who := intercom.WhoamiResult{SessionID: id.SessionID, Name: id.Name, Cwd: id.Cwd, Model: id.Model}
-	return &mcpSession{ops: teams.DeniedOps(who, err), id: id.SessionID, stop: func() {}, denied: true}
+	return &mcpSession{ops: teams.RefusedOps(err), id: id.SessionID, stop: func() {}, denied: true}
 }

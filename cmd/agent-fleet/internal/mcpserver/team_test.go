@@ -249,15 +249,13 @@ func TestMCPBossUnusable(t *testing.T) {
 	watcher := sessionFor(t, p, "watcher")
 	_, server := openTestMCP(t)
 	call := mcptest.Caller(t, mcptest.Connect(t, server))
-	for _, tool := range []string{"intercom_list", "intercom_status", "intercom_pending"} {
+	for _, tool := range []string{"intercom_list", "intercom_status", "intercom_pending", "intercom_whoami"} {
 		r := call(tool, nil)
 		require.True(t, r.IsError, tool)
 		require.Contains(t, r.Text, "BOSS_TEAM_METADATA_INVALID", tool)
 	}
 	r := call("intercom_send", map[string]any{"to": "watcher", "message": "x"})
 	require.True(t, r.IsError)
-	r = call("intercom_whoami", nil)
-	require.False(t, r.IsError)
 	list, err := watcher.List(context.Background(), intercom.ListRequest{})
 	require.NoError(t, err)
 	require.Empty(t, list.Sessions, "never registered")

@@ -60,7 +60,7 @@ func ShowHistory(ctx context.Context, f *factory.Factory, a HistoryArgs) error {
 	if a.Limit == 0 {
 		return errLimitRange
 	}
-	p, id, err := f.Identity()
+	p, id, err := f.SessionIdentity()
 	if err != nil {
 		return err
 	}
