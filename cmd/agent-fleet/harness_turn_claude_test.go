@@ -283,7 +283,7 @@ func TestRealClaudeManagerSession(t *testing.T) {
 	// JSON views) in place of the text (docs/architecture.md "MCP tool
 	// results").
 	require.Contains(t, stopResult.Content, `"state":"stopped"`)
-	require.Contains(t, stopResult.Content, `"survivors":null`, "nothing of the worker survived")
+	require.Contains(t, stopResult.Content, `"survivors":[]`, "nothing of the worker survived")
 	st := w.status("mw")
 	require.Equal(t, "stopped", st.Worker.State)
 	require.Equal(t, mgr, st.Worker.Manager)

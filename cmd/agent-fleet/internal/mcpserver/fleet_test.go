@@ -40,8 +40,8 @@ func TestAgentFleetOnTheFake(t *testing.T) {
 	r = fleet(map[string]any{"action": "stop", "id": "w1"})
 	require.False(t, r.IsError, r.Text)
 	require.Equal(t, "Stopped w1; nothing of it is left in its cgroup.", r.Text)
-	require.Contains(t, r.Structured, "killed", "what stop had to kill, as the CLI's --json says")
-	require.Contains(t, r.Structured, "survivors")
+	require.Equal(t, []any{}, r.Structured["killed"], "what stop had to kill, as the CLI's --json says: none, not null")
+	require.Equal(t, []any{}, r.Structured["survivors"])
 	require.Equal(t, false, r.Structured["alreadyEnded"])
 
 	r = fleet(map[string]any{"action": "spawn", "id": "w2", "command": []any{"/bin/false"}})

@@ -297,7 +297,9 @@ type StopReport struct{ Res *fleet.StopResult }
 
 // ViewStop is res's JSON view.
 func ViewStop(res *fleet.StopResult) Stop {
-	v := Stop{Worker: ViewWorker(res.Worker), AlreadyEnded: res.AlreadyEnded, Killed: res.Killed}
+	// Empty lists, never null: "nothing was killed", "nothing survived".
+	v := Stop{Worker: ViewWorker(res.Worker), AlreadyEnded: res.AlreadyEnded, Killed: []int{}, Survivors: []Survivor{}}
+	v.Killed = append(v.Killed, res.Killed...)
 	for _, p := range res.Survivors {
 		v.Survivors = append(v.Survivors, Survivor{PID: p.PID, Name: p.Name})
 	}

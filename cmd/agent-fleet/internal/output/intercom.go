@@ -298,7 +298,14 @@ func WaitText(d time.Duration) string {
 // isError.
 func SendTool(res *intercom.SendResult, to string) (text string, structured map[string]any, failed bool) {
 	if res.Recipients != nil {
-		return TeamSendText(res), map[string]any{"ok": res.OK, "to": to, "team": res.Team, "recipients": res.Recipients, "offline": res.Offline}, !res.OK
+		structured := map[string]any{"ok": res.OK, "to": to, "recipients": recipientsTool(res.Recipients)}
+		if res.Team != "" {
+			structured["team"] = res.Team
+		}
+		if len(res.Offline) > 0 {
+			structured["offline"] = res.Offline
+		}
+		return TeamSendText(res), structured, !res.OK
 	}
 	if !res.OK {
 		reason := res.Reason
@@ -327,6 +334,27 @@ func SendTool(res *intercom.SendResult, to string) (text string, structured map[
 		return text, structured, false
 	}
 	return fmt.Sprintf("Message sent to %s.", to), map[string]any{"ok": true, "message_id": res.MessageID, "to": to}, false
+}
+
+// recipientsTool is each outcome of a team send with the keys of a single
+// send's result (message_id, not the CLI's messageId), optional ones
+// omitted.
+func recipientsTool(rs []intercom.SendResult) []map[string]any {
+	out := make([]map[string]any, len(rs))
+	for i, r := range rs {
+		e := map[string]any{"ok": r.OK, "to": r.To}
+		if r.MessageID != "" {
+			e["message_id"] = r.MessageID
+		}
+		if r.Team != "" {
+			e["team"] = r.Team
+		}
+		if !r.OK {
+			e["code"], e["reason"] = r.Code, r.Reason
+		}
+		out[i] = e
+	}
+	return out
 }
 
 // AskRepliedTool is intercom_ask's answer when the reply came in time.
@@ -475,13 +503,34 @@ func pendingEntry(m intercom.MessageView) map[string]any {
 	return e
 }
 
+// askEntry is a pending ask as intercom_pending's structuredContent has it:
+// the keys of the adapters' pending_asks entries (selector only when the
+// sender has several), plus askId, contextId, deferred and team; text is
+// the preview in a list, the whole text when one ask is asked for.
+func askEntry(ask intercom.AskView, text string) map[string]any {
+	entry := map[string]any{"from": map[string]any{"id": ask.From.ID, "name": ask.From.Name, "origin": orLocal(ask.From.Origin)},
+		"received_at": int64(ask.ReceivedAt), "read": false, "text": text, "expects_reply": true,
+		"askId": ask.AskID, "contextId": ask.ContextID, "deferred": ask.DeferredAt != 0}
+	if ask.Selector != "" {
+		entry["selector"] = ask.Selector
+	}
+	if ask.Team != "" {
+		entry["team"] = ask.Team
+	}
+	return entry
+}
+
 // PendingTool is intercom_pending's text and structuredContent; askID asks
 // for one pending ask in full.
 func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]any) {
 	if askID != "" && len(res.Asks) == 1 {
 		ask := res.Asks[0]
 		text := fmt.Sprintf("Pending ask %s\nFrom: %s\n\n%s", ask.AskID, DisplayName(ask.From), Block(ask.Text+AttachmentsTool(ask.Attachments), ""))
-		return text, map[string]any{"ask": ask}
+		entry := askEntry(ask, ask.Text)
+		if len(ask.Attachments) > 0 {
+			entry["attachments"] = ask.Attachments
+		}
+		return text, map[string]any{"ask": entry}
 	}
 	// The unread list holds every message; asks are listed once, with their
 	// ask ids, under "Pending asks".
@@ -524,13 +573,7 @@ func PendingTool(res *intercom.PendingResult, askID string) (string, map[string]
 				async = " (async: the asker stopped waiting; your reply still reaches it)"
 			}
 			al = append(al, fmt.Sprintf("- %s%s%s: %s [askId: %s]%s", DisplayName(ask.From), teamTag(ask.Team), Inline(sel), Block(ask.Preview, "  "), Inline(ask.AskID), async))
-			entry := map[string]any{"from": map[string]any{"id": ask.From.ID, "name": ask.From.Name, "origin": orLocal(ask.From.Origin)},
-				"received_at": int64(ask.ReceivedAt), "read": false, "text": ask.Preview, "expects_reply": true,
-				"selector": ask.Selector, "askId": ask.AskID, "contextId": ask.ContextID, "deferred": ask.DeferredAt != 0}
-			if ask.Team != "" {
-				entry["team"] = ask.Team
-			}
-			asks = append(asks, entry)
+			asks = append(asks, askEntry(ask, ask.Preview))
 		}
 		text += "\n\nPending asks:\n" + strings.Join(al, "\n")
 	}

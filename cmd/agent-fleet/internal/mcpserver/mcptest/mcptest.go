@@ -6,6 +6,8 @@ package mcptest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sort"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,7 +21,9 @@ type Result struct {
 	IsError    bool
 }
 
-// Decode decodes res, which must carry exactly one text content.
+// Decode decodes res, which must carry exactly one text content and no
+// null anywhere in its structuredContent (optional members are left out,
+// never null: docs/protocol.md §8.3).
 func Decode(t testing.TB, res *mcp.CallToolResult) Result {
 	t.Helper()
 	r := Result{IsError: res.IsError}
@@ -29,8 +33,38 @@ func Decode(t testing.TB, res *mcp.CallToolResult) Result {
 		data, err := json.Marshal(res.StructuredContent)
 		require.NoError(t, err)
 		require.NoError(t, json.Unmarshal(data, &r.Structured))
+		if path := NullAt(r.Structured, "structuredContent"); path != "" {
+			require.Failf(t, "a null in structuredContent", "%s is null in %s", path, data)
+		}
 	}
 	return r
+}
+
+// NullAt is the path of the first null in v, a decoded JSON value under
+// path ("" when it holds none).
+func NullAt(v any, path string) string {
+	switch v := v.(type) {
+	case nil:
+		return path
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if p := NullAt(v[k], path+"."+k); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if p := NullAt(e, fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // Caller calls tools on cs and decodes their results; a protocol error

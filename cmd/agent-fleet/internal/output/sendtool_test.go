@@ -1,0 +1,34 @@
+package output
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-fleet/agent-fleet/intercom"
+)
+
+// A team send's structuredContent has a single send's keys for each
+// recipient (message_id, as intercom_send's own result), and leaves out
+// what it does not have: no null team or offline list.
+func TestTeamSendToolKeys(t *testing.T) {
+	res := &intercom.SendResult{OK: true, To: "*", Recipients: []intercom.SendResult{
+		{OK: true, To: "ann", TargetID: "ann", MessageID: "m1", Team: "alpha", Delivered: true, Accepted: true},
+	}}
+	_, structured, failed := SendTool(res, "*")
+	require.False(t, failed)
+	data, err := json.Marshal(structured)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"ok":true,"to":"*","recipients":[{"ok":true,"to":"ann","message_id":"m1","team":"alpha"}]}`, string(data))
+
+	res = &intercom.SendResult{OK: false, To: "team:alpha", Team: "alpha", Offline: []string{"amy"}, Recipients: []intercom.SendResult{
+		{To: "ann", MessageID: "m2", Code: "SESSION_NOT_FOUND", Reason: "Session not found"},
+	}}
+	_, structured, failed = SendTool(res, "team:alpha")
+	require.True(t, failed)
+	data, err = json.Marshal(structured)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"ok":false,"to":"team:alpha","team":"alpha","offline":["amy"],
+		"recipients":[{"ok":false,"to":"ann","message_id":"m2","code":"SESSION_NOT_FOUND","reason":"Session not found"}]}`, string(data))
+}
