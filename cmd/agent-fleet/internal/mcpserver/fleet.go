@@ -15,7 +15,9 @@ import (
 // addFleetTool adds agent_fleet: workers as systemd user services, managed
 // by caller. It runs the CLI's fleet verbs (package verbs).
 func addFleetTool(server *mcp.Server, f *factory.Factory, caller string) {
-	mcp.AddTool(server, &mcp.Tool{Name: "agent_fleet", InputSchema: verbs.Schema(), Description: fleetToolDescription(f)},
+	// It starts, stops and forgets workers: destructive, never read-only.
+	ann := &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(true)}
+	mcp.AddTool(server, &mcp.Tool{Name: "agent_fleet", InputSchema: verbs.Schema(), Description: fleetToolDescription(f), Annotations: ann},
 		func(ctx context.Context, _ *mcp.CallToolRequest, args map[string]any) (*mcp.CallToolResult, any, error) {
 			return FleetAction(ctx, f, caller, args), nil, nil
 		})

@@ -8,6 +8,7 @@ import (
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/output"
 	"github.com/agent-fleet/agent-fleet/cmd/agent-fleet/internal/verbs"
 	"github.com/agent-fleet/agent-fleet/intercom/history"
+	"github.com/agent-fleet/agent-fleet/teams"
 )
 
 // HistoryFunc lists the session's message history (verbs.History).
@@ -27,7 +28,7 @@ func addHistoryTool(server *mcp.Server, list HistoryFunc) {
 		Description: "Search the messages this session sent and received (also those already read), with their receipts: queued, accepted, delivered, read. Newest last.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 			"with":   map[string]any{"type": "string", "description": "only messages with this session (id or name)"},
-			"team":   map[string]any{"type": "string", "description": "only messages exchanged in this named team"},
+			"team":   map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "only messages exchanged in this named team"},
 			"search": map[string]any{"type": "string", "description": "only messages whose text contains this (any letter case)"},
 			"since":  map[string]any{"type": "string", "description": "only messages since a duration ago (\"2h\", \"7d\") or a time (RFC 3339)"},
 			"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": history.MaxLimit,

@@ -36,7 +36,15 @@ var (
 	}
 	teamSchema = map[string]any{"type": "string", "pattern": teams.TeamNamePattern,
 		"description": "The named team this message is for (both sessions must belong to it); needed when you share several teams. Omit for ungrouped contact."}
-	readOnly = &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
+	// Hints after the Claude adapter's (spec A.2): reading tools are
+	// read-only and idempotent, those that ask the broker about other
+	// sessions open-world; send and ask add a message each call; what
+	// overwrites or resolves something (a summary, read marks, an ask) is
+	// destructive. MCP's defaults (destructive, open-world) are spelled out.
+	readOnly      = &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
+	readOnlyPeers = &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(true)}
+	sends         = &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(true)}
+	changes       = &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(true)}
 )
 
 type listArgs struct {
@@ -77,25 +85,25 @@ func boolPtr(b bool) *bool { return &b }
 func addIntercomTools(server *mcp.Server, t *intercomTools) {
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_whoami", InputSchema: emptySchema, Annotations: readOnly,
 		Description: "Return this session's intercom identity (full session id, name, cwd) for reliable targeting."}, t.whoami)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_status", InputSchema: emptySchema, Annotations: readOnly,
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_status", InputSchema: emptySchema, Annotations: readOnlyPeers,
 		Description: "Show intercom connection status, active sessions, unread messages, and pending asks."}, t.status)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_list", Annotations: readOnly,
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_list", Annotations: readOnlyPeers,
 		Description: "List intercom-connected agent sessions on this machine.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 			"scope":        map[string]any{"type": "string", "enum": []any{"machine", "directory", "repo"}, "description": "machine (default), directory or repo"},
 			"include_self": map[string]any{"type": "boolean", "description": "include this session (default false)"},
 		}}}, t.list)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_set_summary",
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_set_summary", Annotations: changes,
 		Description: "Publish a short status summary so other sessions can discover what this session is doing.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"summary"},
 			"properties": map[string]any{"summary": map[string]any{"type": "string", "maxLength": 400}}}}, t.setSummary)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_send",
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_send", Annotations: sends,
 		Description: "Send a non-blocking direct message to another intercom session by name, full ID, or unique ID prefix. " +
 			"to: \"team:NAME\" sends to every connected member of a named team you belong to (\"team:NAME/manager\", \"team:NAME/member\" by role; \"*\": all your teams), one message each.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"to", "message"},
 			"properties": map[string]any{"to": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
 				"attachments": attachmentsSchema, "team": teamSchema}}}, t.send)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_ask",
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_ask", Annotations: sends,
 		Description: "Ask another intercom session a question only when the next step depends on its reply. Use intercom_send for assignments, progress/status checkpoints, and notifications.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"to", "message"},
 			"properties": map[string]any{"to": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
@@ -103,13 +111,13 @@ func addIntercomTools(server *mcp.Server, t *intercomTools) {
 				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "maximum": intercom.MaxAskWait.Milliseconds(),
 					"description": fmt.Sprintf("How long to wait for the reply (default %d). If it runs out the ask stays open and its reply appears in intercom_pending.",
 						intercom.AskTimeout.Milliseconds())}}}}, t.ask)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending",
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending", Annotations: changes,
 		Description: "Read unread inbound messages and unresolved asks for this session; pass askId to read one ask in full.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 			"mark_read": map[string]any{"type": "boolean", "description": "mark the returned messages read (default false)"},
 			"askId":     map[string]any{"type": "string", "description": "Show this pending ask in full."},
 		}}}, t.pending)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_reply",
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_reply", Annotations: changes,
 		Description: "Reply to a pending inbound ask. Choose it with askId, or with to plus which=oldest/latest when one sender has several unresolved asks; " +
 			"or answer any message by its contextId from intercom_pending. The reply keeps the original message's team.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"message"},
@@ -119,7 +127,7 @@ func addIntercomTools(server *mcp.Server, t *intercomTools) {
 				"which":       map[string]any{"type": "string", "enum": []any{"oldest", "latest"}, "description": "Select the oldest or latest ask from the chosen sender."},
 				"askId":       map[string]any{"type": "string", "description": "The ask to answer, from intercom_pending."},
 				"contextId":   map[string]any{"type": "string", "description": "The message to answer (any message, not only an ask), from intercom_pending."},
-				"team":        map[string]any{"type": "string", "description": "Must be the original message's team; omit it to keep that team."},
+				"team":        map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "Must be the original message's team; omit it to keep that team."},
 				"attachments": attachmentsSchema,
 			}}}, t.reply)
 }

@@ -39,14 +39,14 @@ func addTeamTools(server *mcp.Server, it *intercomTools, st *teams.SessionTeam) 
 		return
 	}
 	t := &teamTools{ops: it.ops, st: st, tools: it}
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_team", Annotations: readOnly,
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_team", Annotations: readOnlyPeers,
 		Description: "Show your manager and coworkers (fleet workers, TmuxDeck team, named team or same-scope roster) and whether each is connected. " +
 			"Start here when you work in a team; send to the returned target. With team, show that named team's roster; without, also the rosters of every named team you belong to.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 			"team": map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "a named team you belong to: show its roster"},
 		}}}, t.teamTool)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_join",
-		Annotations: &mcp.ToolAnnotations{OpenWorldHint: boolPtr(false)},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}, // leave gives a membership up
 		Description: "List, join, create or leave named teams. Membership is additive: joining keeps your other teams. " +
 			"Omit name to list the teams; create: true makes you its manager; leave: true leaves the team. " +
 			"A plain join moves you into the team's private scope; members and work form a task team (as the Codex adapter's) where nobody moves. " +
@@ -58,7 +58,7 @@ func addTeamTools(server *mcp.Server, it *intercomTools, st *teams.SessionTeam) 
 			"members": map[string]any{"type": "array", "items": map[string]any{"type": "string", "minLength": 1}, "description": "connected sessions (name or id) to add; the manager's to give"},
 			"work":    map[string]any{"type": "string", "minLength": 1, "maxLength": teams.MaxWorkChars, "description": "the task of a team being created"},
 		}}}, t.join)
-	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending",
+	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending", Annotations: changes,
 		Description: "Read unread inbound messages and unresolved asks for this session; pass askId to read one ask in full. " +
 			"A manager of fleet workers may pass session (an owned coworker's exact target from intercom_team) to see that coworker's pending asks, read-only.",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
