@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
 
 	"github.com/agent-fleet/agent-fleet/intercom/wire"
 )
@@ -92,6 +94,32 @@ func TextProblem(text string) string {
 func CheckText(text string) error {
 	if p := TextProblem(text); p != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidInput, p)
+	}
+	return nil
+}
+
+// CheckTarget refuses, naming to, a target no session can have
+// (ErrInvalidInput): empty, longer than a broker takes (wire.MaxTargetChars
+// UTF-16 units, as it counts them), or holding a control character (a
+// stray newline would be echoed back as part of the name). Spaces around
+// it are allowed: resolution trims them.
+func CheckTarget(to string) error {
+	n, ctl := 0, -1
+	for i, r := range to {
+		n += max(utf16.RuneLen(r), 1)
+		if ctl < 0 && unicode.IsControl(r) {
+			ctl = i
+		}
+	}
+	switch {
+	case strings.TrimSpace(to) == "":
+		return fmt.Errorf("%w: to is empty: give the session's id, name or id prefix", ErrInvalidInput)
+	case n > wire.MaxTargetChars:
+		return fmt.Errorf("%w: to is %d characters long, over the %d a target may have: give the session's id, name or id prefix (the text goes in the message)",
+			ErrInvalidInput, n, wire.MaxTargetChars)
+	case ctl >= 0:
+		return fmt.Errorf("%w: to %q holds a control character (%U): give the session's id, name or id prefix alone",
+			ErrInvalidInput, to, []rune(to[ctl:])[0])
 	}
 	return nil
 }

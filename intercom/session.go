@@ -436,10 +436,10 @@ func gitRoot(dir string) string {
 // (spec §8.3): exact id → unique case-insensitive name → unique id prefix
 // of ≥4 chars → the raw text, for the broker to resolve.
 func (s *Session) resolveTarget(ctx context.Context, to string) (string, error) {
-	to = strings.TrimSpace(to)
-	if to == "" {
-		return "", fmt.Errorf("%w: a target is required", ErrInvalidInput)
+	if err := CheckTarget(to); err != nil {
+		return "", err
 	}
+	to = strings.TrimSpace(to)
 	if to == s.cfg.Identity.SessionID {
 		return "", ErrSelfTarget
 	}
@@ -810,6 +810,11 @@ func selectAsk(asks []*InboundMessage, req ReplyRequest) (*InboundMessage, error
 	}
 	if req.Which != "" && req.Which != "oldest" && req.Which != "latest" {
 		return nil, fmt.Errorf("%w: which must be oldest or latest", ErrInvalidInput)
+	}
+	if req.To != "" {
+		if err := CheckTarget(req.To); err != nil {
+			return nil, err
+		}
 	}
 	if req.AskID != "" {
 		for _, a := range asks {

@@ -125,6 +125,41 @@ func TestTargetPreResolution(t *testing.T) {
 	require.Equal(t, "worker-one", res.TargetID)
 }
 
+// A target no session can have is refused before anything is sent, with
+// an error about to, not the message: too long for the broker (not "the
+// message is … bytes once encoded"), or with a control character (a
+// trailing newline would be trimmed and echoed back as part of the name).
+func TestTargetIsChecked(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	a := open(t, p, "alpha", "Alpha")
+	b := open(t, p, "peer4", "Peer4")
+	for to, want := range map[string]string{
+		strings.Repeat("x", 1_000_000): "invalid request: to is 1000000 characters long, over the 512 a target may have",
+		strings.Repeat("é", 513):       "to is 513 characters long",
+		strings.Repeat("😀", 257):       "to is 514 characters long", // UTF-16 units, as the broker counts
+		"peer4\n":                      `invalid request: to "peer4\n" holds a control character (U+000A)`,
+		"pe\x1b[2Jer4":                 `to "pe\x1b[2Jer4" holds a control character (U+001B)`,
+		" \t":                          "invalid request: to is empty",
+	} {
+		_, err := a.Send(ctx, intercom.SendRequest{To: to, Text: "hi"})
+		require.ErrorIs(t, err, intercom.ErrInvalidInput)
+		require.ErrorContains(t, err, want)
+		_, err = a.Ask(ctx, intercom.AskRequest{To: to, Text: "hi?", Wait: 50 * time.Millisecond})
+		require.ErrorContains(t, err, want)
+	}
+	pend, err := b.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Empty(t, pend.Unread, "nothing was sent")
+	res, err := a.Send(ctx, intercom.SendRequest{To: " peer4 ", Text: "hi"})
+	require.NoError(t, err, "spaces around a target are trimmed")
+	require.True(t, res.OK)
+	_, err = a.Send(ctx, intercom.SendRequest{To: strings.Repeat("x", 512), Text: "hi"})
+	require.NotErrorIs(t, err, intercom.ErrInvalidInput, "512 is still a target")
+	_, err = b.Reply(ctx, intercom.ReplyRequest{Text: "x", To: "alpha\n"})
+	require.ErrorContains(t, err, `to "alpha\n" holds a control character`, "a reply's sender selector too")
+}
+
 func TestAskAnsweredWithinTheCall(t *testing.T) {
 	p := intercom.NewPaths(shortDir(t))
 	startBroker(t, p)

@@ -51,6 +51,9 @@ type TeamOps struct {
 
 // Send implements intercom.Ops.
 func (t *TeamOps) Send(ctx context.Context, req intercom.SendRequest) (*intercom.SendResult, error) {
+	if err := intercom.CheckTarget(req.To); err != nil {
+		return nil, err
+	}
 	to := strings.TrimSpace(req.To)
 	switch {
 	case to == AllTeamsTarget || strings.HasPrefix(to, TeamTargetPrefix):
@@ -72,6 +75,9 @@ func (t *TeamOps) Send(ctx context.Context, req intercom.SendRequest) (*intercom
 
 // Ask implements intercom.Ops: one session, routed as Send routes it.
 func (t *TeamOps) Ask(ctx context.Context, req intercom.AskRequest) (*intercom.AskResult, error) {
+	if err := intercom.CheckTarget(req.To); err != nil {
+		return nil, err
+	}
 	to := strings.TrimSpace(req.To)
 	if to == AllTeamsTarget || strings.HasPrefix(to, TeamTargetPrefix) || strings.HasPrefix(to, workflowTargetPrefix) {
 		return nil, fmt.Errorf("%w: an ask goes to one session; send to %q instead, or ask one member", intercom.ErrInvalidInput, to)

@@ -528,3 +528,28 @@ func TestIntercomSecondAskIsAConflict(t *testing.T) {
 	requireExit(t, err, exitConflict)
 	require.Contains(t, string(out), "ASK_ALREADY_PENDING")
 }
+
+// A target no session can have is refused as a usage error about TO, on
+// its own and through a holder, before anything is sent: not an oversized
+// message, not a send to a name with a newline in it.
+func TestIntercomRefusesBadTargets(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	t.Cleanup(func() { stopBroker(t, dir) })
+	l := startListener(t, dir, "peer4")
+	startListener(t, dir, "alpha")
+	for _, id := range []string{"gamma", "alpha"} { // alpha acts through its holder
+		for to, want := range map[string]string{
+			"peer4\n":                   `to "peer4\n" holds a control character (U+000A)`,
+			strings.Repeat("x", 100000): "to is 100000 characters long, over the 512 a target may have",
+		} {
+			for _, verb := range []string{"send", "ask"} {
+				out, err := as(t, dir, id, "intercom", verb, to, "hi").CombinedOutput()
+				requireExit(t, err, exitUsage)
+				require.Contains(t, string(out), want, "%s %s", id, verb)
+				require.NotContains(t, string(out), "once encoded")
+			}
+		}
+	}
+	require.Empty(t, l.messages(), "nothing reached peer4")
+}

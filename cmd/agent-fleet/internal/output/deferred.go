@@ -25,7 +25,7 @@ func KeptText(res *intercom.SendResult) string {
 
 // KeptTool is intercom_send's text and structuredContent for a kept message.
 func KeptTool(res *intercom.SendResult, to string) (string, map[string]any) {
-	return fmt.Sprintf("Worker %s is not connected yet (starting or reconnecting): the message is kept and given to it as soon as it connects. intercom_status shows when it was delivered.", to),
+	return fmt.Sprintf("Worker %s is not connected yet (starting or reconnecting): the message is kept and given to it as soon as it connects. intercom_status shows when it was delivered.", Inline(strings.TrimSpace(to))),
 		map[string]any{"ok": true, "message_id": res.MessageID, "to": to, "state": res.State}
 }
 

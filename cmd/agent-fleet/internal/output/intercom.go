@@ -333,7 +333,7 @@ func SendTool(res *intercom.SendResult, to string) (text string, structured map[
 		text, structured := KeptTool(res, to)
 		return text, structured, false
 	}
-	return fmt.Sprintf("Message sent to %s.", to), map[string]any{"ok": true, "message_id": res.MessageID, "to": to}, false
+	return fmt.Sprintf("Message sent to %s.", Inline(strings.TrimSpace(to))), map[string]any{"ok": true, "message_id": res.MessageID, "to": to}, false
 }
 
 // recipientsTool is each outcome of a team send with the keys of a single
