@@ -292,7 +292,8 @@ func TestMCPFleetTool(t *testing.T) {
 	require.Contains(t, r.Text, "an exec worker needs a command to run")
 	require.NotContains(t, r.Text, "--", "no CLI syntax for an MCP caller")
 	r = call(map[string]any{"action": "capabilities"})
-	require.True(t, strings.Contains(r.Text, "systemd-user"), r.Text)
+	require.Contains(t, r.Text, "Workers run as systemd user services", "sentences for a model, not JSON")
+	require.Equal(t, "systemd-user", r.Structured["fleetBackend"])
 	time.Sleep(10 * time.Millisecond)
 }
 
