@@ -58,12 +58,13 @@ func TestAgentFleetOnTheFake(t *testing.T) {
 		{map[string]any{"action": "status"}, "status needs a worker id"},
 		{map[string]any{"action": "list", "lease": "1h"}, "agent_fleet list does not take lease"},
 		{map[string]any{"action": "spawn", "id": "w3", "command": []any{"sleep", "1"}, "lease": "soon"}, "lease must be a duration such as 30m"},
-		{map[string]any{"action": "forget", "id": "w1"}, "--acknowledge"},
+		{map[string]any{"action": "forget", "id": "w1"}, "forget deletes history: confirm with acknowledge: true"},
 		{map[string]any{"action": "stop", "id": "nobody"}, "worker not found"},
 	} {
 		r = fleet(c.args)
 		require.True(t, r.IsError, "%v", c.args)
 		require.Contains(t, r.Text, c.want, "%v", c.args)
+		require.NotContains(t, r.Text, "--", "%v: no CLI flags for an MCP caller", c.args)
 		require.Equal(t, false, r.Structured["ok"], "%v", c.args)
 	}
 	r = fleet(map[string]any{"action": "fly"})

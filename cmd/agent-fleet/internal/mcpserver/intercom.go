@@ -164,7 +164,7 @@ func failure(err error) *mcp.CallToolResult {
 	case errors.Is(err, intercom.ErrOutcomeUnknown):
 		msg += " — check intercom_status; do not resend the same content."
 	}
-	return result(msg, output.Failure(err), true)
+	return result(toolHints(msg), output.Failure(err), true)
 }
 
 // withFooter appends the waiting-mail line to a result (every tool but

@@ -54,7 +54,7 @@ func addTeamTools(server *mcp.Server, it *intercomTools, st *teams.SessionTeam) 
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 			"name":    map[string]any{"type": "string", "pattern": teams.TeamNamePattern, "description": "the team's name"},
 			"create":  map[string]any{"type": "boolean", "description": "create the team and manage it (default false: join an existing one)"},
-			"leave":   map[string]any{"type": "boolean", "description": "leave the team (a manager deletes it instead: agent-fleet teams delete)"},
+			"leave":   map[string]any{"type": "boolean", "description": "leave the team (its manager cannot; only the CLI deletes a team: agent-fleet teams delete NAME)"},
 			"members": map[string]any{"type": "array", "items": map[string]any{"type": "string", "minLength": 1}, "description": "connected sessions (name or id) to add; the manager's to give"},
 			"work":    map[string]any{"type": "string", "minLength": 1, "maxLength": teams.MaxWorkChars, "description": "the task of a team being created"},
 		}}}, t.join)
@@ -91,7 +91,7 @@ func teamCall[T any](ctx context.Context, t *teamTools, call func(teams.Teams) (
 }
 
 func teamFailure(err error) *mcp.CallToolResult {
-	return result(err.Error(), output.Failure(err), true)
+	return result(toolHints(err.Error()), output.Failure(err), true)
 }
 
 func (t *teamTools) teamTool(ctx context.Context, _ *mcp.CallToolRequest, a teamArgs) (*mcp.CallToolResult, any, error) {

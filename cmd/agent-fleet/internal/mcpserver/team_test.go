@@ -102,6 +102,14 @@ func TestMCPTeamTools(t *testing.T) {
 	r = call("intercom_pending", map[string]any{"session": "boss"})
 	require.False(t, r.IsError, "its own inbox is the usual pending")
 
+	// What only a teams verb said to do, a tool's text names the tool
+	// for, or says plainly that only the CLI can; structuredContent keeps
+	// the CLI's error.
+	r = call("intercom_send", map[string]any{"to": "*", "message": "anyone?"})
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, `belongs to none (join one with intercom_join {name: "…"})`)
+	require.Contains(t, r.Structured["error"], "(agent-fleet teams join NAME)")
+
 	// Named teams: list, create, join errors.
 	r = call("intercom_join", nil)
 	require.False(t, r.IsError, r.Text)
@@ -116,6 +124,15 @@ func TestMCPTeamTools(t *testing.T) {
 	require.True(t, r.IsError)
 	r = call("intercom_join", map[string]any{"create": true})
 	require.True(t, r.IsError)
+	r = call("intercom_join", map[string]any{"name": "ops", "leave": true})
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "manages team ops; delete the team instead, which no tool does: only the CLI can (agent-fleet teams delete ops)")
+	_, _, err = teams.NewStore(p).Create(context.Background(), "other", "asker")
+	require.NoError(t, err)
+	r = call("intercom_send", map[string]any{"to": "team:other", "message": "hi"})
+	require.True(t, r.IsError)
+	require.Contains(t, r.Text, "boss is not a member of team other (intercom_team lists yours)")
+	require.NotContains(t, r.Text, "agent-fleet")
 
 	// The workers.json view was written by the registry writes above.
 	data, err := os.ReadFile(fleet.WorkersViewPath(p))
