@@ -109,7 +109,7 @@ func addIntercomTools(server *mcp.Server, t *intercomTools) {
 			"properties": map[string]any{"to": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
 				"attachments": attachmentsSchema, "team": teamSchema,
 				"timeout_ms": map[string]any{"type": "integer", "minimum": 1, "maximum": intercom.MaxAskWait.Milliseconds(),
-					"description": fmt.Sprintf("How long to wait for the reply (default %d). If it runs out the ask stays open and its reply appears in intercom_pending.",
+					"description": fmt.Sprintf("How long to wait for the reply (default %d). Handing the ask over is never cut short: a recipient that does not take it (paused, busy) holds the call up to 8 s, whatever this says. If the wait runs out the ask stays open and its reply appears in intercom_pending.",
 						intercom.AskTimeout.Milliseconds())}}}}, t.ask)
 	mcp.AddTool(server, &mcp.Tool{Name: "intercom_pending", Annotations: changes,
 		Description: "Read unread inbound messages and unresolved asks for this session; pass askId to read one ask in full.",
