@@ -151,6 +151,8 @@ func result(text string, structured any, isError bool) *mcp.CallToolResult {
 func failure(err error) *mcp.CallToolResult {
 	msg := err.Error()
 	switch {
+	case errors.Is(err, context.Canceled): // notifications/cancelled; the SDK still answers
+		msg = "Cancelled by the client before the call finished: a message it was sending may or may not arrive (intercom_status shows what waits in the outbox), and an ask it waited on was withdrawn."
 	case errors.Is(err, intercom.ErrBrokerUnavailable), errors.Is(err, intercom.ErrNotConnected):
 		msg += " — the intercom broker is not reachable; retry shortly (agent-fleet restarts it on demand)."
 	case errors.Is(err, teams.ErrBossDenied):

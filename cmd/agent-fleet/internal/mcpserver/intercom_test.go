@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -341,4 +342,16 @@ func TestMCPRefusesEmptyMessages(t *testing.T) {
 	r := w.call(t, "intercom_reply", map[string]any{"message": "yes"})
 	require.False(t, r.IsError, r.Text)
 	<-askDone
+}
+
+// A call the client cancelled (notifications/cancelled) still gets an
+// answer from the SDK: it says what became of the work, not "context
+// canceled".
+func TestCancelledCallSaysWhatBecameOfIt(t *testing.T) {
+	r := failure(fmt.Errorf("ask beta: %w", context.Canceled))
+	require.True(t, r.IsError)
+	text := r.Content[0].(*mcp.TextContent).Text
+	require.True(t, strings.HasPrefix(text, "Cancelled by the client before the call finished"), text)
+	require.Contains(t, text, "an ask it waited on was withdrawn")
+	require.NotContains(t, text, "context canceled")
 }
