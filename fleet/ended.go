@@ -277,6 +277,16 @@ func (r *Registry) PruneNotices(ctx context.Context, before time.Time) (int, err
 	return int(n), nil
 }
 
+// CountPrunableNotices is how many notices PruneNotices(before) would
+// delete.
+func (r *Registry) CountPrunableNotices(ctx context.Context, before time.Time) (int, error) {
+	var n int
+	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM ended_notices WHERE created_at_ms < ?`, toMS(before)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count ended notices: %w", classify(err))
+	}
+	return n, nil
+}
+
 // EndedOf gathers the facts of w's end; logTail is its last log lines.
 func EndedOf(w *Worker, logTail []string) Ended {
 	e := Ended{ID: w.ID, RunID: w.RunID, Kind: w.Kind, Role: w.Role, Manager: w.Manager, State: string(w.State),

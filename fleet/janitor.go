@@ -139,13 +139,19 @@ func (f *Fleet) Cleanup(ctx context.Context, opts CleanupOptions) (*CleanupRepor
 	}
 	cutoff := f.cfg.Now().Add(-f.cfg.Leases.Retention)
 	wts, _ := f.cfg.Registry.PrunableWorktrees(ctx, cutoff, "")
+	// The preview counts what the run would prune, so that it lists the
+	// same actions.
+	prune, pruneNotices := f.cfg.Registry.CountPrunable, f.cfg.Registry.CountPrunableNotices
 	if opts.Execute {
-		if n, err := f.cfg.Registry.Prune(ctx, cutoff); err == nil && n > 0 {
-			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended record"), f.cfg.Leases.Retention), Done: true})
-		}
-		if n, err := f.cfg.Registry.PruneNotices(ctx, cutoff); err == nil && n > 0 {
-			add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended notice"), f.cfg.Leases.Retention), Done: true})
-		}
+		prune, pruneNotices = f.cfg.Registry.Prune, f.cfg.Registry.PruneNotices
+	}
+	if n, err := prune(ctx, cutoff); err == nil && n > 0 {
+		add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended record"), f.cfg.Leases.Retention), Done: opts.Execute})
+	}
+	if n, err := pruneNotices(ctx, cutoff); err == nil && n > 0 {
+		add(CleanupAction{Kind: "prune", Reason: fmt.Sprintf("%s older than %s", Plural(n, "ended notice"), f.cfg.Leases.Retention), Done: opts.Execute})
+	}
+	if opts.Execute {
 		// Notices owed to managers that were away when their workers
 		// ended, and are connected now.
 		if n, err := f.DeliverOwed(ctx, NoticeFilter{}); n > 0 || err != nil {

@@ -573,6 +573,39 @@ func TestJanitorCapsLogsAndRemovesFilesOfGoneRecords(t *testing.T) {
 	require.True(t, strings.HasSuffix(string(data), "earlier\nthe last line\n"))
 }
 
+// The preview lists the pruning the run then does, and deletes nothing.
+func TestCleanupPreviewCountsWhatItWouldPrune(t *testing.T) {
+	c := newClock()
+	w := newWorld(t, withClock(c))
+	wk := w.spawn("w1", "sleep", "300")
+	_, err := w.f.Stop(ctx, wk.ID)
+	require.NoError(t, err)
+	c.Advance(8 * 24 * time.Hour) // past the default retention
+	prunes := func(rep *fleet.CleanupReport) (out []string) {
+		for _, a := range rep.Actions {
+			if a.Kind == "prune" {
+				out = append(out, fmt.Sprintf("%s done=%v", a.Reason, a.Done))
+			}
+		}
+		return out
+	}
+
+	prev, err := w.f.Cleanup(ctx, fleet.CleanupOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"1 ended record older than 168h0m0s done=false", "1 ended notice older than 168h0m0s done=false"}, prunes(prev))
+	_, err = w.reg.GetRun(ctx, wk.ID, wk.RunID)
+	require.NoError(t, err, "a preview deletes nothing")
+	n, err := w.reg.EndedNotice(ctx, wk.ID, wk.RunID)
+	require.NoError(t, err)
+	require.NotNil(t, n)
+
+	rep, err := w.f.Cleanup(ctx, fleet.CleanupOptions{Execute: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"1 ended record older than 168h0m0s done=true", "1 ended notice older than 168h0m0s done=true"}, prunes(rep))
+	_, err = w.reg.GetRun(ctx, wk.ID, wk.RunID)
+	require.ErrorIs(t, err, fleet.ErrNotFound)
+}
+
 func TestStateComesFromSystemdAndTheRegistry(t *testing.T) {
 	w := newWorld(t)
 	// A record whose unit is gone, with no word of how it ended (a user

@@ -677,9 +677,7 @@ func (r *Registry) PruneManager(ctx context.Context, olderThan time.Time, manage
 	cutoff := olderThan.UnixMilli()
 	var n int64
 	err := r.write(ctx, func(tx querier) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE `+terminalStatesSQL+`
-			AND (CASE WHEN ended_at_ms != 0 THEN ended_at_ms ELSE updated_at_ms END) < ?
-			AND (? = '' OR manager = ?)`, cutoff, manager, manager)
+		res, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE `+prunableSQL, cutoff, manager, manager)
 		if err != nil {
 			return classify(err)
 		}
@@ -690,6 +688,26 @@ func (r *Registry) PruneManager(ctx context.Context, olderThan time.Time, manage
 		return 0, fmt.Errorf("prune workers ended before %s: %w", olderThan.UTC().Format(time.RFC3339), err)
 	}
 	return int(n), nil
+}
+
+// prunableSQL selects the records PruneManager deletes; its arguments are
+// the cutoff in ms and the manager twice.
+const prunableSQL = terminalStatesSQL + `
+	AND (CASE WHEN ended_at_ms != 0 THEN ended_at_ms ELSE updated_at_ms END) < ?
+	AND (? = '' OR manager = ?)`
+
+// CountPrunable is how many records Prune(olderThan) would delete, for a
+// preview that must not delete them.
+func (r *Registry) CountPrunable(ctx context.Context, olderThan time.Time) (int, error) {
+	if olderThan.IsZero() {
+		return 0, nil
+	}
+	var n int
+	err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM workers WHERE `+prunableSQL, olderThan.UnixMilli(), "", "").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count workers ended before %s: %w", olderThan.UTC().Format(time.RFC3339), classify(err))
+	}
+	return n, nil
 }
 
 // write runs fn in one BEGIN IMMEDIATE transaction and commits it; fn's error
