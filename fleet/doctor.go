@@ -328,22 +328,26 @@ func permissionsCheck(p intercom.Paths) (string, CheckStatus, string, string) {
 
 func registryCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, string, string) {
 	path := RegistryPath(p)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return "registry", CheckOK, "no workers yet (" + path + " is created on first spawn)", ""
+	var ws []*Worker
+	detail := "no workers yet (" + path + " is created on first spawn)"
+	// A missing file may have been deleted under live workers: the units
+	// below still say so.
+	_, err := os.Stat(path)
+	missing := errors.Is(err, os.ErrNotExist)
+	if !missing {
+		reg, err := OpenRegistry(ctx, path)
+		if err != nil {
+			return "registry", CheckFail, err.Error(), "keep the file aside (it is never silently emptied) and let agent-fleet rebuild it from the live units"
+		}
+		defer reg.Close()
+		if err := reg.Check(ctx); err != nil {
+			return "registry", CheckFail, err.Error(), "keep the file aside and let agent-fleet rebuild it from the live units"
+		}
+		if ws, err = reg.List(ctx, Filter{LiveOnly: true}); err != nil {
+			return "registry", CheckFail, err.Error(), ""
+		}
+		detail = fmt.Sprintf("%s: %d live workers", path, len(ws))
 	}
-	reg, err := OpenRegistry(ctx, path)
-	if err != nil {
-		return "registry", CheckFail, err.Error(), "keep the file aside (it is never silently emptied) and let agent-fleet rebuild it from the live units"
-	}
-	defer reg.Close()
-	if err := reg.Check(ctx); err != nil {
-		return "registry", CheckFail, err.Error(), "keep the file aside and let agent-fleet rebuild it from the live units"
-	}
-	ws, err := reg.List(ctx, Filter{LiveOnly: true})
-	if err != nil {
-		return "registry", CheckFail, err.Error(), ""
-	}
-	detail := fmt.Sprintf("%s: %d live workers", path, len(ws))
 	// Live units nobody recorded.
 	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -371,8 +375,11 @@ func registryCheck(ctx context.Context, p intercom.Paths) (string, CheckStatus, 
 		}
 	}
 	if len(stray) > 0 {
+		if missing {
+			detail = path + " is missing"
+		}
 		return "registry", CheckWarn, fmt.Sprintf("%s; %d live worker units have no record: %s", detail, len(stray), strings.Join(stray, ", ")),
-			"stop them with systemctl --user stop, or let registry recovery rebuild their records"
+			"the next fleet command (agent-fleet list) rebuilds the records of agent-fleet's workers from their units; stop others with systemctl --user stop"
 	}
 	return "registry", CheckOK, detail, ""
 }

@@ -422,4 +422,15 @@ func TestDoctorStrayUnitsAreThisAgentDirectorys(t *testing.T) {
 	status, detail = registry()
 	require.Equal(t, "warn", status, detail)
 	require.Contains(t, detail, "1 live worker units have no record: "+name)
+
+	// So it is when the registry was deleted under it, and doctor does
+	// not create one.
+	db := filepath.Join(dir, "intercom", "orchestrator", "fleet.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		require.NoError(t, os.RemoveAll(db+suffix))
+	}
+	status, detail = registry()
+	require.Equal(t, "warn", status, detail)
+	require.Contains(t, detail, db+" is missing; 1 live worker units have no record: "+name)
+	require.NoFileExists(t, db)
 }
