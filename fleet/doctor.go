@@ -83,15 +83,7 @@ func Doctor(ctx context.Context, cfg DoctorConfig) []Check {
 	add("platform", CheckOK, goos+"/"+runtime.GOARCH, "")
 
 	// The user manager.
-	rt := cfg.Getenv("XDG_RUNTIME_DIR")
-	switch fi, err := os.Stat(rt); {
-	case rt == "":
-		add("runtime dir", CheckWarn, "XDG_RUNTIME_DIR is not set", "log in through a session manager, or export XDG_RUNTIME_DIR=/run/user/$(id -u)")
-	case err != nil || !fi.IsDir():
-		add("runtime dir", CheckFail, rt+" does not exist", "export XDG_RUNTIME_DIR to your runtime directory (/run/user/$(id -u))")
-	default:
-		add("runtime dir", CheckOK, rt, "")
-	}
+	add(runtimeDirCheck(cfg.Getenv("XDG_RUNTIME_DIR"), isDir, units.NoSystemdInit(), os.Getuid()))
 	bus, busErr := units.ResolveBus(cfg.Getenv)
 	if busErr != nil {
 		detail, fix := busErr.Error(), "start a user session with systemd (loginctl enable-linger $USER), or export DBUS_SESSION_BUS_ADDRESS"
@@ -253,16 +245,51 @@ func lingerStatus(ctx context.Context, getenv func(string) string) (string, Chec
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, "loginctl", "show-user", name, "--property=Linger", "--value").Output()
-	switch v := strings.TrimSpace(string(out)); {
-	case err != nil && units.NoSystemdInit():
-		return "lingering", CheckWarn, "does not apply: PID 1 is not systemd, so there is no logind",
-			"a private user manager (agent-fleet user-manager start) runs until you stop it; logging out does not end it"
+	return lingerVerdict(name, strings.TrimSpace(string(out)), err, units.NoSystemdInit())
+}
+
+// lingerVerdict judges loginctl's answer v (err: none). Where PID 1 is not
+// systemd there is nothing to fix: no logind, and a private manager does
+// not end at logout.
+func lingerVerdict(name, v string, err error, noSystemdInit bool) (string, CheckStatus, string, string) {
+	switch {
+	case err != nil && noSystemdInit:
+		return "lingering", CheckOK, "does not apply: PID 1 is not systemd, so there is no logind; a private user manager (agent-fleet user-manager start) runs until stopped", ""
 	case err != nil:
 		return "lingering", CheckWarn, "unknown (logind does not answer)", "without lingering, workers stop when your last session ends: loginctl enable-linger " + name
 	case v == "yes":
 		return "lingering", CheckOK, "enabled: workers survive logout", ""
 	default:
 		return "lingering", CheckWarn, "disabled: workers stop when your last login session ends", "loginctl enable-linger " + name
+	}
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// runtimeDirCheck judges XDG_RUNTIME_DIR (rt) with a fix that works on
+// this host: pointing at the login's runtime directory where it exists; a
+// private user manager, which makes its own, where PID 1 is not systemd
+// (no login makes one there); a login or lingering elsewhere.
+func runtimeDirCheck(rt string, isDir func(string) bool, noSystemdInit bool, uid int) (string, CheckStatus, string, string) {
+	if rt != "" && isDir(rt) {
+		return "runtime dir", CheckOK, rt, ""
+	}
+	st, detail := CheckWarn, "XDG_RUNTIME_DIR is not set"
+	if rt != "" {
+		st, detail = CheckFail, rt+" does not exist"
+	}
+	login := fmt.Sprintf("/run/user/%d", uid)
+	switch {
+	case rt != login && isDir(login):
+		return "runtime dir", st, detail, "export XDG_RUNTIME_DIR=" + login
+	case noSystemdInit:
+		return "runtime dir", st, detail + "; PID 1 is not systemd, so no login creates " + login,
+			`as root, boot a private user manager, which sets it for this shell: eval "$(agent-fleet user-manager start)"`
+	default:
+		return "runtime dir", st, detail, "log in through a PAM session (SSH, a desktop) or run loginctl enable-linger $USER, which creates " + login + "; then export XDG_RUNTIME_DIR=" + login
 	}
 }
 
