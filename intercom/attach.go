@@ -165,6 +165,14 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Attached, error) {
 		}
 		return hc
 	}
+	if cfg.Mode == AttachHold {
+		// No holder of this id can ever be served there: refuse at once
+		// (exit 2, as spawn does) rather than hold a session no other
+		// command can act through.
+		if err := CheckSocketPath(sc.Paths.HolderSocket(sc.Identity.SessionID)); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Mode == AttachThrough {
 		wait := cfg.HolderWait
 		if wait <= 0 {

@@ -459,6 +459,42 @@ func TestSocketPathTooLongIsRefusedAtOnce(t *testing.T) {
 	}
 }
 
+// An agent directory where broker.sock fits but a holder socket does not
+// is refused at once by the commands that hold a session (listen, mcp),
+// as spawn refuses it, instead of holding a session that no other
+// command can act through.
+func TestHolderSocketPathTooLongIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	base := shortDir(t)
+	dir := filepath.Join(base, strings.Repeat("h", 80-len(base)-1))
+	p := intercom.NewPaths(dir)
+	require.NoError(t, intercom.CheckSocketPath(p.BrokerSocket()))
+	t.Cleanup(func() { stopBroker(t, dir) })
+	for _, args := range [][]string{{"intercom", "listen"}, {"mcp"}} {
+		sock := p.HolderSocket("holder-long")
+		require.Error(t, intercom.CheckSocketPath(sock))
+		cmd := as(t, dir, "holder-long", args...)
+		cmd.Stdin = strings.NewReader("")
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("%v still runs: %s", args, out.String())
+		}
+		requireExit(t, err, exitUsage)
+		require.Contains(t, out.String(), "socket path too long: "+sock, "%v", args)
+		require.Contains(t, out.String(), fmt.Sprintf("the limit is %d", intercom.MaxSocketPathBytes), "%v", args)
+		require.NotContains(t, out.String(), "level=WARN", "%v", args)
+	}
+}
+
 // A recipient that cannot acknowledge for 8 s — a paused worker is frozen
 // like this stopped listener — leaves the send's outcome unknown (exit 8),
 // not failed: it reads the message, once, when it runs again.
