@@ -23,12 +23,12 @@ func newLogsCmd(f *factory.Factory, runF func(*logsOptions) error) *cobra.Comman
 	cmd := &cobra.Command{
 		Use:   "logs ID [-n N | --all] [--since D|TIME] [--timestamps] [-f]",
 		Short: "Print a worker's log lines, or follow them",
-		Long: `Print a worker's last log lines (-n, or --all of them; --since keeps those
-written since a duration back or a time), from the journal or its log file.
---timestamps puts before each line when it was written: the journal's time,
-or for a log file the time the worker's shim saw the line land ("?" when it
-did not, e.g. after the shim was killed). -f follows the log until the
-worker ends, then says on stderr how it ended.
+		Long: `Print a worker's last log lines (-n, or --all; --since keeps those written
+since a duration back or a time: all of them unless -n, as journalctl does)
+from the journal or its log file. --timestamps puts before each line when it
+was written: the journal's time, or for a log file the time the worker's shim
+saw the line land ("?" when it did not, e.g. after the shim was killed). -f
+follows the log until the worker ends, then says on stderr how it ended.
 A log without lines prints nothing, as tail does; when stderr is a terminal,
 a note there says that the log is empty.`,
 		Example: "  agent-fleet logs tests -n 100\n  agent-fleet logs tests -f --timestamps\n  agent-fleet logs tests --since 10m --json\n  agent-fleet logs tests --all",
@@ -38,8 +38,8 @@ a note there says that the log is empty.`,
 			switch n := cmd.Flags().Changed("lines"); {
 			case n && opts.Args.All:
 				return factory.Usagef("logs --all prints every line: it takes no line count (-n)")
-			case opts.Args.All:
-				opts.Args.Lines = 0
+			case opts.Args.All, !n && cmd.Flags().Changed("since"):
+				opts.Args.Lines, opts.Args.All = 0, true
 			case opts.Args.Lines < 1:
 				return factory.Usagef("-n must be at least 1, not %d", opts.Args.Lines)
 			}

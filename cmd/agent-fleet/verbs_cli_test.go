@@ -55,6 +55,14 @@ func TestFleetVerbFlagsFillTheirOptions(t *testing.T) {
 	require.Zero(t, logs.Args.Lines, "--all reads every line")
 	require.WithinDuration(t, time.Now().Add(-10*time.Minute), logs.Args.Since, time.Minute)
 	require.Error(t, execute(newLogsCmd(f, func(*logsOptions) error { return nil }), "w1", "--all", "-n", "5"))
+	// --since without -n reads every line since then, as journalctl does.
+	require.NoError(t, execute(newLogsCmd(f, func(o *logsOptions) error { logs = o; return nil }), "w1", "--since", "10m"))
+	require.Zero(t, logs.Args.LogQuery().Lines, "every line since then")
+	require.NoError(t, execute(newLogsCmd(f, func(o *logsOptions) error { logs = o; return nil }), "w1", "--since", "10m", "-n", "5"))
+	require.Equal(t, 5, logs.Args.LogQuery().Lines)
+	since := newLogsCmd(f, nil).Flags().Lookup("since").Usage
+	require.True(t, strings.HasPrefix(since, "only lines written since then"), since)
+	require.NotContains(t, since, "turns")
 	var adopt *adoptOptions
 	require.NoError(t, execute(newAdoptCmd(f, func(o *adoptOptions) error { adopt = o; return nil }), "--orphans"))
 	require.True(t, adopt.Orphans)

@@ -31,6 +31,9 @@ type Param struct {
 	Flag string
 	// Usage is the flag's help; Default its default as help shows it.
 	Usage, Default string
+	// Usages, when set, is the help per action, where one flag means
+	// something else to each (Flags puts it in Usage).
+	Usages map[string]string
 	// Repeatable flags are given once per value (--env K=V).
 	Repeatable bool
 	// FlagType names the flag's value type in help ("string", "duration").
@@ -54,6 +57,10 @@ func Flags(action string) []*Param {
 	var out []*Param
 	for _, p := range Params {
 		if p.Flag != "" && slices.Contains(p.Actions, action) {
+			if u, ok := p.Usages[action]; ok {
+				c := *p
+				c.Usage, p = u, &c
+			}
 			out = append(out, p)
 		}
 	}
@@ -446,7 +453,10 @@ var Params = []*Param{
 		Usage:  "coding agents: start no turn once the turns used this many tokens, cache included (500k, 2M; renew: the new budget)",
 		Schema: props("type", "integer", "minimum", 1, "description", "coding agents: start no turn once the turns used this many tokens (input, output and cache, as the harness reports them); renew: the new budget")}),
 	sinceParam(Param{Name: "since", Actions: []string{"usage", "logs"}, Flag: "since",
-		Usage:  "only turns that ended (usage) or lines written (logs) since then: a duration back (24h, 7d, 10m) or a time (2026-12-01, RFC 3339); default: all",
+		Usages: map[string]string{
+			"usage": "only turns that ended since then: a duration back (24h, 7d) or a time (2026-12-01, RFC 3339); default: all",
+			"logs":  "only lines written since then: a duration back (10m, 24h) or a time (2026-12-01, RFC 3339); without -n, every one of them",
+		},
 		Schema: props("type", "string", "description", "usage: only turns that ended since then; logs: only lines written since then. A duration back from now (\"24h\", \"7d\", \"10m\") or a time (\"2026-12-01\", RFC 3339); default: every one")}),
 	oneOfParam(Param{Name: "by", Actions: []string{"usage"}, Flag: "by", FlagType: "string", Default: "worker",
 		Usage:  "group by worker, manager or kind",
