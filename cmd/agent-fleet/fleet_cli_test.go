@@ -194,6 +194,11 @@ func TestReadOnlyVerbsWithoutUserManager(t *testing.T) {
 	require.Contains(t, logs.Lines, "from-the-worker")
 	require.Equal(t, "unknown", logs.LiveState)
 
+	// usage sums the turns' records: live states do not matter to it.
+	stdout, stderr, err = noBus("usage")
+	require.NoError(t, err, "%s%s", stdout, stderr)
+	require.NotContains(t, stderr, warning)
+
 	_, _, err = noBus("status", "nobody")
 	requireExit(t, err, exitNotFound)
 	for _, args := range [][]string{{"stop", "nobus"}, {"spawn", "--id", "nobus2", "--", "true"}, {"renew", "nobus"}} {

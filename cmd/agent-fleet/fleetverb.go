@@ -78,8 +78,8 @@ func runFleetVerb(ctx context.Context, o fleetOptions, a verbs.Args) error {
 		return printFleetReport(o, rep, err)
 	}
 	defer fe.Close()
-	if fe.Offline != nil && verbs.ReadOnly(a.Action) {
-		fmt.Fprintln(o.IO.Err, "agent-fleet:", verbs.OfflineWarning)
+	if w := verbs.OfflineWarningOf(a.Action); fe.Offline != nil && w != "" {
+		fmt.Fprintln(o.IO.Err, "agent-fleet:", w)
 	}
 	rep, err := verbs.Run(ctx, fe, a)
 	rep, err = verbs.Federate(ctx, o.Factory, fe.Caller, a, rep, err)

@@ -100,6 +100,16 @@ func ReadOnly(action string) bool {
 const OfflineWarning = "warning: no systemd user manager answers, so these are the registry's last known states: " +
 	"whether live workers still run is unknown (agent-fleet doctor says why)"
 
+// OfflineWarningOf is what action says beside its report when no user
+// manager answered: OfflineWarning for a ReadOnly action whose report
+// shows live states, "" for the others (usage sums records of turns).
+func OfflineWarningOf(action string) string {
+	if !ReadOnly(action) || action == "usage" {
+		return ""
+	}
+	return OfflineWarning
+}
+
 // takesID are the actions that name a worker; adopt needs none with All,
 // renew none at all.
 var takesID = []string{"spawn", "status", "stop", "wait", "pause", "resume", "logs", "adopt", "renew", "forget"}
