@@ -112,12 +112,7 @@ func (f *Fleet) FollowLog(ctx context.Context, id string, q LogQuery, emit func(
 	for {
 		done := ended() // before reading: what it wrote until it ended is read below
 		marks := readLogMarks(logTimesPath(w.LogPath))
-		seen := func(end int64) time.Time {
-			if at := markTime(marks, end); !at.IsZero() {
-				return at
-			}
-			return time.Now() // not marked yet: it landed by now
-		}
+		seen := func(end int64) time.Time { return seenAt(marks, end, time.Now()) }
 		if fi, err := fh.Stat(); err == nil && fi.Size() < off {
 			off, partial = 0, nil // capped in place (janitor): read it from its start again
 		}
@@ -364,4 +359,14 @@ func (f *Fleet) followJournal(ctx context.Context, w *Worker, q LogQuery, emit f
 			return err
 		}
 	}
+}
+
+// seenAt is the time of a followed line ending at end: its mark, or now
+// when it is not marked yet (it landed by now), with the marks' precision
+// of milliseconds so that every line's time reads alike.
+func seenAt(marks []logMark, end int64, now time.Time) time.Time {
+	if at := markTime(marks, end); !at.IsZero() {
+		return at
+	}
+	return now.Truncate(time.Millisecond)
 }

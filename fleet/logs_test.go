@@ -153,3 +153,15 @@ func TestLogTimes(t *testing.T) {
 	require.False(t, all[0].At.IsZero(), "the cap's note has its time")
 	require.False(t, all[1].At.IsZero())
 }
+
+// A followed line the index has not marked yet gets the time it was seen
+// at the marks' precision, as the marked ones have it.
+func TestSeenAtHasTheMarksPrecision(t *testing.T) {
+	marked := time.UnixMilli(1_700_000_000_123)
+	marks := []logMark{{size: 10, at: marked}}
+	now := time.Unix(1_700_000_001, 771_728_306)
+	require.Equal(t, marked, seenAt(marks, 10, now))
+	at := seenAt(marks, 11, now)
+	require.Equal(t, time.Unix(1_700_000_001, 771_000_000), at)
+	require.Zero(t, at.Nanosecond()%int(time.Millisecond))
+}
