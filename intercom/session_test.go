@@ -481,6 +481,37 @@ func TestEnsureBrokerStartsOneUnderTheSpawnLock(t *testing.T) {
 	require.Contains(t, err.Error(), "boom: cannot bind")
 }
 
+// Something that holds broker.sock and never answers keeps every broker
+// out: the error says so and where to look next, not only that the
+// broker started did not answer.
+func TestEnsureBrokerNamesASilentListener(t *testing.T) {
+	t.Parallel()
+	p := intercom.NewPaths(shortDir(t))
+	require.NoError(t, intercom.EnsureDir(p.Dir))
+	ln, err := net.Listen("unix", p.BrokerSocket())
+	require.NoError(t, err)
+	done := make(chan struct{})
+	defer func() { ln.Close(); <-done }()
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c) // read nothing, answer nothing
+		}
+	}()
+	err = intercom.EnsureBroker(ctx, p, func(context.Context, intercom.Paths) error { return nil })
+	require.ErrorIs(t, err, intercom.ErrBrokerUnavailable)
+	require.Contains(t, err.Error(), "something listens on "+p.BrokerSocket()+" but does not answer as an intercom v4 broker")
+	require.Contains(t, err.Error(), "agent-fleet doctor")
+}
+
 func TestStaleSpawnLockIsReplaced(t *testing.T) {
 	p := intercom.NewPaths(shortDir(t))
 	require.NoError(t, intercom.EnsureDir(p.Dir))

@@ -161,10 +161,10 @@ func EnsureBroker(ctx context.Context, p Paths, start BrokerStarter) error {
 				return fmt.Errorf("%w: %s", ErrIncompatibleBroker, detail)
 			}
 			if err := start(ctx, p); err != nil {
-				return fmt.Errorf("%w: start: %v%s", ErrBrokerUnavailable, err, logTail(p))
+				return fmt.Errorf("%w: start: %v; %s%s", ErrBrokerUnavailable, err, doctorHint, logTail(p))
 			}
 			if err := waitForBroker(ctx, p, brokerStartLimit); err != nil {
-				return fmt.Errorf("%w: started, but it did not answer within %s%s", ErrBrokerUnavailable, brokerStartLimit, logTail(p))
+				return fmt.Errorf("%w; %s%s", err, doctorHint, logTail(p))
 			}
 			return nil
 		}()
@@ -225,14 +225,22 @@ func spawnLockIsStale(path string) bool {
 	return !ProcessAlive(pid) || time.Since(time.UnixMilli(ms)) > spawnLockStale
 }
 
+// waitForBroker waits up to limit for a compatible broker on p. Its error
+// says what is wrong: nothing answered, or something that holds the
+// socket did not answer as a broker (so no broker can start there).
 func waitForBroker(ctx context.Context, p Paths, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		if h, _ := ProbeBroker(ctx, p); h == Compatible {
+		h, detail, listening := ProbeListener(ctx, p)
+		if h == Compatible {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return ErrBrokerUnavailable
+			if h == Unreachable && listening {
+				return fmt.Errorf("%w: something listens on %s but does not answer as an intercom v4 broker (%s), so no broker can start there",
+					ErrBrokerUnavailable, p.BrokerSocket(), detail)
+			}
+			return fmt.Errorf("%w: started, but it did not answer within %s", ErrBrokerUnavailable, limit)
 		}
 		select {
 		case <-ctx.Done():
@@ -241,6 +249,9 @@ func waitForBroker(ctx context.Context, p Paths, limit time.Duration) error {
 		}
 	}
 }
+
+// doctorHint ends the errors of a broker that could not be started.
+const doctorHint = "agent-fleet doctor says what is wrong and how to fix it"
 
 // logTail quotes the end of broker.log for an error message.
 func logTail(p Paths) string {
