@@ -739,9 +739,13 @@ func TestRebuiltRecordOfAPausedWorkerIsPaused(t *testing.T) {
 func TestRebuiltRecordKeepsWhatTheUnitKnows(t *testing.T) {
 	w := newWorld(t)
 	dir := shortDir(t)
-	orig, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "rw", Cwd: dir, Command: []string{"sleep", "300"}})
+	orig, err := w.f.Spawn(ctx, fleet.SpawnRequest{ID: "rw", Cwd: dir, Command: []string{"sh", "-c", `sleep 300; echo 'a\;b' "c;d"`}})
 	require.NoError(t, err)
 	require.NotZero(t, orig.LeaseDeadline, "an agent's worker has an idle lease")
+	// A reload (install, uninstall, or anyone's daemon-reload) re-reads
+	// the transient unit: systemd 252 then shows each ";" of ExecStart's
+	// argv as "\;".
+	require.NoError(t, w.m.Reload(ctx))
 
 	w.loseRegistry()
 	rep, err := w.fleet("boss").Reconcile(ctx)
@@ -750,7 +754,7 @@ func TestRebuiltRecordKeepsWhatTheUnitKnows(t *testing.T) {
 	got, err := w.reg.Get(ctx, "rw")
 	require.NoError(t, err)
 	require.Equal(t, "recovered", got.StateReason)
-	require.Equal(t, orig.Command, got.Command, "from the unit's ExecStart")
+	require.Equal(t, orig.Command, got.Command, "the shim's own argv, whatever ExecStart shows")
 	require.Equal(t, dir, got.Cwd)
 	require.Equal(t, orig.LogPath, got.LogPath)
 	require.False(t, got.CreatedAt.Before(orig.CreatedAt), "started after its reservation: %s < %s", got.CreatedAt, orig.CreatedAt)

@@ -234,8 +234,14 @@ func (f *Fleet) recoverUnit(ctx context.Context, unit, id, run string, journal m
 	if err != nil {
 		return nil, "cannot read its command: " + err.Error()
 	}
+	argv := workerArgv(cmd.Argv)
+	if own := workerArgv(procArgv(int(st.MainPID))); own != nil {
+		// The shim's argv as it was run: after a daemon-reload systemd
+		// (252) shows each ";" of ExecStart as "\;".
+		argv = own
+	}
 	w := &Worker{
-		ID: id, RunID: run, Kind: "exec", Role: vars[EnvRole], Unit: unit, Command: workerArgv(cmd.Argv), Cwd: cmd.WorkingDirectory,
+		ID: id, RunID: run, Kind: "exec", Role: vars[EnvRole], Unit: unit, Command: argv, Cwd: cmd.WorkingDirectory,
 		MainPID: int(st.MainPID), ControlGroup: st.ControlGroup, InvocationID: st.InvocationID,
 		State: StateRunning, StateReason: "recovered", Manager: manager, FirstManager: vars[EnvManagerID],
 		CreatedAt: cmd.StartedAt, ReadyAt: cmd.StartedAt,
@@ -320,6 +326,18 @@ func recoveredDeadline(started time.Time, lease time.Duration, now time.Time) ti
 		started = now // a manager clock ahead of ours
 	}
 	return started.Add(lease)
+}
+
+// procArgv is the argv process pid runs with (nil when it cannot be read).
+func procArgv(pid int) []string {
+	if pid <= 0 {
+		return nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
 
 // workerArgv is a worker's command in its unit's ExecStart: what follows
