@@ -131,8 +131,10 @@ type Client struct {
 
 	wmu  sync.Mutex // one frame at a time on the socket
 	pace pacer      // under wmu
-	done chan struct{}
-	wg   sync.WaitGroup
+
+	outcomeWait time.Duration // SendOutcomeTimeout; tests shorten it
+	done        chan struct{}
+	wg          sync.WaitGroup
 }
 
 type sendWait struct {
@@ -163,7 +165,9 @@ func NewClient(cfg ClientConfig) *Client {
 		lists:    make(map[string]chan []wire.SessionInfo),
 		controls: make(map[string]chan bool),
 		done:     make(chan struct{}),
-		scope:    cfg.Identity.Scope,
+
+		outcomeWait: SendOutcomeTimeout,
+		scope:       cfg.Identity.Scope,
 	}
 }
 
@@ -405,12 +409,23 @@ func (c *Client) writeTo(nc net.Conn, frame []byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if d := c.pace.delay(nc, frame, time.Now()); d > 0 && !c.cfg.Unpaced {
-		time.Sleep(d) // at most about a second: a frame costs at most 128 tokens
+	for len(frame) > 0 {
+		chunk := frame
+		if !c.cfg.Unpaced {
+			// A batch (acknowledgements of a flood) in pieces the
+			// broker's bucket can pay for, each when it can.
+			chunk = frame[:wire.FramesPrefix(frame, paceChunk)]
+			if d := c.pace.delay(nc, chunk, time.Now()); d > 0 {
+				time.Sleep(d) // about a second at most: a frame costs at most 128 tokens
+			}
+		}
+		_ = nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := nc.Write(chunk); err != nil {
+			return err
+		}
+		frame = frame[len(chunk):]
 	}
-	_ = nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	_, err := nc.Write(frame)
-	return err
+	return nil
 }
 
 // write sends a frame on the current connection.
@@ -636,7 +651,9 @@ func (c *Client) Send(ctx context.Context, to string, msg *wire.MessageInfo) (Ou
 	if err := checkSendFrame(frame); err != nil {
 		return Outcome{}, err
 	}
-	nc, err := c.waitReady(ctx)
+	rctx, cancel := context.WithTimeout(ctx, c.outcomeWait)
+	nc, err := c.waitReady(rctx)
+	cancel()
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -657,9 +674,16 @@ func (c *Client) Send(ctx context.Context, to string, msg *wire.MessageInfo) (Ou
 		c.forget(msg.ID, w)
 		return Outcome{}, fmt.Errorf("%w: %v", ErrConnectionLost, err)
 	}
+	// The outcome's time runs from the write: a send that waited its turn
+	// behind the pacing (a burst of large messages) is not yet late.
+	outcome := time.NewTimer(c.outcomeWait)
+	defer outcome.Stop()
 	select {
 	case r := <-w.result:
 		return r.out, r.err
+	case <-outcome.C:
+		c.forget(msg.ID, w)
+		return Outcome{MessageID: msg.ID, Accepted: w.accepted}, fmt.Errorf("no outcome within %s of the send: %w", c.outcomeWait, context.DeadlineExceeded)
 	case <-ctx.Done():
 		c.forget(msg.ID, w)
 		return Outcome{MessageID: msg.ID, Accepted: w.accepted}, ctx.Err()

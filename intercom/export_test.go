@@ -1,5 +1,7 @@
 package intercom
 
+import "time"
+
 // SetScopeSwitchHooks installs c's test hooks: lost runs whenever a
 // connection's reader ended, afterRegister between a SetScope's
 // registration and its install of the new connection. Set them before
@@ -16,3 +18,6 @@ func Reconnects(c *Client) int {
 	defer c.mu.Unlock()
 	return c.reconnects
 }
+
+// SetOutcomeWait replaces SendOutcomeTimeout for the sends of s.
+func SetOutcomeWait(s *Session, d time.Duration) { s.client.outcomeWait = d }

@@ -17,6 +17,10 @@ import (
 const (
 	paceCapacity = wire.RateCapacity * 3 / 4
 	paceRefill   = wire.RateRefill * 4 / 5 // tokens per second
+	// paceChunk bounds what one write costs (a frame alone may cost more,
+	// up to 128 tokens): a batch is written in pieces the broker's bucket
+	// can pay for, which it cannot go below zero for.
+	paceChunk = 60
 )
 
 // pacer is the token bucket of one connection, as the client sees it.

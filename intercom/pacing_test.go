@@ -19,6 +19,11 @@ func TestPacerKeepsWithinTheBrokersBucket(t *testing.T) {
 	require.Equal(t, 4, wire.FramesCost(big))
 	require.Equal(t, 6, wire.FramesCost(append(append(append([]byte(nil), small...), small...), big...)), "frames written in one go")
 
+	batch := append(append(append([]byte(nil), small...), small...), big...)
+	require.Equal(t, len(small)*2, wire.FramesPrefix(batch, 5), "whole frames within the cost")
+	require.Equal(t, len(batch), wire.FramesPrefix(batch, 6))
+	require.Equal(t, len(big), wire.FramesPrefix(big, 1), "a frame alone, whatever it costs")
+
 	var p pacer
 	now := time.Unix(1000, 0)
 	for range paceCapacity - 1 { // the registration drew one
@@ -37,4 +42,29 @@ func TestPacerKeepsWithinTheBrokersBucket(t *testing.T) {
 	// own bucket, started later and read at once, pays for it.
 	require.Less(t, paceCapacity, wire.RateCapacity)
 	require.Less(t, paceRefill, wire.RateRefill)
+}
+
+// A batch the broker's bucket could never pay for at once (the
+// acknowledgements of a flood) is written in pieces it can.
+func TestABatchIsWrittenInPiecesTheBucketCanPay(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	var batch []byte
+	for range wire.RateCapacity + 60 {
+		batch = wire.AppendMessageReceived(batch, "d-0123456789")
+	}
+	c := NewClient(ClientConfig{})
+	done := make(chan error, 1)
+	go func() { done <- c.writeTo(a, batch) }()
+	buf := make([]byte, len(batch))
+	total := 0
+	for total < len(batch) {
+		n, err := b.Read(buf)
+		require.NoError(t, err)
+		require.LessOrEqual(t, wire.FramesCost(buf[:n]), paceChunk, "one write")
+		total += n
+	}
+	require.NoError(t, <-done)
+	require.Equal(t, len(batch), total)
 }

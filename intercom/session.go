@@ -568,9 +568,7 @@ const SendOutcomeTimeout = 15 * time.Second
 
 // send delivers msg to target and turns the outcome into a result.
 func (s *Session) send(ctx context.Context, to, target string, msg *wire.MessageInfo) (*SendResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, SendOutcomeTimeout)
-	defer cancel()
-	out, err := s.client.Send(ctx, target, msg)
+	out, err := s.client.Send(ctx, target, msg) // bounded by SendOutcomeTimeout from the write
 	res := &SendResult{MessageID: msg.ID, To: to, TargetID: target, ReplyTo: msg.ReplyTo, Team: msg.Team}
 	if err != nil {
 		if errors.Is(err, ErrConnectionLost) || errors.Is(err, context.DeadlineExceeded) {

@@ -768,16 +768,21 @@ func TestBurstsStayWithinTheRateLimit(t *testing.T) {
 	p := intercom.NewPaths(shortDir(t))
 	b := startBroker(t, p)
 	peer := open(t, p, "peer", "Peer")
-	alpha := open(t, p, "alpha", "Alpha", func(c *intercom.SessionConfig) { c.Reconnect = true })
-	const senders, each = 8, 60 // twice the broker's bucket
-	errs := make(chan error, senders*each)
+	// Four sessions, each paced on its own, flood one receiver, whose
+	// acknowledgements are paced too.
+	var from []*intercom.Session
+	for _, id := range []string{"alpha", "bravo", "charlie", "delta"} {
+		from = append(from, open(t, p, id, id, func(c *intercom.SessionConfig) { c.Reconnect = true }))
+	}
+	const senders, each = 4, 30 // 120 frames from each of the four, at once
+	errs := make(chan error, len(from)*senders*each)
 	var wg sync.WaitGroup
-	for g := range senders {
+	for g := range len(from) * senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				res, err := alpha.Send(ctx, intercom.SendRequest{To: "peer", Text: fmt.Sprintf("m%d-%d", g, i)})
+				res, err := from[g%len(from)].Send(ctx, intercom.SendRequest{To: "peer", Text: fmt.Sprintf("m%d-%d", g, i)})
 				if err == nil && !res.OK {
 					err = fmt.Errorf("%s: %s", res.Code, res.Reason)
 				}
@@ -793,7 +798,36 @@ func TestBurstsStayWithinTheRateLimit(t *testing.T) {
 	require.Zero(t, b.B.Stats().RateLimited)
 	pend, err := peer.Pending(ctx, intercom.PendingRequest{})
 	require.NoError(t, err)
-	require.Len(t, pend.Unread, senders*each)
+	require.Len(t, pend.Unread, len(from)*senders*each)
+}
+
+// A send that waits its turn behind the pacing is not late: its outcome's
+// time runs from its write.
+func TestASendWaitingForItsTurnIsNotLate(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	startBroker(t, p)
+	peer := open(t, p, "peer", "Peer")
+	alpha := open(t, p, "alpha", "Alpha")
+	intercom.SetOutcomeWait(alpha, time.Second)
+	text := strings.Repeat("x", 64<<10) // 9 tokens a send: 40 of them are ~2 s of pacing
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := alpha.Send(ctx, intercom.SendRequest{To: "peer", Text: text})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	pend, err := peer.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	require.Len(t, pend.Unread, 40)
 }
 
 // A list the connection dropped under is asked again after the reconnect.

@@ -27,3 +27,22 @@ func FramesCost(buf []byte) int {
 	}
 	return cost
 }
+
+// FramesPrefix is the length of the longest run of whole frames at the
+// start of buf that costs at most maxCost together, and at least the first
+// frame: what can be written in one go without overdrawing a bucket.
+func FramesPrefix(buf []byte, maxCost int) int {
+	n, cost := 0, 0
+	for n+HeaderBytes <= len(buf) {
+		size := HeaderBytes + int(binary.BigEndian.Uint32(buf[n:]))
+		c := FrameCost(size - HeaderBytes)
+		if n > 0 && cost+c > maxCost {
+			break
+		}
+		n, cost = min(len(buf), n+size), cost+c
+	}
+	if n == 0 {
+		return len(buf)
+	}
+	return n
+}
