@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -319,7 +320,7 @@ func (c *Client) install(nc net.Conn, br *bufio.Reader) (installed bool) {
 	ready := c.ready
 	c.mu.Unlock()
 
-	c.replayOutbox()
+	c.replayOutbox("")
 	c.markReady(ready)
 	c.wg.Add(1)
 	go func() {
@@ -343,14 +344,18 @@ func (c *Client) markReady(ready chan struct{}) {
 	c.mu.Unlock()
 }
 
-// replayOutbox re-sends every queued message not already in flight, with
-// its original id and target (spec §5.3). Broker dedup makes it idempotent.
-// Entries ReplayFilter refuses are dropped instead.
-func (c *Client) replayOutbox() {
+// replayOutbox re-sends every queued message not already in flight (those
+// to session only, unless it is ""), with its original id and target
+// (spec §5.3). Broker dedup makes it idempotent. Entries ReplayFilter
+// refuses are dropped instead.
+func (c *Client) replayOutbox(only string) {
 	if c.cfg.Outbox == nil {
 		return
 	}
 	for _, e := range c.cfg.Outbox.Entries() {
+		if only != "" && e.To != only {
+			continue
+		}
 		if c.cfg.ReplayFilter != nil && !c.cfg.ReplayFilter(e.To) {
 			if err := c.cfg.Outbox.Remove(e.id); err != nil {
 				c.log.Error("outbox write failed", "err", err)
@@ -624,7 +629,12 @@ func (c *Client) dispatch(f *wire.BrokerFrame) {
 		w := c.sends[f.MessageID]
 		delete(c.sends, f.MessageID)
 		c.mu.Unlock()
-		if c.cfg.Outbox != nil {
+		if out.Code == wire.FailRecipientDisconnected && out.Accepted {
+			// Handed on, then the recipient went away: it may not have
+			// stored it. Kept, and sent again when it joins again (or at
+			// the next registration); its inbox drops a second copy.
+			c.log.Info("kept a message whose recipient went away for a resend", "message", f.MessageID)
+		} else if c.cfg.Outbox != nil {
 			if err := c.cfg.Outbox.Remove(f.MessageID); err != nil {
 				c.log.Error("outbox write failed", "err", err)
 			}
@@ -636,6 +646,9 @@ func (c *Client) dispatch(f *wire.BrokerFrame) {
 			w.result <- sendResult{out: out}
 		}
 	default:
+		if f.Type == wire.TypeSessionJoined && c.cfg.Outbox != nil && c.cfg.Outbox.HasFor(f.Session.ID) {
+			go c.replayOutbox(strings.Clone(f.Session.ID))
+		}
 		if c.cfg.Handler != nil {
 			c.cfg.Handler.Event(f)
 		}

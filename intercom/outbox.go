@@ -203,6 +203,18 @@ func (o *Outbox) Has(messageID string) bool {
 	return ok
 }
 
+// HasFor reports whether a queued send is addressed to session.
+func (o *Outbox) HasFor(session string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.entries {
+		if e.To == session {
+			return true
+		}
+	}
+	return false
+}
+
 // Entries returns the queued sends, oldest first.
 func (o *Outbox) Entries() []OutboxEntry {
 	o.mu.Lock()

@@ -249,6 +249,9 @@ func (s *Session) Client() *Client { return s.client }
 // Inbox is the session's durable inbox.
 func (s *Session) Inbox() *Inbox { return s.inbox }
 
+// Outbox is the session's durable outbox.
+func (s *Session) Outbox() *Outbox { return s.outbox }
+
 // Close unregisters the session, keeping its ask edges (deferred) and its
 // outbox for the next registration under the same id, and writes what its
 // inbox and outbox have not written yet.

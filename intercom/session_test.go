@@ -845,3 +845,34 @@ func TestListAsksAgainAfterTheConnectionDropped(t *testing.T) {
 	}
 	require.EqualValues(t, 1, b.B.Stats().RateLimited, "the second list ended the first connection")
 }
+
+// A message handed on to a recipient that then went away without
+// acknowledging it (RECIPIENT_DISCONNECTED once accepted) may never have
+// been stored: it stays in the outbox and is sent again when the recipient
+// joins again, and arrives once.
+func TestAMessageWhoseRecipientWentAwayIsSentAgain(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	b := startBroker(t, p)
+	alpha := open(t, p, "alpha", "Alpha")
+	raw := b.Register("beta", intercomtest.RegisterOptions{})
+	require.Eventually(t, func() bool { return connected(t, alpha, "beta") }, 5*time.Second, 10*time.Millisecond)
+	done := make(chan *intercom.SendResult, 1)
+	go func() {
+		res, err := alpha.Send(ctx, intercom.SendRequest{To: "beta", Text: "are you there?"})
+		assert.NoError(t, err)
+		done <- res
+	}()
+	raw.Expect(wire.TypeMessage) // handed on, never acknowledged
+	raw.Conn.Close()
+	res := <-done
+	require.Equal(t, string(wire.FailRecipientDisconnected), res.Code)
+	require.True(t, res.Accepted, "outcome unknown (exit 8)")
+	require.Equal(t, 1, alpha.Outbox().Len(), "kept for a resend")
+
+	beta := open(t, p, "beta", "Beta")
+	require.Eventually(t, func() bool {
+		pend, err := beta.Pending(ctx, intercom.PendingRequest{})
+		return err == nil && len(pend.Unread) == 1 && pend.Unread[0].Text == "are you there?"
+	}, 5*time.Second, 10*time.Millisecond, "sent again when beta joined")
+	require.Eventually(t, func() bool { return alpha.Outbox().Len() == 0 }, 5*time.Second, 10*time.Millisecond)
+}

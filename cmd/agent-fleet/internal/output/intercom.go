@@ -627,7 +627,7 @@ func DeliveryFailed(what, failed, code, reason string, accepted bool) error {
 	err := &intercom.DeliveryError{Code: code, Reason: reason, Accepted: accepted}
 	switch {
 	case errors.Is(err, intercom.ErrOutcomeUnknown) && code == string(wire.FailRecipientDisconnected):
-		return fmt.Errorf("%s was not acknowledged: %w; the recipient went away after it was handed on (or its host stopped answering) and may have read it: do not resend it blindly", what, err)
+		return fmt.Errorf("%s was not acknowledged: %w; the recipient went away after it was handed on (or its host stopped answering) and may have read it; it stays in the outbox and is sent again when the recipient is back (a second copy is dropped): do not resend it yourself", what, err)
 	case errors.Is(err, intercom.ErrOutcomeUnknown):
 		return fmt.Errorf("%s was not acknowledged: %w; the recipient has it and may still read it (a paused worker does once resumed): do not resend it blindly", what, err)
 	}
