@@ -12,12 +12,14 @@ package output
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/agent-fleet/agent-fleet/fleet"
+	"github.com/agent-fleet/agent-fleet/intercom"
 )
 
 // Surface is who reads a text.
@@ -61,10 +63,15 @@ func Print(w io.Writer, r Report, asJSON bool) error {
 	return nil
 }
 
-// Failure is the structuredContent of a failed MCP tool call: ok false and
-// the error's message.
+// Failure is the structuredContent of a failed MCP tool call, and what a
+// failed --json command prints: ok false, the error's message, and
+// outcome_unknown when what it sent may have arrived.
 func Failure(err error) map[string]any {
-	return map[string]any{"ok": false, "error": err.Error()}
+	m := map[string]any{"ok": false, "error": err.Error()}
+	if errors.Is(err, intercom.ErrOutcomeUnknown) {
+		m["outcome_unknown"] = true // exit 8: it may have arrived (docs/protocol.md §3.3)
+	}
+	return m
 }
 
 func plural(n int, what string) string { return fleet.Plural(n, what) }

@@ -2,6 +2,7 @@ package output
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,4 +32,13 @@ func TestTeamSendToolKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"ok":false,"to":"team:alpha","team":"alpha","offline":["amy"],
 		"recipients":[{"ok":false,"to":"ann","message_id":"m2","code":"SESSION_NOT_FOUND","reason":"Session not found"}]}`, string(data))
+}
+
+// A failure whose send may have arrived says so in its object (the CLI's
+// --json and the MCP tools' structuredContent alike), beside the text.
+func TestFailureSaysOutcomeUnknown(t *testing.T) {
+	unknown := Failure(fmt.Errorf("%w (message m1)", intercom.ErrOutcomeUnknown))
+	require.Equal(t, true, unknown["outcome_unknown"])
+	require.Equal(t, false, unknown["ok"])
+	require.NotContains(t, Failure(intercom.ErrTargetNotFound), "outcome_unknown", "not delivered: nothing unknown")
 }
