@@ -92,6 +92,11 @@ var (
 	ErrSocketPathTooLong = errors.New("socket path too long")
 )
 
+// CodeOutcomeUnknown is the code agent-fleet gives one recipient's
+// outcome in a send to several (a team) when that send failed with
+// ErrOutcomeUnknown: not a wire code.
+const CodeOutcomeUnknown = "OUTCOME_UNKNOWN"
+
 // DeliveryError is a send the broker refused or failed (spec §3.2).
 type DeliveryError struct {
 	Code     string // FailureCode
@@ -114,7 +119,7 @@ func (e *DeliveryError) Is(target error) bool {
 	case ErrAmbiguousTarget:
 		return e.Code == "AMBIGUOUS_TARGET"
 	case ErrOutcomeUnknown:
-		return e.Code == "DELIVERY_TIMEOUT" || e.Code == "RECIPIENT_DISCONNECTED" && e.Accepted
+		return e.Code == "DELIVERY_TIMEOUT" || e.Code == "RECIPIENT_DISCONNECTED" && e.Accepted || e.Code == CodeOutcomeUnknown
 	case ErrAskEdgeOpen:
 		return e.Code == "ASK_ALREADY_PENDING" || e.Code == "MUTUAL_ASK"
 	}

@@ -3,6 +3,7 @@ package teams
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -293,13 +294,22 @@ func (t *TeamOps) fanOut(ctx context.Context, req intercom.SendRequest, pattern 
 	if !out.OK {
 		// Who did not get it, and why, so that the error line says it too.
 		var failed []string
+		unknown := 0
 		for _, r := range out.Recipients {
 			if !r.OK {
 				failed = append(failed, fmt.Sprintf("%s (%s)", r.To, cmp.Or(r.Code, "not delivered")))
+				if errors.Is(&intercom.DeliveryError{Code: r.Code, Accepted: r.Accepted}, intercom.ErrOutcomeUnknown) {
+					unknown++
+				}
 			}
 		}
 		out.Code = "PARTIAL_DELIVERY"
 		out.Reason = fmt.Sprintf("%d of %d recipients did not get it: %s", len(failed), len(out.Recipients), strings.Join(failed, ", "))
+		if unknown == len(failed) {
+			// None surely missed it: the outcome is unknown (exit 8).
+			out.Code = intercom.CodeOutcomeUnknown
+			out.Reason = fmt.Sprintf("%d of %d recipients may or may not have it: %s", len(failed), len(out.Recipients), strings.Join(failed, ", "))
+		}
 	}
 	return out, nil
 }
@@ -311,6 +321,9 @@ func (t *TeamOps) sendOne(ctx context.Context, req intercom.SendRequest, id, tea
 	res, err := t.Ops.Send(ctx, req)
 	if err != nil {
 		r := intercom.SendResult{To: id, TargetID: id, Team: team, Code: "SEND_FAILED", Reason: err.Error()}
+		if errors.Is(err, intercom.ErrOutcomeUnknown) {
+			r.Code = intercom.CodeOutcomeUnknown // may have arrived: not a failure to report as one
+		}
 		if res != nil {
 			r.MessageID = res.MessageID
 		}

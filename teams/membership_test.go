@@ -268,6 +268,9 @@ type refusingOps struct {
 }
 
 func (o *refusingOps) Send(ctx context.Context, req intercom.SendRequest) (*intercom.SendResult, error) {
+	if o.refuse[req.To] == "unknown" { // the connection dropped before the outcome came
+		return &intercom.SendResult{To: req.To, MessageID: "m-" + req.To}, fmt.Errorf("%w (message m-%s)", intercom.ErrOutcomeUnknown, req.To)
+	}
 	if code, ok := o.refuse[req.To]; ok {
 		return &intercom.SendResult{To: req.To, TargetID: req.To, MessageID: "m-" + req.To, Code: code, Reason: "Session not found"}, nil
 	}
@@ -292,4 +295,17 @@ func TestPartialTeamSendSaysWhoMissedIt(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, string(out), `"messageId":""`, "a team send has no message id of its own: omitted")
 	require.NotContains(t, string(out), `"targetId":""`)
+
+	// A member whose outcome is unknown is said so; when none surely
+	// missed it, the whole send's outcome is unknown (exit 8), not failed.
+	ops.refuse = map[string]string{"bob": "unknown"}
+	res, err = (&TeamOps{Ops: ops, Self: "lead", Store: s}).Send(ctx, intercom.SendRequest{To: "team:alpha", Text: "y"})
+	require.NoError(t, err)
+	require.Equal(t, intercom.CodeOutcomeUnknown, res.Code)
+	require.Equal(t, "1 of 3 recipients may or may not have it: bob (OUTCOME_UNKNOWN)", res.Reason)
+	require.ErrorIs(t, &intercom.DeliveryError{Code: res.Code}, intercom.ErrOutcomeUnknown)
+	ops.refuse = map[string]string{"bob": "unknown", "cat": "SESSION_NOT_FOUND"}
+	res, err = (&TeamOps{Ops: ops, Self: "lead", Store: s}).Send(ctx, intercom.SendRequest{To: "team:alpha", Text: "z"})
+	require.NoError(t, err)
+	require.Equal(t, "PARTIAL_DELIVERY", res.Code, "cat surely missed it")
 }

@@ -351,6 +351,9 @@ func recipientsTool(rs []intercom.SendResult) []map[string]any {
 		}
 		if !r.OK {
 			e["code"], e["reason"] = r.Code, r.Reason
+			if errors.Is(&intercom.DeliveryError{Code: r.Code, Accepted: r.Accepted}, intercom.ErrOutcomeUnknown) {
+				e["outcome_unknown"] = true
+			}
 		}
 		out[i] = e
 	}
@@ -626,6 +629,8 @@ func NotDelivered(res *intercom.SendResult) string {
 func DeliveryFailed(what, failed, code, reason string, accepted bool) error {
 	err := &intercom.DeliveryError{Code: code, Reason: reason, Accepted: accepted}
 	switch {
+	case code == intercom.CodeOutcomeUnknown:
+		return fmt.Errorf("%s may or may not have reached them: %w; it stays in the outbox and is sent again when the session registers again: do not resend it yourself", what, err)
 	case errors.Is(err, intercom.ErrOutcomeUnknown) && code == string(wire.FailRecipientDisconnected):
 		return fmt.Errorf("%s was not acknowledged: %w; the recipient went away after it was handed on (or its host stopped answering) and may have read it; it stays in the outbox and is sent again when the recipient is back (a second copy is dropped): do not resend it yourself", what, err)
 	case errors.Is(err, intercom.ErrOutcomeUnknown):

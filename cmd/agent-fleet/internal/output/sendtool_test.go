@@ -41,4 +41,11 @@ func TestFailureSaysOutcomeUnknown(t *testing.T) {
 	require.Equal(t, true, unknown["outcome_unknown"])
 	require.Equal(t, false, unknown["ok"])
 	require.NotContains(t, Failure(intercom.ErrTargetNotFound), "outcome_unknown", "not delivered: nothing unknown")
+
+	rs := recipientsTool([]intercom.SendResult{{To: "bob", Code: intercom.CodeOutcomeUnknown, Reason: "cut"}, {To: "cat", Code: "SESSION_NOT_FOUND"}})
+	require.Equal(t, true, rs[0]["outcome_unknown"], "a team send's recipient too")
+	require.NotContains(t, rs[1], "outcome_unknown")
+	err := DeliveryFailed(`message to "team:alpha"`, "was not delivered to every recipient", intercom.CodeOutcomeUnknown, "1 of 2 recipients may or may not have it: bob (OUTCOME_UNKNOWN)", false)
+	require.ErrorIs(t, err, intercom.ErrOutcomeUnknown, "exit 8")
+	require.Contains(t, err.Error(), "may or may not have reached them")
 }
