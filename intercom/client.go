@@ -130,8 +130,9 @@ type Client struct {
 	afterScopeRegister func()
 	reconnects         int // reconnect loops started, for tests
 
-	wmu  sync.Mutex // one frame at a time on the socket
-	pace pacer      // under wmu
+	gone chan struct{} // closed when a client that does not reconnect lost its connection
+	wmu  sync.Mutex    // one frame at a time on the socket
+	pace pacer         // under wmu
 
 	outcomeWait time.Duration // SendOutcomeTimeout; tests shorten it
 	done        chan struct{}
@@ -166,6 +167,7 @@ func NewClient(cfg ClientConfig) *Client {
 		lists:    make(map[string]chan []wire.SessionInfo),
 		controls: make(map[string]chan bool),
 		done:     make(chan struct{}),
+		gone:     make(chan struct{}),
 
 		outcomeWait: SendOutcomeTimeout,
 		scope:       cfg.Identity.Scope,
@@ -333,6 +335,10 @@ func (c *Client) install(nc net.Conn, br *bufio.Reader) (installed bool) {
 	}
 	return true
 }
+
+// Gone is closed once a client without Reconnect has lost its
+// connection: nothing more will arrive on it.
+func (c *Client) Gone() <-chan struct{} { return c.gone }
 
 // markReady closes ready (the registered signal) unless a concurrent
 // registration already did or the connection was lost since.
@@ -505,6 +511,9 @@ func (c *Client) lost(nc net.Conn) {
 		delete(c.controls, rid)
 	}
 	closed := c.closed
+	if !closed && !c.cfg.Reconnect && !isClosedChan(c.gone) {
+		close(c.gone)
+	}
 	c.mu.Unlock()
 	if closed || !c.cfg.Reconnect {
 		return

@@ -712,6 +712,10 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 			res.ListenerPID = s.listener
 			s.mu.Unlock()
 		}
+	case <-s.client.Gone():
+		// A one-shot's connection: the reply has nowhere to come now.
+		drop()
+		return res, fmt.Errorf("%w: while waiting for the reply to an ask that was delivered (message %s); no reply can reach this command now", ErrConnectionLost, msg.ID)
 	case <-ctx.Done():
 		drop()
 		// The caller gave up (e.g. an MCP cancellation): withdraw the ask.

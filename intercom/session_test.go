@@ -876,3 +876,24 @@ func TestAMessageWhoseRecipientWentAwayIsSentAgain(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "sent again when beta joined")
 	require.Eventually(t, func() bool { return alpha.Outbox().Len() == 0 }, 5*time.Second, 10*time.Millisecond)
 }
+
+// A one-shot's ask whose connection is lost while it waits (the broker
+// went away) says so at once: no reply can reach it now.
+func TestAOneShotAskWhoseConnectionIsLostEndsAtOnce(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	b := startBroker(t, p)
+	beta := open(t, p, "beta", "Beta")
+	alpha := open(t, p, "alpha", "Alpha") // no Reconnect: a one-shot command's session
+	go func() {
+		require.Eventually(t, func() bool {
+			pend, err := beta.Pending(ctx, intercom.PendingRequest{})
+			return err == nil && len(pend.Asks) == 1
+		}, 5*time.Second, 10*time.Millisecond)
+		b.B.Shutdown()
+	}()
+	res, err := alpha.Ask(ctx, intercom.AskRequest{To: "beta", Text: "still there?", Wait: time.Minute, OnTimeout: intercom.CancelOnTimeout})
+	require.ErrorIs(t, err, intercom.ErrConnectionLost)
+	require.Contains(t, err.Error(), "no reply can reach this command now")
+	require.True(t, res.OK, "it was delivered")
+	require.False(t, res.Replied)
+}

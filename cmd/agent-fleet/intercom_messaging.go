@@ -189,7 +189,7 @@ func askRun(ctx context.Context, opts *askOptions) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("no reply from %q within %s; the ask was cancelled: %w", res.To, req.Wait, factory.ErrAskTimeout)
+		return output.NoReply(res, req.Wait, factory.ErrAskTimeout)
 	}
 }
 

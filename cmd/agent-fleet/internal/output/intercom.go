@@ -612,6 +612,16 @@ func ListeningAgainText(id string) string {
 	return fmt.Sprintf("The process that held %s went away; listen took the session over and goes on.", Inline(id))
 }
 
+// NoReply is the error of a one-shot ask whose wait ran out (timeout):
+// cancelled, or — when the broker did not confirm the cancel — perhaps
+// still open at the recipient.
+func NoReply(res *intercom.AskResult, wait time.Duration, timeout error) error {
+	if res.Cancelled {
+		return fmt.Errorf("no reply from %q within %s; the ask was cancelled: %w", res.To, wait, timeout)
+	}
+	return fmt.Errorf("no reply from %q within %s; the ask could not be withdrawn, so %s may still see it: %w", res.To, wait, res.To, timeout)
+}
+
 // NotDelivered is how a failed send's error line says it failed: a send
 // to a team reached some of its recipients.
 func NotDelivered(res *intercom.SendResult) string {
