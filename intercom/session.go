@@ -685,10 +685,7 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 		return res, err
 	}
 	// The broker may have resolved a name or prefix to another id.
-	timer := time.NewTimer(wait - time.Since(start))
-	defer timer.Stop()
-	select {
-	case m := <-w.reply:
+	replied := func(m *InboundMessage) {
 		view := s.view(m, true)
 		_ = s.inbox.Consume(m.Key)
 		s.markedRead([]*InboundMessage{m})
@@ -696,21 +693,34 @@ func (s *Session) Ask(ctx context.Context, req AskRequest) (*AskResult, error) {
 		delete(s.claimed, m.Key)
 		s.mu.Unlock()
 		res.Replied, res.Reply = true, &view
+	}
+	timer := time.NewTimer(wait - time.Since(start))
+	defer timer.Stop()
+	select {
+	case m := <-w.reply:
+		replied(m)
 	case reason := <-w.fail:
 		res.OK, res.Code, res.Reason = false, "ASK_CANCELLED", "the ask was cancelled: "+reason
 	case <-timer.C:
-		drop()
-		res.Pending = req.OnTimeout != CancelOnTimeout
+		pending := req.OnTimeout != CancelOnTimeout
 		typ := wire.TypeDeferAsk
-		if !res.Pending {
+		if !pending {
 			typ = wire.TypeCancelAsk
 		}
+		// Still waiting while the control goes: a reply that crossed it
+		// is this ask's answer, not mail for later.
 		applied, _ := s.client.AskControl(context.WithoutCancel(ctx), typ, msg.ID)
-		res.Cancelled = !res.Pending && applied
-		if res.Pending {
-			s.mu.Lock()
-			res.ListenerPID = s.listener
-			s.mu.Unlock()
+		drop()
+		select {
+		case m := <-w.reply:
+			replied(m)
+		default:
+			res.Pending, res.Cancelled = pending, !pending && applied
+			if pending {
+				s.mu.Lock()
+				res.ListenerPID = s.listener
+				s.mu.Unlock()
+			}
 		}
 	case <-s.client.Gone():
 		// A one-shot's connection: the reply has nowhere to come now.

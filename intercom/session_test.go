@@ -897,3 +897,50 @@ func TestAOneShotAskWhoseConnectionIsLostEndsAtOnce(t *testing.T) {
 	require.True(t, res.OK, "it was delivered")
 	require.False(t, res.Replied)
 }
+
+// A reply that crosses the cancel of an ask whose wait ran out is that
+// ask's answer, not mail for later: the asker is told it was answered.
+func TestAReplyCrossingTheCancelAnswersTheAsk(t *testing.T) {
+	p := intercom.NewPaths(shortDir(t))
+	b := startBroker(t, p)
+	alpha := open(t, p, "alpha", "Alpha")
+	raw := b.Register("beta", intercomtest.RegisterOptions{})
+	go func() { // beta takes each ask and answers it at once
+		for {
+			select {
+			case payload, ok := <-raw.Frames:
+				if !ok {
+					return
+				}
+				f, err := wire.DecodeBrokerFrame(payload)
+				if err != nil || f.Type != wire.TypeMessage {
+					continue
+				}
+				m, err := wire.ParseMessage(f.Message)
+				if err != nil {
+					continue
+				}
+				raw.Ack(f.DeliveryID)
+				raw.Send("alpha", intercomtest.Message(intercom.NewMessageID(), "yes", intercomtest.ReplyTo(m.ID)))
+			case <-raw.Closed:
+				return
+			}
+		}
+	}()
+	for i := range 20 {
+		res, err := alpha.Ask(ctx, intercom.AskRequest{To: "beta", Text: fmt.Sprint("q", i), Wait: time.Millisecond, OnTimeout: intercom.CancelOnTimeout})
+		require.NoError(t, err)
+		if !res.Replied {
+			// The wait ran out first and the cancel was applied before the
+			// reply was sent: then the reply is refused (no open ask).
+			require.True(t, res.Cancelled, "round %d: neither answered nor cancelled: %+v", i, res)
+			continue
+		}
+		require.Equal(t, "yes", res.Reply.Text, "round %d", i)
+	}
+	pend, err := alpha.Pending(ctx, intercom.PendingRequest{})
+	require.NoError(t, err)
+	for _, m := range pend.Unread {
+		require.NotEqual(t, "yes", m.Text, "no answer left unread while its ask was said cancelled")
+	}
+}
