@@ -381,6 +381,10 @@ func (c *Client) replayOutbox(only string) {
 		}
 		c.mu.Lock()
 		_, inFlight := c.sends[e.id]
+		if inFlight && only != "" {
+			c.mu.Unlock()
+			continue // on this connection already: its outcome is coming
+		}
 		if !inFlight {
 			c.sends[e.id] = &sendWait{result: make(chan sendResult, 1), replay: true}
 		}
