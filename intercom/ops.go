@@ -3,6 +3,7 @@ package intercom
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -170,6 +171,13 @@ type SendResult struct {
 	// Delivered); QueuedAt is when (epoch ms).
 	State    string  `json:"state,omitempty"`
 	QueuedAt float64 `json:"queuedAt,omitempty"`
+}
+
+// OutcomeUnknown reports whether a failed result may still have reached
+// the recipient (ErrOutcomeUnknown, exit 8): DELIVERY_TIMEOUT,
+// RECIPIENT_DISCONNECTED once accepted, or CodeOutcomeUnknown.
+func (r *SendResult) OutcomeUnknown() bool {
+	return !r.OK && errors.Is(&DeliveryError{Code: r.Code, Accepted: r.Accepted}, ErrOutcomeUnknown)
 }
 
 // OnAskTimeout is what an ask does when its wait runs out.

@@ -298,7 +298,7 @@ func (t *TeamOps) fanOut(ctx context.Context, req intercom.SendRequest, pattern 
 		for _, r := range out.Recipients {
 			if !r.OK {
 				failed = append(failed, fmt.Sprintf("%s (%s)", r.To, cmp.Or(r.Code, "not delivered")))
-				if errors.Is(&intercom.DeliveryError{Code: r.Code, Accepted: r.Accepted}, intercom.ErrOutcomeUnknown) {
+				if r.OutcomeUnknown() {
 					unknown++
 				}
 			}

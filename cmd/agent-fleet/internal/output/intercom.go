@@ -318,7 +318,7 @@ func SendTool(res *intercom.SendResult, to string) (text string, structured map[
 			structured["outcome_unknown"] = true
 			return fmt.Sprintf("Message to %q was not acknowledged (%s): %s. It was handed on before the recipient went away (or its host stopped answering), so it may have been read: do not send it again blindly; intercom_history shows what became of it.",
 				to, res.Code, reason), structured, true
-		case errors.Is(&intercom.DeliveryError{Code: res.Code, Reason: res.Reason, Accepted: res.Accepted}, intercom.ErrOutcomeUnknown):
+		case res.OutcomeUnknown():
 			// The recipient has it (a paused worker reads it once resumed):
 			// "not delivered" would have the agent send it twice.
 			structured["outcome_unknown"] = true
@@ -351,7 +351,7 @@ func recipientsTool(rs []intercom.SendResult) []map[string]any {
 		}
 		if !r.OK {
 			e["code"], e["reason"] = r.Code, r.Reason
-			if errors.Is(&intercom.DeliveryError{Code: r.Code, Accepted: r.Accepted}, intercom.ErrOutcomeUnknown) {
+			if r.OutcomeUnknown() {
 				e["outcome_unknown"] = true
 			}
 		}
