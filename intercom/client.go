@@ -429,8 +429,9 @@ func (c *Client) writeTo(nc net.Conn, frame []byte) error {
 		if !c.cfg.Unpaced {
 			// A batch (acknowledgements of a flood) in pieces the
 			// broker's bucket can pay for, each when it can.
-			chunk = frame[:wire.FramesPrefix(frame, paceChunk)]
-			if d := c.pace.delay(nc, chunk, time.Now()); d > 0 {
+			n, cost := wire.FramesPrefix(frame, paceChunk)
+			chunk = frame[:n]
+			if d := c.pace.delay(nc, cost, time.Now()); d > 0 {
 				time.Sleep(d) // about a second at most: a frame costs at most 128 tokens
 			}
 		}

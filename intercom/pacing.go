@@ -30,15 +30,15 @@ type pacer struct {
 	at     time.Time
 }
 
-// delay takes what the frames in buf cost from nc's bucket at now and
-// returns how long to wait before writing them.
-func (p *pacer) delay(nc net.Conn, buf []byte, now time.Time) time.Duration {
+// delay takes cost tokens (what the frames to write draw) from nc's bucket
+// at now and returns how long to wait before writing them.
+func (p *pacer) delay(nc net.Conn, cost int, now time.Time) time.Duration {
 	if p.nc != nc {
 		p.nc, p.tokens, p.at = nc, paceCapacity-1, now // the registration drew one
 	}
 	p.tokens = min(paceCapacity, p.tokens+now.Sub(p.at).Seconds()*paceRefill)
 	p.at = now
-	p.tokens -= float64(wire.FramesCost(buf))
+	p.tokens -= float64(cost)
 	if p.tokens >= 0 {
 		return 0
 	}

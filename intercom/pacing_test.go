@@ -20,23 +20,26 @@ func TestPacerKeepsWithinTheBrokersBucket(t *testing.T) {
 	require.Equal(t, 6, wire.FramesCost(append(append(append([]byte(nil), small...), small...), big...)), "frames written in one go")
 
 	batch := append(append(append([]byte(nil), small...), small...), big...)
-	require.Equal(t, len(small)*2, wire.FramesPrefix(batch, 5), "whole frames within the cost")
-	require.Equal(t, len(batch), wire.FramesPrefix(batch, 6))
-	require.Equal(t, len(big), wire.FramesPrefix(big, 1), "a frame alone, whatever it costs")
+	n, cost := wire.FramesPrefix(batch, 5)
+	require.Equal(t, []int{len(small) * 2, 2}, []int{n, cost}, "whole frames within the cost")
+	n, cost = wire.FramesPrefix(batch, 6)
+	require.Equal(t, []int{len(batch), 6}, []int{n, cost})
+	n, cost = wire.FramesPrefix(big, 1)
+	require.Equal(t, []int{len(big), 4}, []int{n, cost}, "a frame alone, whatever it costs")
 
 	var p pacer
 	now := time.Unix(1000, 0)
 	for range paceCapacity - 1 { // the registration drew one
-		require.Zero(t, p.delay(a, small, now), "a burst within the bucket goes at once")
+		require.Zero(t, p.delay(a, wire.FramesCost(small), now), "a burst within the bucket goes at once")
 	}
-	d := p.delay(a, small, now)
+	d := p.delay(a, wire.FramesCost(small), now)
 	require.Equal(t, time.Second/paceRefill, d, "then one token's refill")
 	now = now.Add(d)
-	require.InDelta(t, time.Second/paceRefill, p.delay(a, small, now), float64(time.Microsecond), "the debt was paid by the wait")
+	require.InDelta(t, time.Second/paceRefill, p.delay(a, wire.FramesCost(small), now), float64(time.Microsecond), "the debt was paid by the wait")
 	now = now.Add(10 * time.Second)
-	require.Zero(t, p.delay(a, big, now), "refilled")
+	require.Zero(t, p.delay(a, wire.FramesCost(big), now), "refilled")
 	require.InDelta(t, float64(paceCapacity-4), p.tokens, 1e-9, "never over the capacity")
-	require.Zero(t, p.delay(b, small, now), "a new connection has a full bucket")
+	require.Zero(t, p.delay(b, wire.FramesCost(small), now), "a new connection has a full bucket")
 
 	// The margin: whatever the client writes at the pace, the broker's
 	// own bucket, started later and read at once, pays for it.

@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // The broker's per-connection rate limit (spec §6.6): a token bucket that
 // starts full with RateCapacity tokens and refills at RateRefill tokens a
@@ -19,20 +22,15 @@ func FrameCost(n int) int { return max(1, (n+RateBytesPerToken-1)/RateBytesPerTo
 // FramesCost is what the frames in buf (whole frames, length prefixes
 // included, as written in one go) draw together.
 func FramesCost(buf []byte) int {
-	cost := 0
-	for len(buf) >= HeaderBytes {
-		n := int(binary.BigEndian.Uint32(buf))
-		cost += FrameCost(n)
-		buf = buf[min(len(buf), HeaderBytes+n):]
-	}
+	_, cost := FramesPrefix(buf, math.MaxInt)
 	return cost
 }
 
-// FramesPrefix is the length of the longest run of whole frames at the
+// FramesPrefix is the length n of the longest run of whole frames at the
 // start of buf that costs at most maxCost together, and at least the first
-// frame: what can be written in one go without overdrawing a bucket.
-func FramesPrefix(buf []byte, maxCost int) int {
-	n, cost := 0, 0
+// frame: what can be written in one go without overdrawing a bucket; and
+// what that run costs.
+func FramesPrefix(buf []byte, maxCost int) (n, cost int) {
 	for n+HeaderBytes <= len(buf) {
 		size := HeaderBytes + int(binary.BigEndian.Uint32(buf[n:]))
 		c := FrameCost(size - HeaderBytes)
@@ -42,7 +40,7 @@ func FramesPrefix(buf []byte, maxCost int) int {
 		n, cost = min(len(buf), n+size), cost+c
 	}
 	if n == 0 {
-		return len(buf)
+		return len(buf), 0
 	}
-	return n
+	return n, cost
 }
