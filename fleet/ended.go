@@ -264,7 +264,7 @@ func (r *Registry) noticeOutcome(ctx context.Context, id, run string, sent bool,
 func (r *Registry) PruneNotices(ctx context.Context, before time.Time) (int, error) {
 	var n int64
 	err := r.write(ctx, func(tx querier) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM ended_notices WHERE created_at_ms < ?`, toMS(before))
+		res, err := tx.ExecContext(ctx, `DELETE FROM ended_notices WHERE `+prunableNoticesSQL, toMS(before))
 		if err != nil {
 			return classify(err)
 		}
@@ -277,11 +277,15 @@ func (r *Registry) PruneNotices(ctx context.Context, before time.Time) (int, err
 	return int(n), nil
 }
 
+// prunableNoticesSQL selects the notices PruneNotices deletes; its
+// argument is the cutoff in ms.
+const prunableNoticesSQL = `created_at_ms < ?`
+
 // CountPrunableNotices is how many notices PruneNotices(before) would
 // delete.
 func (r *Registry) CountPrunableNotices(ctx context.Context, before time.Time) (int, error) {
 	var n int
-	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM ended_notices WHERE created_at_ms < ?`, toMS(before)).Scan(&n); err != nil {
+	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM ended_notices WHERE `+prunableNoticesSQL, toMS(before)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count ended notices: %w", classify(err))
 	}
 	return n, nil
